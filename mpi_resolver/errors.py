@@ -1,0 +1,31 @@
+"""The exceptions mpi_resolver raises: all of them are ResolutionError."""
+
+from __future__ import annotations
+
+__all__ = ["ResolutionError", "FormatError", "MismatchError", "MissingDependencyError"]
+
+
+class ResolutionError(RuntimeError):
+    """The cluster could not be resolved; the message names the input and the fix.
+
+    A RuntimeError, as TensorFlow documents for its cluster resolvers.
+    """
+
+
+class FormatError(ResolutionError, ValueError):
+    """A malformed input string: a hostlist, a tasks-per-node list, a number, a job list."""
+
+
+class MismatchError(ResolutionError):
+    """Slurm's view of the job and MPI's (or this rank's own variables) disagree.
+
+    ``rows`` holds the per-rank differences (see ``topology.Difference``) when there are any.
+    """
+
+    def __init__(self, message: str, rows: tuple = ()) -> None:
+        super().__init__(message)
+        self.rows = tuple(rows)
+
+
+class MissingDependencyError(ResolutionError, ImportError):
+    """An optional dependency (TensorFlow, mpi4py) is not installed."""

@@ -1,0 +1,179 @@
+"""Which launcher started this process, and what its variables say (pure: reads a mapping)."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import List, Mapping, Optional, Tuple
+
+from .errors import FormatError, ResolutionError
+from .hostlist import expand_hostlist, expand_tasks_per_node
+
+__all__ = ["SlurmStep", "MpiLaunch", "detect_mpi_launch", "slurm_describes_ranks",
+           "parse_int", "SLURM_VARS"]
+
+#: The Slurm variables the resolver reads, with what each holds.
+SLURM_VARS = {
+    "SLURM_PROCID": "this task's rank in the step (0..N-1)",
+    "SLURM_STEP_NUM_TASKS": "the number of tasks in the step",
+    "SLURM_STEP_NODELIST": "the step's nodes as a hostlist, e.g. n[01-04]",
+    "SLURM_STEP_TASKS_PER_NODE": "tasks on each node of the step, e.g. 3(x2),1",
+    "SLURMD_NODENAME": "the node this task runs on",
+    "SLURM_LOCALID": "this task's index among the step's tasks on its node",
+    "SLURM_DISTRIBUTION": "how srun placed tasks on nodes: block, cyclic, plane, arbitrary",
+    "SLURM_GTIDS": "the ranks of the step that run on this node, e.g. 0,2,3",
+}
+
+
+def parse_int(value: Optional[str], *, name: str, minimum: int = 0,
+              fix: str = "") -> int:
+    """Returns ``value`` as an int >= minimum.
+
+    Raises:
+      ResolutionError: ``value`` is None (the variable is not set).
+      FormatError: not a whole number, or below ``minimum``.
+    """
+    if value is None:
+        raise ResolutionError(f"{name} is not set. {fix}".strip())
+    text = value.strip()
+    if not text.isascii() or not text.isdigit():
+        raise FormatError(
+            f"{name}={value!r} is not a whole number; expected an integer >= {minimum}. "
+            f"{fix}".strip())
+    number = int(text)
+    if number < minimum:
+        raise FormatError(f"{name}={value!r}: expected an integer >= {minimum}. {fix}".strip())
+    return number
+
+
+_NOT_IN_STEP = ("Is this process a task of a Slurm step (started by srun)? Under sbatch or "
+                "salloc, start it with `srun --mpi=pmix ...`, or use source='mpi' under mpirun.")
+
+
+@dataclass(frozen=True)
+class SlurmStep:
+    """What Slurm's step variables say; each field is parsed when first asked for."""
+
+    env: Mapping[str, str]
+
+    @staticmethod
+    def present(env: Mapping[str, str]) -> bool:
+        """Returns True when SLURM_PROCID is set: this process is (or descends from) a step task."""
+        return "SLURM_PROCID" in env
+
+    def procid(self) -> int:
+        """Returns SLURM_PROCID. Raises ResolutionError/FormatError naming the variable."""
+        return parse_int(self.env.get("SLURM_PROCID"), name="SLURM_PROCID", fix=_NOT_IN_STEP)
+
+    def num_tasks(self) -> int:
+        """Returns SLURM_STEP_NUM_TASKS (>= 1)."""
+        return parse_int(self.env.get("SLURM_STEP_NUM_TASKS"), name="SLURM_STEP_NUM_TASKS",
+                         minimum=1, fix=_NOT_IN_STEP)
+
+    def hostlist(self) -> List[str]:
+        """Returns SLURM_STEP_NODELIST expanded; FormatError names the variable."""
+        value = self.env.get("SLURM_STEP_NODELIST")
+        if value is None:
+            raise ResolutionError(f"SLURM_STEP_NODELIST is not set. {_NOT_IN_STEP}")
+        try:
+            return expand_hostlist(value)
+        except FormatError as e:
+            raise FormatError(f"SLURM_STEP_NODELIST: {e}") from e
+
+    def tasks_per_node(self) -> List[int]:
+        """Returns SLURM_STEP_TASKS_PER_NODE expanded; FormatError names the variable."""
+        value = self.env.get("SLURM_STEP_TASKS_PER_NODE")
+        if value is None:
+            raise ResolutionError(f"SLURM_STEP_TASKS_PER_NODE is not set. {_NOT_IN_STEP}")
+        try:
+            counts = expand_tasks_per_node(value)
+        except FormatError as e:
+            raise FormatError(f"SLURM_STEP_TASKS_PER_NODE: {e}") from e
+        if 0 in counts:
+            raise FormatError(
+                f"SLURM_STEP_TASKS_PER_NODE={value!r} gives a node 0 tasks; every node of a "
+                "step runs at least one task.")
+        return counts
+
+    def nodename(self) -> Optional[str]:
+        """Returns SLURMD_NODENAME, or None where it is not set."""
+        return self.env.get("SLURMD_NODENAME") or None
+
+    def distribution(self) -> str:
+        """Returns the node-level part of SLURM_DISTRIBUTION ('block' when unset).
+
+        ``cyclic:block`` -> ``cyclic``; ``plane=4`` -> ``plane``.
+        """
+        value = self.env.get("SLURM_DISTRIBUTION") or "block"
+        return value.split(":", 1)[0].split("=", 1)[0].strip().lower() or "block"
+
+    def gtids(self) -> Optional[Tuple[int, ...]]:
+        """Returns SLURM_GTIDS (the step ranks on this node), or None where it is not set."""
+        value = self.env.get("SLURM_GTIDS")
+        if not value:
+            return None
+        return tuple(parse_int(v, name="SLURM_GTIDS") for v in value.split(","))
+
+    def digest(self) -> str:
+        """Returns a short hash of the job-wide step variables, equal on all ranks of one step."""
+        keys = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST",
+                "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NUM_TASKS", "SLURM_DISTRIBUTION")
+        text = "\0".join(self.env.get(k, "") for k in keys)
+        return format(zlib.crc32(text.encode("utf-8", "replace")), "08x")
+
+
+@dataclass(frozen=True)
+class MpiLaunch:
+    """The MPI launcher recognised from this process's variables."""
+
+    name: Optional[str]          # 'openmpi', 'hydra', 'pmix', 'pmi2' or None
+    rank: Optional[int]          # the launcher's rank variable, when it has one
+    size: Optional[int]          # the launcher's size variable, when it has one
+    local_rank: Optional[int]    # this process's index on its node, when the launcher says
+
+    @property
+    def wired(self) -> bool:
+        """True when a launcher set variables MPI_Init can connect to (so MPI may start)."""
+        return self.name is not None
+
+
+def _opt_int(env: Mapping[str, str], name: str) -> Optional[int]:
+    value = env.get(name)
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value)
+
+
+def detect_mpi_launch(env: Mapping[str, str]) -> MpiLaunch:
+    """Returns the MPI launcher that started this process, from its variables.
+
+    Open MPI's mpirun sets OMPI_COMM_WORLD_*; MPICH's and Intel MPI's Hydra set PMI_RANK,
+    PMI_SIZE and MPI_LOCALRANKID; ``srun --mpi=pmix`` sets PMIX_RANK; ``srun --mpi=pmi2`` sets
+    PMI_RANK and PMI_SIZE. ``srun --mpi=none`` sets none of them.
+    """
+    if "OMPI_COMM_WORLD_RANK" in env:
+        return MpiLaunch("openmpi", _opt_int(env, "OMPI_COMM_WORLD_RANK"),
+                         _opt_int(env, "OMPI_COMM_WORLD_SIZE"),
+                         _opt_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"))
+    if "PMI_RANK" in env and "MPI_LOCALRANKID" in env:
+        return MpiLaunch("hydra", _opt_int(env, "PMI_RANK"), _opt_int(env, "PMI_SIZE"),
+                         _opt_int(env, "MPI_LOCALRANKID"))
+    slurm_local = _opt_int(env, "SLURM_LOCALID")
+    if "PMIX_RANK" in env:
+        return MpiLaunch("pmix", _opt_int(env, "PMIX_RANK"), None, slurm_local)
+    if "PMI_RANK" in env:
+        return MpiLaunch("pmi2", _opt_int(env, "PMI_RANK"), _opt_int(env, "PMI_SIZE"),
+                         slurm_local)
+    return MpiLaunch(None, None, None, None)
+
+
+def slurm_describes_ranks(env: Mapping[str, str], launch: MpiLaunch) -> bool:
+    """Returns True when Slurm's step variables describe this process's MPI rank.
+
+    False outside a step, and under an mpirun/mpiexec (Open MPI, Hydra) started inside an
+    allocation: there every rank inherits SLURM_PROCID and SLURM_STEP_NUM_TASKS of the
+    launcher daemon that srun started on its node.
+    """
+    if not SlurmStep.present(env):
+        return False
+    return launch.name not in ("openmpi", "hydra")

@@ -1,0 +1,18 @@
+"""One-line logs of the 'mpi_resolver' logger, each message once per process."""
+
+from __future__ import annotations
+
+import logging
+from typing import Set
+
+__all__ = ["log_once", "logger"]
+
+logger = logging.getLogger("mpi_resolver")
+_said: Set[str] = set()
+
+
+def log_once(message: str, level: int = logging.WARNING) -> None:
+    """Logs ``message`` unless this process logged it before."""
+    if message not in _said:
+        _said.add(message)
+        logger.log(level, "mpi_resolver: %s", message)

@@ -1,0 +1,117 @@
+"""The resolver's arguments, checked once, with errors that name the argument and the fix."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Union
+
+from .errors import FormatError, ResolutionError
+from .hostlist import check_host_name
+
+__all__ = ["Options", "make_options", "parse_jobs", "SOURCES"]
+
+SOURCES = ("auto", "slurm", "mpi")
+_JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Checked resolver arguments (see MPIClusterResolver for their meaning)."""
+
+    jobs: Optional[Dict[str, int]] = None
+    port_base: int = 8888
+    gpus_per_node: Optional[int] = None
+    gpus_per_task: Optional[int] = None
+    tasks_per_node: Union[None, int, Dict[str, int]] = None
+    source: str = "auto"
+    verify: Union[str, bool] = "auto"
+    timeout: float = 60.0
+
+
+def _whole(value: Any, name: str, minimum: int, maximum: Optional[int] = None) -> int:
+    """Returns ``value`` when it is an int in range; ResolutionError names ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ResolutionError(
+            f"{name}={value!r}: expected a whole number (int), got {type(value).__name__}.")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and <= {maximum}" if maximum is not None else ""
+        raise ResolutionError(f"{name}={value!r}: expected a number >= {minimum}{upper}.")
+    return value
+
+
+def parse_jobs(text: str) -> Dict[str, int]:
+    """Returns the jobs of ``'ps=1,worker=3'`` as {'ps': 1, 'worker': 3}.
+
+    Raises:
+      FormatError: an element that is not NAME=COUNT.
+    """
+    jobs: Dict[str, int] = {}
+    for item in text.split(","):
+        name, sep, count = item.strip().partition("=")
+        if not sep or not count.strip().isdigit() or not name.strip():
+            raise FormatError(
+                f"--jobs {text!r}: bad element {item!r}; expected NAME=COUNT pairs such as "
+                "'ps=1,worker=3'.")
+        if name.strip() in jobs:
+            raise FormatError(f"--jobs {text!r} names job {name.strip()!r} twice.")
+        jobs[name.strip()] = int(count)
+    return jobs
+
+
+def _check_jobs(jobs: Any) -> Optional[Dict[str, int]]:
+    if jobs is None:
+        return None
+    if not isinstance(jobs, Mapping):
+        raise ResolutionError(
+            f"jobs={jobs!r}: expected a dict of job name to task count, e.g. "
+            "{'ps': 1, 'worker': 3}.")
+    if not jobs:
+        raise ResolutionError("jobs={}: expected at least one job, e.g. {'worker': 4}.")
+    out = {}
+    for name, count in jobs.items():
+        if not isinstance(name, str) or _JOB_NAME.fullmatch(name) is None:
+            raise ResolutionError(
+                f"jobs: job name {name!r} is not valid; TensorFlow job names are a letter "
+                "followed by letters, digits or '_' (e.g. 'worker', 'ps', 'chief').")
+        out[name] = _whole(count, f"jobs[{name!r}]", 1)
+    return out
+
+
+def _check_tasks_per_node(value: Any) -> Union[None, int, Dict[str, int]]:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        if not value:
+            raise ResolutionError("tasks_per_node={}: expected {host: count} for each node.")
+        return {check_host_name(h if isinstance(h, str) else "", what="tasks_per_node"):
+                _whole(n, f"tasks_per_node[{h!r}]", 1) for h, n in value.items()}
+    return _whole(value, "tasks_per_node", 1)
+
+
+def make_options(*, jobs: Any = None, port_base: Any = 8888, gpus_per_node: Any = None,
+                 gpus_per_task: Any = None, tasks_per_node: Any = None, source: Any = "auto",
+                 verify: Any = "auto", timeout: Any = 60.0) -> Options:
+    """Returns checked Options.
+
+    Raises:
+      ResolutionError: an argument of the wrong type or out of range, naming it.
+    """
+    if source not in SOURCES:
+        raise ResolutionError(f"source={source!r}: expected one of 'auto', 'slurm', 'mpi'.")
+    if verify not in ("auto", True, False) or isinstance(verify, int) and \
+            not isinstance(verify, bool):
+        raise ResolutionError(f"verify={verify!r}: expected 'auto', True or False.")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+            not math.isfinite(timeout) or timeout <= 0:
+        raise ResolutionError(f"timeout={timeout!r}: expected a number of seconds > 0.")
+    return Options(
+        jobs=_check_jobs(jobs),
+        port_base=_whole(port_base, "port_base", 1, 65535),
+        gpus_per_node=None if gpus_per_node is None else _whole(gpus_per_node,
+                                                                "gpus_per_node", 0),
+        gpus_per_task=None if gpus_per_task is None else _whole(gpus_per_task,
+                                                                "gpus_per_task", 0),
+        tasks_per_node=_check_tasks_per_node(tasks_per_node),
+        source=source, verify=verify, timeout=float(timeout))

@@ -1,0 +1,335 @@
+"""Resolution: launcher variables and MPI -> per-rank records -> cross-check -> layout.
+
+Everything here but the injected ``exchange`` and ``probe`` callables is pure, so the command
+line (which must not import TensorFlow) and MPIClusterResolver give the same answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .errors import FormatError, MismatchError, ResolutionError
+from .gpus import count_nvidia_smi, gpu_entries, parse_visible_devices
+from .hostlist import check_host_name
+from .launchers import MpiLaunch, SlurmStep, detect_mpi_launch, slurm_describes_ranks
+from .layout import (Layout, build_layout, check_own_placement, count_per_host,
+                     slurm_placement, tf_placement)
+from .options import Options
+from .topology import (RankRecord, compare, format_table, host_key, likely_cause,
+                       make_record, same_host)
+
+__all__ = ["Plan", "plan", "Resolution", "resolve", "Exchange"]
+
+#: exchange(record) -> every rank's record in rank order; it raises on a timeout.
+Exchange = Callable[[RankRecord], List[RankRecord]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which sources a resolution uses: decided from the options and variables alone."""
+
+    use_slurm: bool          # Slurm's step variables give rank, tasks and nodes
+    use_mpi: bool            # MPI is started and every rank's record exchanged
+    verify: bool             # Slurm and MPI are compared
+    launch: MpiLaunch
+    notes: Tuple[str, ...]   # one-line logs (why a source was chosen, a skipped check)
+
+
+def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
+         mpi_running: bool = False) -> Plan:
+    """Returns the sources to use.
+
+    Raises:
+      ResolutionError: source='mpi' or verify=True where MPI cannot be started safely, or
+        verify=True where there is no Slurm step to check.
+    """
+    launch = detect_mpi_launch(env)
+    in_step = SlurmStep.present(env)
+    slurm_ranks = slurm_describes_ranks(env, launch)
+    notes: List[str] = []
+    # MPI may be started unless this is a Slurm task without MPI wiring (srun --mpi=none):
+    # there MPI_Init can abort the process or start a silent world of one.
+    mpi_ok = opts.source != "slurm" and (have_comm or mpi_running or launch.wired or
+                                         not in_step)
+    if opts.source == "slurm":
+        use_slurm = True
+    elif opts.source == "mpi":
+        use_slurm = False
+        if not mpi_ok:
+            raise ResolutionError(
+                "source='mpi', but this process is a Slurm task without MPI wiring (no "
+                "PMIX_RANK, PMI_RANK or OMPI_COMM_WORLD_RANK): starting MPI here would give "
+                "each task a world of its own. Launch with `srun --mpi=pmix`, or use "
+                "source='slurm'.")
+    else:
+        use_slurm = slurm_ranks
+        if in_step and not slurm_ranks:
+            notes.append(
+                f"mpirun/mpiexec ({launch.name}) inside a Slurm allocation: SLURM_PROCID and "
+                "SLURM_STEP_NUM_TASKS describe its launcher daemons, not the ranks; using MPI.")
+    if opts.verify is True:
+        if not in_step:
+            raise ResolutionError(
+                "verify=True: there is no Slurm step to check against MPI (SLURM_PROCID is "
+                "not set). Run under `srun --mpi=pmix`, or use verify='auto'.")
+        if not mpi_ok:
+            why = ("source='slurm' never starts MPI" if opts.source == "slurm" else
+                   "this Slurm task has no MPI wiring (srun --mpi=none?)")
+            raise ResolutionError(
+                f"verify=True needs MPI, but {why}. Launch with `srun --mpi=pmix` and "
+                "source='auto', or use verify='auto'.")
+        verify = True
+    elif opts.verify == "auto":
+        verify = slurm_ranks and mpi_ok
+        if slurm_ranks and not mpi_ok and opts.source != "slurm":
+            notes.append(
+                "Slurm step without MPI wiring (no PMIX_RANK or PMI_RANK): the cross-check of "
+                "Slurm against MPI is skipped. Launch with `srun --mpi=pmix` to enable it, or "
+                "pass verify=False to silence this.")
+    else:
+        verify = False
+    return Plan(use_slurm, (not use_slurm) or verify, verify, launch, tuple(notes))
+
+
+@dataclass
+class Resolution:
+    """The answer for one rank: its task, the job's layout and this rank's GPUs."""
+
+    rank: int
+    layout: Layout
+    source: str                                 # 'slurm' or 'mpi'
+    records: Optional[List[RankRecord]] = None  # every rank's record, when MPI was used
+    verified: bool = False
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def num_tasks(self) -> int:
+        """Returns the number of tasks (ranks) in the job."""
+        return len(self.layout.placement)
+
+    @property
+    def task_configuration(self) -> Dict[str, int]:
+        """Returns {host: tasks on it}, hosts in order of first rank."""
+        return count_per_host(self.layout.placement)
+
+    @property
+    def task(self) -> Tuple[str, int]:
+        """Returns this rank's (task_type, task_id)."""
+        return self.layout.task_of(self.rank)
+
+    @property
+    def visible_devices(self) -> str:
+        """Returns the CUDA_VISIBLE_DEVICES value for this rank."""
+        return ",".join(self.layout.gpus_of(self.rank))
+
+    @property
+    def gpus_per_node(self) -> int:
+        """Returns the largest GPU count of the job's nodes."""
+        return max((len(g) for g in self.layout.node_gpus.values()), default=0)
+
+    def cluster(self) -> Dict[str, List[str]]:
+        """Returns {job: [addresses]} (the ClusterSpec as a dict)."""
+        return self.layout.cluster
+
+    def tf_config(self) -> dict:
+        """Returns the TF_CONFIG structure for this rank."""
+        task_type, task_id = self.task
+        return {"cluster": self.cluster(), "task": {"type": task_type, "index": task_id}}
+
+
+def _slurm_configuration(opts: Options, step: SlurmStep) -> Tuple[List[str], List[int]]:
+    """Returns (hosts, tasks per host) as TensorFlow would read them, checked."""
+    if isinstance(opts.tasks_per_node, dict):
+        hosts = list(opts.tasks_per_node)
+        if "SLURM_STEP_NODELIST" in step.env:
+            known = {host_key(h) for h in step.hostlist()}
+            unknown = [h for h in hosts if host_key(h) not in known]
+            if unknown:
+                raise ResolutionError(
+                    f"tasks_per_node names {', '.join(unknown)}, which are not in "
+                    f"SLURM_STEP_NODELIST={step.env['SLURM_STEP_NODELIST']!r}; name the "
+                    "step's nodes, or leave tasks_per_node unset to read them from Slurm.")
+        return hosts, list(opts.tasks_per_node.values())
+    hosts = step.hostlist()
+    seen = set()
+    for h in hosts:
+        if h in seen:
+            raise FormatError(
+                f"SLURM_STEP_NODELIST={step.env['SLURM_STEP_NODELIST']!r} lists {h} twice; a "
+                "step's node list names each node once.")
+        seen.add(h)
+    if isinstance(opts.tasks_per_node, int):
+        return hosts, [opts.tasks_per_node] * len(hosts)
+    counts = step.tasks_per_node()
+    if len(counts) != len(hosts):
+        raise FormatError(
+            f"SLURM_STEP_NODELIST={step.env['SLURM_STEP_NODELIST']!r} has {len(hosts)} nodes "
+            f"but SLURM_STEP_TASKS_PER_NODE={step.env['SLURM_STEP_TASKS_PER_NODE']!r} has "
+            f"{len(counts)} entries; they must describe the same nodes.")
+    return hosts, counts
+
+
+def _slurm_truth(opts: Options, step: SlurmStep, hosts: List[str], counts: List[int],
+                 rank: int, tf: List[str]) -> List[str]:
+    """Returns where ranks run, from Slurm's variables alone; raises where they cannot say."""
+    if opts.tasks_per_node is not None:
+        return tf  # the caller declared the layout, as with TensorFlow
+    placement = slurm_placement(hosts, counts, step.distribution())
+    if placement is None:
+        raise MismatchError(
+                f"SLURM_DISTRIBUTION={step.env.get('SLURM_DISTRIBUTION')!r}: Slurm's step "
+                "variables do not say on which node each rank runs, and TensorFlow's "
+                "block layout would give ranks addresses on hosts where they do not run. "
+                "Launch with `srun --mpi=pmix` so that mpi_resolver learns placement from MPI "
+                "(source='auto'), or use --distribution=block.")
+    check_own_placement(placement, rank, step.nodename(), step.gtids(), same_host)
+    return placement
+
+
+def _mismatch(records: List[RankRecord], step: Optional[SlurmStep]) -> None:
+    """Raises MismatchError when Slurm and MPI disagree about any rank."""
+    diffs = compare(records, step)
+    if not diffs:
+        return
+    slurm_tasks = None
+    if step is not None and step.env.get("SLURM_STEP_NUM_TASKS", "").isdigit():
+        slurm_tasks = int(step.env["SLURM_STEP_NUM_TASKS"])
+    cause = likely_cause(records, diffs, slurm_tasks)
+    raise MismatchError(
+        f"Slurm and MPI disagree about this job ({len(diffs)} differences).\n"
+        f"{format_table(diffs)}\nLikely cause: {cause}", diffs)
+
+
+def local_record(opts: Options, env: Mapping[str, str], launch: MpiLaunch, rank: int,
+                 size: int, host: str,
+                 probe: Callable[[], int] = count_nvidia_smi) -> RankRecord:
+    """Returns this rank's record; nvidia-smi runs only on the node's first local rank."""
+    error = None
+    visible = probed = None
+    try:
+        visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+        if visible is None and opts.gpus_per_node is None and launch.local_rank in (0, None):
+            probed = probe()
+    except ResolutionError as e:
+        error = str(e)
+    return make_record(rank, size, host, env, launch, visible, probed, error)
+
+
+def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
+            exchange: Optional[Callable[[], Tuple[int, List[RankRecord]]]] = None,
+            probe: Callable[[], int] = count_nvidia_smi) -> Resolution:
+    """Returns this rank's Resolution.
+
+    ``exchange()`` returns (this rank's MPI rank, every rank's record); it is called once,
+    when ``the_plan`` uses MPI. ``probe()`` counts GPUs with nvidia-smi where nothing else says.
+
+    Raises:
+      ResolutionError, FormatError, MismatchError: with the variable or argument and the fix.
+    """
+    notes = list(the_plan.notes)
+    step = SlurmStep(env) if SlurmStep.present(env) else None
+    records = None
+    if the_plan.use_mpi:
+        if exchange is None:
+            raise ResolutionError("internal: MPI is needed but no exchange was given.")
+        mpi_rank, records = exchange()
+        for r in records:
+            if r.error:
+                raise ResolutionError(f"rank {r.rank} on {r.host}: {r.error}")
+        if the_plan.verify:
+            _mismatch(records, step)
+    if the_plan.use_slurm:
+        step = step or SlurmStep(env)
+        rank = step.procid()
+        hosts, counts = _slurm_configuration(opts, step)
+        total = sum(counts)
+        if opts.jobs is None and opts.tasks_per_node is None:
+            num_tasks = step.num_tasks()
+            if num_tasks != total:
+                raise FormatError(
+                    f"SLURM_STEP_NUM_TASKS={num_tasks} but SLURM_STEP_TASKS_PER_NODE="
+                    f"{step.env.get('SLURM_STEP_TASKS_PER_NODE')!r} adds up to {total}; "
+                    "they must agree.")
+        if rank >= total:
+            raise ResolutionError(
+                f"SLURM_PROCID={rank} is outside the step's {total} tasks (0..{total - 1}).")
+        tf = tf_placement(dict(zip(hosts, counts)))
+        if records is not None:
+            names = {host_key(h): h for h in hosts}
+            placement = [names.get(host_key(r.host), r.host) for r in records]
+        else:
+            placement = _slurm_truth(opts, step, hosts, counts, rank, tf)
+        if placement != tf:
+            notes.append(_why_not_tf(placement, tf, step))
+        gpus = _slurm_gpus(opts, env, placement, records, probe)
+    else:
+        assert records is not None
+        rank = mpi_rank
+        for r in records:
+            check_host_name(r.host, what=f"host name of MPI rank {r.rank}")
+        placement = [r.host for r in records]
+        if opts.tasks_per_node is not None:
+            _check_declared(opts.tasks_per_node, placement)
+        gpus = _gpus_from_records(opts, placement, records)
+    jobs = opts.jobs if opts.jobs is not None else {"worker": len(placement)}
+    layout = build_layout(placement, jobs=jobs, port_base=opts.port_base, node_gpus=gpus,
+                          gpus_per_task=opts.gpus_per_task)
+    return Resolution(rank, layout, "slurm" if the_plan.use_slurm else "mpi", records,
+                      the_plan.verify, notes)
+
+
+def _why_not_tf(placement: Sequence[str], tf: Sequence[str], step: SlurmStep) -> str:
+    """Returns the one-line note that says why the layout differs from TensorFlow's."""
+    first = next(i for i, (a, b) in enumerate(zip(placement, tf)) if a != b)
+    return (f"the ClusterSpec differs from TensorFlow's SlurmClusterResolver: it would put rank "
+            f"{first} on {tf[first]}, but rank {first} runs on {placement[first]} "
+            f"(SLURM_DISTRIBUTION={step.env.get('SLURM_DISTRIBUTION', 'block')}, node order "
+            f"{step.env.get('SLURM_STEP_NODELIST', '?')}); using where ranks run.")
+
+
+def _check_declared(declared, placement: List[str]) -> None:
+    """Raises MismatchError when a given tasks_per_node contradicts where MPI ranks run."""
+    actual = count_per_host(placement)
+    if isinstance(declared, int):
+        expected = {h: declared for h in actual}
+    else:
+        expected = {h: n for h, n in declared.items()}
+    if {host_key(h): n for h, n in expected.items()} != {host_key(h): n
+                                                         for h, n in actual.items()}:
+        raise MismatchError(
+            f"tasks_per_node={declared!r} does not match where MPI ranks run: "
+            f"{dict(actual)!r}. Leave tasks_per_node unset to use MPI's placement.")
+
+
+def _slurm_gpus(opts: Options, env: Mapping[str, str], placement: List[str],
+                records: Optional[List[RankRecord]],
+                probe: Callable[[], int]) -> Dict[str, Tuple[str, ...]]:
+    """Returns {host: GPU entries}: this node's view for all (as TensorFlow), or MPI's."""
+    if records is not None:
+        return _gpus_from_records(opts, placement, records)
+    visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+    probed = None
+    if visible is None and opts.gpus_per_node is None:
+        probed = probe()
+    own = gpu_entries(visible, probed, opts.gpus_per_node)
+    return {h: own for h in set(placement)}
+
+
+def _gpus_from_records(opts: Options, placement: List[str],
+                       records: List[RankRecord]) -> Dict[str, Tuple[str, ...]]:
+    """Returns {host: GPU entries} from each node's records (its own count on each node)."""
+    seen: Dict[str, Tuple[Optional[Tuple[str, ...]], Optional[int]]] = {}
+    for host, r in zip(placement, records):
+        visible, probed = seen.get(host, (None, None))
+        seen[host] = (visible if visible is not None else r.visible,
+                      probed if probed is not None else r.probed)
+    out = {}
+    for host, (visible, probed) in seen.items():
+        gpus = gpu_entries(visible, probed, opts.gpus_per_node)
+        if gpus is None:
+            raise ResolutionError(
+                f"no rank on {host} reported its GPUs (CUDA_VISIBLE_DEVICES unset and no local "
+                "rank 0 ran nvidia-smi); set gpus_per_node or CUDA_VISIBLE_DEVICES.")
+        out[host] = gpus
+    return out

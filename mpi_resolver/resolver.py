@@ -1,0 +1,130 @@
+"""MPIClusterResolver: TensorFlow's SlurmClusterResolver with MPI behind its extension points.
+
+Importing this module imports TensorFlow; ``import mpi_resolver`` does not (it loads this
+module the first time ``mpi_resolver.MPIClusterResolver`` is asked for).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any, Dict, List, Optional
+
+from .errors import MissingDependencyError
+from .logs import log_once
+from .mpi import exchange_records, mpi_initialized, world
+from .options import make_options
+from .resolution import Resolution, local_record, plan, resolve
+
+try:
+    import tensorflow as tf
+except ImportError as e:  # pragma: no cover - exercised only without TensorFlow
+    raise MissingDependencyError(
+        f"TensorFlow could not be imported ({e}). Install it with `pip install tensorflow` "
+        "(or tensorflow-cpu). The command line `mpi-resolver` works without it.") from e
+
+__all__ = ["MPIClusterResolver"]
+
+_CVD = "CUDA_VISIBLE_DEVICES"
+# What this process's resolvers wrote to CUDA_VISIBLE_DEVICES, and what was there before, so
+# that a second resolver allocates from the node's GPUs and not from the narrowed list.
+_narrowed: Dict[str, Optional[str]] = {}
+
+
+def _environment() -> Dict[str, str]:
+    """Returns os.environ as a dict, with CUDA_VISIBLE_DEVICES as it was before we narrowed it."""
+    env = dict(os.environ)
+    if _narrowed and env.get(_CVD) == _narrowed["written"]:
+        original = _narrowed["original"]
+        if original is None:
+            env.pop(_CVD, None)
+        else:
+            env[_CVD] = original
+    else:
+        _narrowed.clear()  # never narrowed, or the user set it since: theirs is the original
+    return env
+
+
+def _set_visible_devices(value: str) -> None:
+    """Sets CUDA_VISIBLE_DEVICES, remembering the value it replaces the first time."""
+    if not _narrowed:
+        _narrowed["original"] = os.environ.get(_CVD)
+    os.environ[_CVD] = value
+    _narrowed["written"] = value
+
+
+class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
+    """A SlurmClusterResolver that checks Slurm against MPI, or uses MPI where there is no Slurm.
+
+    Args are TensorFlow's (jobs, port_base, gpus_per_node, gpus_per_task, tasks_per_node,
+    auto_set_gpu, rpc_layer) plus:
+      source: 'slurm' (step variables only; never imports mpi4py), 'mpi' (the communicator
+        only) or 'auto' (Slurm's variables in a Slurm step, MPI otherwise).
+      verify: 'auto' (cross-check when both are there), True (insist) or False.
+      comm: an mpi4py communicator instead of COMM_WORLD.
+      timeout: seconds before the MPI exchange gives up with a ResolutionError.
+
+    Raises:
+      ResolutionError: anything that keeps the job from resolving (FormatError for malformed
+        variables and arguments, MismatchError when Slurm and MPI disagree).
+    """
+
+    def __init__(self, jobs: Optional[Dict[str, int]] = None, port_base: int = 8888,
+                 gpus_per_node: Optional[int] = None, gpus_per_task: Optional[int] = None,
+                 tasks_per_node: Any = None, auto_set_gpu: bool = True,
+                 rpc_layer: str = "grpc", *, source: str = "auto", verify: Any = "auto",
+                 comm: Any = None, timeout: float = 60.0) -> None:
+        opts = make_options(jobs=jobs, port_base=port_base, gpus_per_node=gpus_per_node,
+                            gpus_per_task=gpus_per_task, tasks_per_node=tasks_per_node,
+                            source=source, verify=verify, timeout=timeout)
+        env = _environment()
+        the_plan = plan(opts, env, have_comm=comm is not None, mpi_running=mpi_initialized())
+
+        def exchange():
+            communicator, rank, size = world(comm)
+            record = local_record(opts, env, the_plan.launch, rank, size, socket.gethostname())
+            return rank, exchange_records(communicator, record, opts.timeout)
+
+        self._resolution = resolve(opts, env, the_plan=the_plan, exchange=exchange)
+        for note in self._resolution.notes:
+            log_once(note)
+        self._cluster_spec = None
+        layout = self._resolution.layout
+        super().__init__(jobs=opts.jobs, port_base=opts.port_base,
+                         gpus_per_node=self._resolution.gpus_per_node,
+                         gpus_per_task=layout.gpus_per_task, tasks_per_node=None,
+                         auto_set_gpu=auto_set_gpu, rpc_layer=rpc_layer)
+
+    @property
+    def resolution(self) -> Resolution:
+        """Returns the resolution behind this resolver (layout, source, records, notes)."""
+        return self._resolution
+
+    def _resolve_own_rank(self) -> int:
+        """Returns this process's rank: SLURM_PROCID, or the MPI rank."""
+        return self._resolution.rank
+
+    def _resolve_num_tasks(self) -> int:
+        """Returns the number of tasks: SLURM_STEP_NUM_TASKS, or the MPI size."""
+        return self._resolution.num_tasks
+
+    def _resolve_hostlist(self) -> List[str]:
+        """Returns the job's hosts, in the order of their first rank."""
+        return list(self._resolution.task_configuration)
+
+    def _resolve_task_configuration(self) -> Dict[str, int]:
+        """Returns {host: number of tasks on it}, from Slurm or from where MPI ranks run."""
+        return self._resolution.task_configuration
+
+    def cluster_spec(self) -> "tf.train.ClusterSpec":
+        """Returns the ClusterSpec; sets task_type, task_id and CUDA_VISIBLE_DEVICES as TF does."""
+        self.task_type, self.task_id = self._resolution.task
+        if self._auto_set_gpu:
+            _set_visible_devices(self._resolution.visible_devices)
+        if self._cluster_spec is None:
+            self._cluster_spec = tf.train.ClusterSpec(self._resolution.cluster())
+        return self._cluster_spec
+
+    def tf_config(self) -> dict:
+        """Returns this rank's TF_CONFIG structure ({'cluster': ..., 'task': ...})."""
+        return self._resolution.tf_config()

@@ -1,0 +1,596 @@
+"""A throw-away Slurm cluster on this machine, one network namespace per node (test harness).
+
+Stdlib only; needs root and Debian's slurm-wlm, munge, openmpi-bin and iproute2. Each node is
+a network namespace joined to a private bridge, running its own slurmd under
+``unshare --uts --mount`` with its own hostname, spool, /etc/hosts and fake-GPU bin directory.
+
+Command line (for shell demos)::
+
+    python slurm_cluster.py start --nodes node1,node2 --dir DIR   # prints export lines
+    python slurm_cluster.py stop --dir DIR
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import fcntl
+import itertools
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Iterator, Mapping, Sequence
+
+__all__ = ["SlurmCluster", "ClusterError"]
+
+STATE_FILE = "harness.json"
+HOSTS = "/etc/hosts"
+LOCK = "/run/lock/mpir-harness.lock"
+PORT_RANGE = (20000, 32000)  # below the kernel's ephemeral range (32768-60999)
+_STRIP_PREFIXES = ("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_", "PRTE_")
+_instances = itertools.count()
+
+
+class ClusterError(RuntimeError):
+    """The throw-away cluster could not be started, used or stopped."""
+
+
+def _sh(args: Sequence[str], *, timeout: float = 10.0, check: bool = True) -> str:
+    """Run a setup command (ip, mungekey); return stdout, raise ClusterError on failure."""
+    p = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    if check and p.returncode != 0:
+        raise ClusterError(f"{shlex.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p.stdout
+
+
+def _starttime(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot), or None if it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def _alive(pid: int) -> bool:
+    """True while pid runs; reaps it if it is our child."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+    return _starttime(pid) is not None
+
+
+def _kill_all(pids: Sequence[int], grace: float = 3.0) -> None:
+    """SIGTERM the given PIDs, wait up to grace seconds, then SIGKILL what is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        live = [p for p in pids if _alive(p)]
+        for p in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, sig)
+        deadline = time.monotonic() + grace
+        while live and time.monotonic() < deadline:
+            time.sleep(0.02)
+            live = [p for p in live if _alive(p)]
+        if not live:
+            return
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    """A machine-wide lock around subnet choice and /etc/hosts edits."""
+    path = LOCK if os.path.isdir(os.path.dirname(LOCK)) else os.path.join(tempfile.gettempdir(), "mpir-harness.lock")
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _port_free(port: int) -> bool:
+    """True if nothing listens on TCP port in the host namespace."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_subnet() -> str:
+    """A 10.199.X prefix that no address or route of the host namespace uses."""
+    used = _sh(["ip", "-4", "-o", "addr"]) + _sh(["ip", "-4", "route"])
+    for x in range(1, 255):
+        if f"10.199.{x}." not in used:
+            return f"10.199.{x}"
+    raise ClusterError("no free 10.199.X.0/24 subnet")
+
+
+def _remove_hosts_lines(marker: str) -> None:
+    """Remove exactly the /etc/hosts lines carrying marker (edited in place)."""
+    with open(HOSTS) as f:
+        lines = f.readlines()
+    keep = [line for line in lines if marker not in line]
+    if keep != lines:
+        with open(HOSTS, "w") as f:
+            f.writelines(keep)
+
+
+class SlurmCluster:
+    """A throw-away Slurm cluster on this machine: munged, slurmctld, and one slurmd per node."""
+
+    def __init__(self, nodes: Sequence[str] = ("node1", "node2"), *, cpus_per_node: int = 8,
+                 workdir: str | None = None, gpus: Mapping[str, int] | None = None,
+                 port: int | None = None) -> None:
+        """Describe the cluster; nothing runs until start().
+
+        Args:
+            nodes: node names, in Slurm's node order (also the hostnames).
+            cpus_per_node: CPUs declared per node (more than the real ones is fine).
+            workdir: directory for all state (kept after stop); default a temp dir (removed).
+            gpus: fake GPU count per node name; nodes not named get no nvidia-smi.
+            port: slurmctld port (slurmd uses port+1); default a free one in 20000-32000.
+        """
+        if not nodes or len(set(nodes)) != len(nodes):
+            raise ValueError(f"nodes must be distinct and non-empty: {list(nodes)}")
+        for n in nodes:
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,40}", n):
+                raise ValueError(f"bad node name {n!r}")
+        if gpus and set(gpus) - set(nodes):
+            raise ValueError(f"gpus names unknown nodes: {sorted(set(gpus) - set(nodes))}")
+        self.node_names: list[str] = list(nodes)
+        self.cpus_per_node = cpus_per_node
+        self.gpus: dict[str, int] = dict(gpus or {})
+        self._port = port
+        self._owns_workdir = workdir is None
+        self.workdir = os.path.abspath(workdir) if workdir else tempfile.mkdtemp(prefix="mpir-slurm-")
+        k = next(_instances)
+        self.tag = f"{os.getpid()}-{k}"
+        self._ifbase = f"mp{os.getpid():x}{k}"
+        self.state: dict[str, Any] = {"workdir": self.workdir, "owns_workdir": self._owns_workdir,
+                                      "pids": [], "netns": [], "links": [], "hosts_marker": None}
+        self.env: dict[str, str] = {}
+        self.rsh_agent = os.path.join(self.workdir, "rsh-agent")
+        self._addr: dict[str, str] = {}
+        self._slurmd_pid: dict[str, int] = {}
+
+    # ----------------------------------------------------------------- paths and state
+    def _p(self, *parts: str) -> str:
+        return os.path.join(self.workdir, *parts)
+
+    def _save(self) -> None:
+        self.state.update(nodes=self.node_names, addr=self._addr, slurmd_pid=self._slurmd_pid,
+                          env=self.env)
+        tmp = self._p(STATE_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(self.state, f, indent=1)
+        os.replace(tmp, self._p(STATE_FILE))
+
+    def _spawn(self, name: str, args: Sequence[str]) -> int:
+        """Start a daemon in its own session, output to log/NAME.out; remember its PID."""
+        with open(self._p("log", f"{name}.out"), "ab") as out:
+            p = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                 env=self._daemon_env(), start_new_session=True)
+        self.state["pids"].append([p.pid, _starttime(p.pid), name])
+        self._save()
+        return p.pid
+
+    @staticmethod
+    def _daemon_env() -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if not k.startswith(_STRIP_PREFIXES)}
+
+    # ----------------------------------------------------------------- public helpers
+    def address(self, node: str) -> str:
+        """The node's IP address on the bridge."""
+        return self._addr[node]
+
+    def on_node(self, node: str) -> list[str]:
+        """argv prefix that runs a command on node (its network, UTS and mount namespaces).
+
+        The command keeps the caller's working directory and environment.
+        """
+        return ["nsenter", "-t", str(self._slurmd_pid[node]), "-n", "-u", "-m", "--wd=.", "--"]
+
+    def hostfile(self, slots: int) -> str:
+        """Write an Open MPI hostfile listing every node with slots=N; return its path."""
+        path = self._p(f"hostfile.{slots}")
+        with open(path, "w") as f:
+            f.writelines(f"{n} slots={slots}\n" for n in self.node_names)
+        return path
+
+    def nvidia_smi_calls(self, node: str) -> int:
+        """How many times the fake nvidia-smi ran on node since the last reset."""
+        try:
+            with open(self._p(f"nvidia-smi-calls.{node}")) as f:
+                return sum(1 for _ in f)
+        except FileNotFoundError:
+            return 0
+
+    def reset_nvidia_smi_calls(self) -> None:
+        """Zero the fake nvidia-smi call counters of all nodes."""
+        for n in self.node_names:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self._p(f"nvidia-smi-calls.{n}"))
+
+    def run(self, args: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
+            input: str | None = None, cwd: str | None = None,
+            check: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run a client command (srun, sbatch, mpirun, ...) in the host namespace with self.env.
+
+        Text mode, stdout/stderr captured. On timeout the whole process group gets SIGTERM,
+        then SIGKILL after 3 s, and subprocess.TimeoutExpired (with the output so far) is raised.
+        """
+        full = {**self.env, **(env or {})}
+        p = subprocess.Popen(list(args), env=full, cwd=cwd, text=True, start_new_session=True,
+                             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, sig)
+                try:
+                    out, err = p.communicate(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    out, err = "", ""
+            raise subprocess.TimeoutExpired(list(args), timeout, out, err) from None
+        cp = subprocess.CompletedProcess(list(args), p.returncode, out, err)
+        if check and p.returncode != 0:
+            raise ClusterError(f"{shlex.join(args)} exited {p.returncode}:\n{out}\n{err}")
+        return cp
+
+    # ----------------------------------------------------------------- start
+    def start(self, timeout: float = 30.0) -> "SlurmCluster":
+        """Start munged, slurmctld and the slurmds; wait until sinfo shows all nodes idle."""
+        if os.geteuid() != 0:
+            raise ClusterError("SlurmCluster needs root (network namespaces, slurmd)")
+        for tool in ("slurmctld", "slurmd", "munged", "mungekey", "ip", "nsenter", "unshare", "sinfo"):
+            if not shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin"):
+                raise ClusterError(f"{tool} not found: install slurm-wlm munge iproute2 util-linux")
+        if os.path.exists(self._p(STATE_FILE)):
+            raise ClusterError(f"{self._p(STATE_FILE)} exists: a cluster may be running from "
+                               f"there; stop it first")
+        atexit.register(self.stop)
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        t0 = time.monotonic()
+        for d in ("log", "state", "spool", "gpubin", "munge"):
+            os.makedirs(self._p(d), exist_ok=True)
+        os.chmod(self._p("munge"), 0o700)
+        port = self.state["port"] = self._pick_port()
+        self._save()
+        self._network()
+        self._write_files(port)
+        _sh(["mungekey", "--create", "--force", "--keyfile", self._p("munge", "munge.key")])
+        self._spawn("munged", ["munged", "--foreground", "--force",
+                               "--socket", self._p("munge", "munge.socket"),
+                               "--key-file", self._p("munge", "munge.key"),
+                               "--pid-file", self._p("munge", "munged.pid"),
+                               "--seed-file", self._p("munge", "munged.seed"),
+                               "--log-file", self._p("log", "munged.log")])
+        self._wait_for(lambda: os.path.exists(self._p("munge", "munge.socket")), 10, "munged socket")
+        conf = self._p("slurm.conf")
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", conf])
+        for n in self.node_names:
+            ns, nd = self._netns(n), self._p("nodes", n)
+            script = "\n".join([
+                "set -e",
+                f"hostname {n}",
+                f"mount --bind {shlex.quote(nd)}/spool {shlex.quote(self._p('spool'))}",
+                f"mount --bind {shlex.quote(nd)}/gpubin {shlex.quote(self._p('gpubin'))}",
+                f"mount --bind {shlex.quote(nd)}/hosts /etc/hosts",
+                f"exec slurmd -D -N {n} -f {shlex.quote(conf)}",
+            ])
+            self._slurmd_pid[n] = self._spawn(f"slurmd.{n}", [
+                "nsenter", f"--net=/run/netns/{ns}", "unshare", "--uts", "--mount",
+                "--propagation", "private", "sh", "-c", script])
+        self._write_rsh_agent()
+        self._save()
+        self._wait_idle(timeout - (time.monotonic() - t0))
+        self.state["started_in_s"] = round(time.monotonic() - t0, 3)
+        self._save()
+
+    def _pick_port(self) -> int:
+        if self._port is not None:
+            if not _port_free(self._port):
+                raise ClusterError(f"port {self._port} (slurmctld) is in use")
+            return self._port
+        rng = random.Random()
+        for _ in range(50):
+            p = rng.randrange(*PORT_RANGE)
+            if _port_free(p) and _port_free(p + 1):
+                return p
+        raise ClusterError(f"no free port pair in {PORT_RANGE}")
+
+    def _netns(self, node: str) -> str:
+        return f"mpir-{self.tag}-{node}"
+
+    def _network(self) -> None:
+        """Bridge with .1 in the host namespace; one namespace per node with eth0 = .2, .3, ..."""
+        bridge = f"{self._ifbase}br"
+        with _locked():
+            net = _free_subnet()
+            self.subnet = f"{net}.0/24"
+            self.bridge_addr = f"{net}.1"
+            self.state.update(subnet=self.subnet, bridge_addr=self.bridge_addr)
+            self.state["links"].append(bridge)
+            self._save()
+            _sh(["ip", "link", "add", bridge, "type", "bridge"])
+            _sh(["ip", "addr", "add", f"{net}.1/24", "dev", bridge])
+            _sh(["ip", "link", "set", bridge, "up"])
+        for i, n in enumerate(self.node_names):
+            ns, veth = self._netns(n), f"{self._ifbase}v{i}"
+            self._addr[n] = f"{net}.{i + 2}"
+            self.state["netns"].append(ns)
+            self.state["links"].append(veth)
+            self._save()
+            _sh(["ip", "netns", "add", ns])
+            _sh(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+            _sh(["ip", "link", "set", veth, "master", bridge, "up"])
+            _sh(["ip", "-n", ns, "addr", "add", f"{self._addr[n]}/24", "dev", "eth0"])
+            _sh(["ip", "-n", ns, "link", "set", "eth0", "up"])
+            _sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+        entries = "".join(f"{self._addr[n]}\t{n}\t# mpir-harness {self.tag}\n" for n in self.node_names)
+        marker = f"# mpir-harness {self.tag}"
+        with _locked():
+            self.state["hosts_marker"] = marker
+            self._save()
+            with open(HOSTS) as f:
+                old = f.read()
+            with open(HOSTS, "w") as f:  # in place: /etc/hosts may be a bind mount
+                f.write(entries + old)
+        for n in self.node_names:  # a private copy per node, ours first
+            os.makedirs(self._p("nodes", n, "spool", "pmix"), exist_ok=True)
+            os.makedirs(self._p("nodes", n, "gpubin"), exist_ok=True)
+            with open(self._p("nodes", n, "hosts"), "w") as f:
+                f.write(entries + "".join(l for l in old.splitlines(True) if marker not in l))
+
+    def _write_files(self, port: int) -> None:
+        """slurm.conf, mpi.conf, cgroup.conf, plugstack.conf and the fake nvidia-smi scripts."""
+        w = self.workdir
+        nodes = "\n".join(f"NodeName={n} NodeHostname={n} NodeAddr={self._addr[n]} "
+                          f"CPUs={self.cpus_per_node} State=UNKNOWN" for n in self.node_names)
+        ctl = socket.gethostname().split(".")[0]
+        conf = f"""\
+ClusterName=mpir{self.tag.replace('-', 'x')}
+SlurmctldHost={ctl}({self.bridge_addr})
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={port}
+SlurmdPort={port + 1}
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={w}/munge/munge.socket
+StateSaveLocation={w}/state
+SlurmdSpoolDir={w}/spool
+SlurmctldPidFile={w}/state/slurmctld.pid
+SlurmdPidFile={w}/spool/slurmd.pid
+SlurmctldLogFile={w}/log/slurmctld.log
+SlurmdLogFile={w}/log/slurmd.%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+PlugStackConfig={w}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+SwitchType=switch/none
+MpiDefault=none
+ReturnToService=2
+InactiveLimit=0
+KillWait=5
+MinJobAge=60
+MailProg=/bin/true
+{nodes}
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+        files = {
+            "slurm.conf": conf,
+            "mpi.conf": f"PMIxCliTmpDirBase={w}/spool/pmix\nPMIxEnv=PMIX_SECURITY_MODE=native\n",
+            "cgroup.conf": "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n",
+            "plugstack.conf": "",
+        }
+        for name, text in files.items():
+            with open(self._p(name), "w") as f:
+                f.write(text)
+        for i, n in enumerate(self.node_names):
+            if n not in self.gpus:
+                continue
+            uuids = " ".join(f"GPU-{i:08x}-0000-0000-0000-{g:012x}" for g in range(self.gpus[n]))
+            path = self._p("nodes", n, "gpubin", "nvidia-smi")
+            with open(path, "w") as f:
+                f.write(f"""#!/bin/sh
+# fake nvidia-smi of {n}: {self.gpus[n]} GPUs
+echo "$$ $*" >> {shlex.quote(self._p(f"nvidia-smi-calls.{n}"))}
+i=0
+for u in {uuids}; do
+  case "$*" in
+    *--query-gpu*) echo "$i, $u" ;;
+    *) echo "GPU $i: Fake GPU (UUID: $u)" ;;
+  esac
+  i=$((i + 1))
+done
+""")
+            os.chmod(path, 0o755)
+        env = self._daemon_env()
+        env.update({
+            "SLURM_CONF": self._p("slurm.conf"),
+            "PATH": f"{w}/gpubin:{env.get('PATH', '/usr/bin:/bin')}",
+            "OMPI_ALLOW_RUN_AS_ROOT": "1",
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+            "OMPI_MCA_rmaps_base_oversubscribe": "1",
+            "OMPI_MCA_hwloc_base_binding_policy": "none",
+            "OMPI_MCA_btl_tcp_if_include": self.subnet,
+            "OMPI_MCA_oob_tcp_if_include": self.subnet,
+            "OMPI_MCA_plm_rsh_agent": self.rsh_agent,
+            "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
+        })
+        self.env = env
+
+    def _write_rsh_agent(self) -> None:
+        """An ssh stand-in: `agent [ssh options] HOST command...` runs command on HOST."""
+        cases = "\n".join(f"  {n}|{self._addr[n]}) pid={self._slurmd_pid[n]} ;;" for n in self.node_names)
+        with open(self.rsh_agent, "w") as f:
+            f.write(f"""#!/bin/sh
+# ssh stand-in for the throw-away Slurm cluster {self.tag}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -[bcDEeFIiJLlmOopQRSWw]) shift 2 ;;
+    -*) shift ;;
+    *) break ;;
+  esac
+done
+host=${{1#*@}}
+shift
+case "$host" in
+{cases}
+  *) echo "rsh-agent: unknown host $host" >&2; exit 255 ;;
+esac
+exec nsenter -t "$pid" -n -u -m -- sh -c "$*"
+""")
+        os.chmod(self.rsh_agent, 0o755)
+
+    @staticmethod
+    def _wait_for(cond: Any, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}")
+            time.sleep(0.02)
+
+    def _wait_idle(self, timeout: float) -> None:
+        """Poll sinfo until every node is idle; on timeout raise with the logs' tails."""
+        deadline = time.monotonic() + max(timeout, 1.0)
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:  # sinfo sleeps 1 s if slurmctld is not listening yet
+            with contextlib.suppress(OSError), socket.create_connection(
+                    (self.bridge_addr, self.state["port"]), timeout=0.2):
+                break
+            time.sleep(0.01)
+        while time.monotonic() < deadline:
+            for pid, _, name in self.state["pids"]:
+                if not _alive(pid):
+                    raise ClusterError(f"{name} exited during start-up\n{self._log_tails()}")
+            try:
+                out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=5).stdout
+            except subprocess.TimeoutExpired:
+                out = ""
+            states = dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+            if all(states.get(n) == "idle" for n in self.node_names):
+                return
+            time.sleep(0.05)
+        raise ClusterError(f"nodes not idle after {timeout:.0f} s: {states}\n{self._log_tails()}")
+
+    def _log_tails(self, lines: int = 15) -> str:
+        out = []
+        for name in sorted(os.listdir(self._p("log"))):
+            with open(self._p("log", name), errors="replace") as f:
+                tail = f.readlines()[-lines:]
+            out.append(f"--- {name}\n{''.join(tail)}")
+        return "\n".join(out)
+
+    # ----------------------------------------------------------------- stop
+    def stop(self) -> None:
+        """Stop everything start() started; idempotent and safe after a failed start."""
+        atexit.unregister(self.stop)
+        _stop_state(self.state)
+        self._slurmd_pid.clear()
+
+    def __enter__(self) -> "SlurmCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _stop_state(state: dict[str, Any]) -> None:
+    """Undo what a state record lists: processes, namespaces, links, hosts lines, temp dir."""
+    pids = [pid for pid, st, _ in state.get("pids", []) if st is not None and _starttime(pid) == st]
+    for ns in state.get("netns", []):  # everything still running inside our namespaces
+        if os.path.exists(f"/run/netns/{ns}"):
+            out = _sh(["ip", "netns", "pids", ns], check=False)
+            pids += [int(p) for p in out.split() if p.isdigit() and int(p) not in pids]
+    _kill_all(pids[::-1])
+    for ns in state.get("netns", []):
+        if os.path.exists(f"/run/netns/{ns}"):
+            _sh(["ip", "netns", "delete", ns], check=False)
+    for link in state.get("links", []):
+        if os.path.exists(f"/sys/class/net/{link}"):
+            _sh(["ip", "link", "delete", link], check=False)
+    if state.get("hosts_marker"):
+        with _locked():
+            _remove_hosts_lines(state["hosts_marker"])
+    state["pids"], state["netns"], state["links"], state["hosts_marker"] = [], [], [], None
+    wd = state.get("workdir")
+    if wd and os.path.isdir(wd):
+        if state.get("owns_workdir"):
+            shutil.rmtree(wd, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(wd, STATE_FILE))
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    st = sub.add_parser("start", help="start a cluster and print export lines for its clients")
+    st.add_argument("--nodes", default="node1,node2")
+    st.add_argument("--dir", required=True)
+    st.add_argument("--cpus-per-node", type=int, default=8)
+    st.add_argument("--gpus", default="", help="e.g. node1=2,node2=4")
+    st.add_argument("--timeout", type=float, default=30.0)
+    sp = sub.add_parser("stop", help="stop the cluster started with --dir DIR")
+    sp.add_argument("--dir", required=True)
+    a = ap.parse_args(argv)
+    if a.cmd == "stop":
+        path = os.path.join(a.dir, STATE_FILE)
+        if not os.path.exists(path):
+            print(f"no cluster state in {path}", file=sys.stderr)
+            return 1
+        with open(path) as f:
+            _stop_state(json.load(f))
+        return 0
+    os.makedirs(a.dir, exist_ok=True)
+    gpus = {k: int(v) for k, v in (kv.split("=") for kv in a.gpus.split(",") if kv)}
+    c = SlurmCluster(a.nodes.split(","), cpus_per_node=a.cpus_per_node, workdir=a.dir, gpus=gpus)
+    try:
+        c.start(a.timeout)
+    except ClusterError as e:
+        print(e, file=sys.stderr)
+        return 1
+    atexit.unregister(c.stop)  # leave it running for the shell
+    for k in sorted(set(os.environ) - set(c.env)):
+        print(f"unset {k}")
+    for k, v in sorted(c.env.items()):
+        if os.environ.get(k) != v:
+            print(f"export {k}={shlex.quote(v)}")
+    print(f"export MPIR_HARNESS_DIR={shlex.quote(c.workdir)}")
+    print(f"# nodes: {' '.join(f'{n}={c.address(n)}' for n in c.node_names)}; "
+          f"started in {c.state['started_in_s']} s; stop: {sys.executable} {__file__} stop --dir {a.dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
