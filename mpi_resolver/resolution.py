@@ -282,10 +282,12 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
 def _why_not_tf(placement: Sequence[str], tf: Sequence[str], step: SlurmStep) -> str:
     """Returns the one-line note that says why the layout differs from TensorFlow's."""
     first = next(i for i, (a, b) in enumerate(zip(placement, tf)) if a != b)
+    nodes = step.env.get("SLURM_STEP_NODELIST", "?")
+    nodes = nodes if len(nodes) <= 80 else nodes[:77] + "..."
     return (f"the ClusterSpec differs from TensorFlow's SlurmClusterResolver: it would put rank "
             f"{first} on {tf[first]}, but rank {first} runs on {placement[first]} "
             f"(SLURM_DISTRIBUTION={step.env.get('SLURM_DISTRIBUTION', 'block')}, node order "
-            f"{step.env.get('SLURM_STEP_NODELIST', '?')}); using where ranks run.")
+            f"{nodes}); using where ranks run.")
 
 
 def _check_declared(declared, placement: List[str]) -> None:

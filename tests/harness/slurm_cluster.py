@@ -156,13 +156,14 @@ class SlurmCluster:
         self.workdir = os.path.abspath(workdir) if workdir else tempfile.mkdtemp(prefix="mpir-slurm-")
         k = next(_instances)
         self.tag = f"{os.getpid()}-{k}"
-        self._ifbase = f"mp{os.getpid():x}{k}"
+        self._ifbase = f"m{os.getpid():x}x{k:x}"  # interface names: at most 15 characters
         self.state: dict[str, Any] = {"workdir": self.workdir, "owns_workdir": self._owns_workdir,
                                       "pids": [], "netns": [], "links": [], "hosts_marker": None}
         self.env: dict[str, str] = {}
         self.rsh_agent = os.path.join(self.workdir, "rsh-agent")
         self._addr: dict[str, str] = {}
         self._slurmd_pid: dict[str, int] = {}
+        atexit.register(self.stop)  # safety net, also removes an unused temp dir
 
     # ----------------------------------------------------------------- paths and state
     def _p(self, *parts: str) -> str:

@@ -1,0 +1,7 @@
+"""python -m mpi_resolver: the same as the mpi-resolver command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,170 @@
+"""mpi-resolver show / check / tf-config: the resolver's answer without importing TensorFlow."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import socket
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+from .errors import FormatError, MismatchError, ResolutionError
+from .options import make_options, parse_jobs
+from .resolution import Resolution, local_record, plan, resolve
+from .topology import RankRecord, format_table
+
+__all__ = ["main"]
+
+_DESCRIPTION = """\
+Show how mpi_resolver maps this job onto TensorFlow: the ClusterSpec, each rank's task,
+address and GPUs, and whether Slurm and MPI agree. Run it the way you run training, e.g.
+
+  srun --mpi=pmix mpi-resolver check      preflight: do Slurm and MPI agree? (exit 0 if so)
+  mpirun -n 4 mpi-resolver show           the ClusterSpec and every rank's task and GPUs
+  eval "$(mpi-resolver tf-config --export)"   TF_CONFIG for this rank (Keras users)
+
+show and check print once, from rank 0; tf-config prints on every rank (its own TF_CONFIG).
+Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be resolved.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--jobs", metavar="NAME=N,...",
+                        help="job names and task counts, e.g. ps=1,worker=3 "
+                             "(default: worker=<all tasks>)")
+    common.add_argument("--port-base", type=int, default=8888, metavar="PORT",
+                        help="first port on each node; ranks on a node count up (default 8888)")
+    common.add_argument("--gpus-per-node", type=int, metavar="N",
+                        help="GPUs on each node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi)")
+    common.add_argument("--gpus-per-task", type=int, metavar="N",
+                        help="GPUs for each task (default: the node's GPUs / its tasks)")
+    common.add_argument("--source", choices=("auto", "slurm", "mpi"), default="auto",
+                        help="where rank and placement come from: slurm's step variables, "
+                             "the MPI communicator, or auto (Slurm inside a step, else MPI)")
+    common.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="give up on ranks that do not answer after this long (default 60)")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    parser = argparse.ArgumentParser(
+        prog="mpi-resolver", description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("show", parents=[common], help="the ClusterSpec and every rank's task")
+    sub.add_parser("check", parents=[common],
+                   help="cross-check Slurm against MPI; exit 1 with a table if they differ")
+    tfc = sub.add_parser("tf-config", parents=[common], help="this rank's TF_CONFIG")
+    tfc.add_argument("--export", action="store_true",
+                     help="print `export TF_CONFIG=...` for a shell to eval")
+    return parser
+
+
+def _ranks(res: Resolution) -> List[Dict[str, Any]]:
+    """Returns every rank's host, task, address and GPUs."""
+    layout = res.layout
+    rows = []
+    for rank, host in enumerate(layout.placement):
+        task_type, task_id = layout.task_of(rank)
+        rows.append({"rank": rank, "host": host, "task_type": task_type, "task_id": task_id,
+                     "address": layout.addresses[rank], "gpus": ",".join(layout.gpus_of(rank))})
+    return rows
+
+
+def _table(rows: Sequence[Dict[str, Any]], columns: Sequence[str]) -> str:
+    cells = [list(columns)] + [[str(row[c]) for c in columns] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def _record_rows(records: Sequence[RankRecord]) -> List[Dict[str, Any]]:
+    return [{"rank": r.rank, "mpi host": r.host, "SLURM_PROCID": r.procid or "-",
+             "SLURMD_NODENAME": r.nodename or "-", "tasks (Slurm)": r.num_tasks or "-",
+             "GPUs": "-" if r.visible is None and r.probed is None else
+             (",".join(r.visible) if r.visible is not None else f"{r.probed} (nvidia-smi)")}
+            for r in records]
+
+
+def _report_show(res: Resolution, as_json: bool) -> str:
+    ranks = _ranks(res)
+    if as_json:
+        return json.dumps({"source": res.source, "verified": res.verified,
+                           "cluster": res.cluster(), "ranks": ranks, "notes": res.notes},
+                          indent=2)
+    lines = [f"source: {res.source}   cross-checked with MPI: "
+             f"{'yes' if res.verified else 'no'}   tasks: {res.num_tasks}",
+             "ClusterSpec: " + json.dumps(res.cluster()), "",
+             _table(ranks, ("rank", "host", "task_type", "task_id", "address", "gpus"))]
+    lines += [f"note: {n}" for n in res.notes]
+    return "\n".join(lines)
+
+
+def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]],
+                  error: Optional[MismatchError], as_json: bool) -> str:
+    if as_json:
+        return json.dumps({
+            "agree": error is None,
+            "differences": [vars(d) for d in (error.rows if error else ())],
+            "message": str(error) if error else None,
+            "records": [vars(r) for r in records or ()],
+            "cluster": res.cluster() if res else None,
+            "ranks": _ranks(res) if res else None}, indent=2, default=list)
+    lines = []
+    if records:
+        lines += ["What each rank sees:", _table(_record_rows(records), (
+            "rank", "mpi host", "SLURM_PROCID", "SLURMD_NODENAME", "tasks (Slurm)", "GPUs")), ""]
+    if error is not None:
+        lines.append(f"MISMATCH: {error}")
+    else:
+        lines.append(f"OK: Slurm and MPI agree on all {len(records or ())} ranks.")
+        lines += ["", _report_show(res, False)]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the command line; returns the exit status (0, 1 mismatch, 2 error)."""
+    args = _parser().parse_args(argv)
+    env = dict(os.environ)
+    rank: Optional[int] = None
+    collective = False
+    try:
+        opts = make_options(
+            jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
+            gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
+            source=args.source, verify=True if args.command == "check" else "auto",
+            timeout=args.timeout)
+        the_plan = plan(opts, env)
+        records: Optional[List[RankRecord]] = None
+        if the_plan.use_mpi:
+            from .mpi import exchange_records, world
+
+            comm, rank, size = world()
+            records = exchange_records(comm, local_record(
+                opts, env, the_plan.launch, rank, size, socket.gethostname()), opts.timeout)
+            collective = True
+        elif "SLURM_PROCID" in env:
+            rank = int(env["SLURM_PROCID"]) if env["SLURM_PROCID"].isdigit() else None
+        try:
+            res = resolve(opts, env, the_plan=the_plan,
+                          exchange=lambda: (rank, records))
+        except MismatchError as e:
+            if rank in (0, None):
+                print(_report_check(None, records, e, args.json))
+            return 1
+    except (ResolutionError, FormatError) as e:
+        if rank in (0, None) or not collective:
+            prefix = "" if rank is None else f"rank {rank}: "
+            print(f"mpi-resolver: error: {prefix}{e}", file=sys.stderr)
+        return 2
+    if args.command == "tf-config":
+        config = json.dumps(res.tf_config(), separators=(",", ":"))
+        print(f"export TF_CONFIG={shlex.quote(config)}" if args.export else config)
+        return 0
+    if res.rank == 0:
+        print(_report_check(res, records, None, args.json) if args.command == "check"
+              else _report_show(res, args.json))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
