@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what mpi_resolver's demo, tests and benchmarks need on a fresh Debian machine (as
+# root): Debian's Slurm, munge, PMIx and Open MPI, and a virtualenv (.venv) with TensorFlow,
+# mpi4py and the test tools. Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(slurm-wlm munge openmpi-bin libopenmpi-dev libpmix2 libpmix-dev iproute2
+              util-linux procps)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+VENV=${MPI_RESOLVER_VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating virtualenv $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+stamp="$VENV/.mpi_resolver-installed"
+want="$(cat setup.cfg pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing Python packages into $VENV (TensorFlow takes a minute)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip
+  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[tf,mpi,test]" scikit-learn
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,178 @@
+"""GPU discovery: CUDA_VISIBLE_DEVICES parsing, the choice of entries, and a fake nvidia-smi."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+
+import pytest
+
+from mpi_resolver.errors import FormatError, ResolutionError
+from mpi_resolver.gpus import count_nvidia_smi, gpu_entries, parse_visible_devices
+
+pytestmark = pytest.mark.unit
+
+UUID_A = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"
+UUID_B = "GPU-2c6ad7e4-3a4b-4c16-9e8f-1f2d3c4b5a69"
+MIG_A = "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0"
+MIG_B = "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"
+
+
+# --------------------------------------------------------------------------------------------
+# parse_visible_devices
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, expected", [
+    pytest.param(None, None, id="unset says nothing"),
+    pytest.param("", (), id="empty means no GPUs, not one"),
+    pytest.param("   ", (), id="only spaces means no GPUs"),
+    pytest.param("NoDevFiles", (), id="Slurm's NoDevFiles means no GPUs"),
+    pytest.param("0", ("0",), id="one index"),
+    pytest.param("0,1", ("0", "1"), id="two indices"),
+    pytest.param(" 2, 3 ", ("2", "3"), id="spaces around entries are dropped"),
+    pytest.param("3,1", ("3", "1"), id="the order is kept, not sorted"),
+    pytest.param(f"{UUID_A},{UUID_B}", (UUID_A, UUID_B), id="GPU UUIDs are kept as written"),
+    pytest.param(f"{MIG_A},{MIG_B}", (MIG_A, MIG_B), id="MIG UUIDs are kept as written"),
+    pytest.param("-1", (), id="a negative index hides every GPU"),
+    pytest.param("0,-1,2", ("0",), id="a negative index ends the list"),
+    pytest.param("0,1,-1", ("0", "1"), id="a trailing negative index is dropped"),
+])
+def test_parse_visible_devices(value, expected):
+    assert parse_visible_devices(value) == expected
+
+
+@pytest.mark.parametrize("value, fragment", [
+    pytest.param("abc", "entry 'abc'", id="a word is refused"),
+    pytest.param("0,0", "lists '0' twice", id="an index twice is refused"),
+    pytest.param(f"{UUID_A},{UUID_A}", "twice", id="a UUID twice is refused"),
+    pytest.param("0,,1", "entry ''", id="an empty entry is refused"),
+    pytest.param("1.5", "entry '1.5'", id="a fraction is refused"),
+    pytest.param("GPU-", "entry 'GPU-'", id="a UUID prefix without a UUID is refused"),
+    pytest.param("²", "entry '²'", id="a superscript digit is refused"),
+])
+def test_parse_visible_devices_refuses_malformed_values(value, fragment):
+    with pytest.raises(FormatError, match="CUDA_VISIBLE_DEVICES") as excinfo:
+        parse_visible_devices(value)
+    assert fragment in str(excinfo.value)
+
+
+# --------------------------------------------------------------------------------------------
+# gpu_entries
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("visible, probed, gpus_per_node, expected", [
+    pytest.param(None, None, None, None, id="nothing known gives None"),
+    pytest.param(None, 2, None, ("0", "1"), id="the probe's count numbers GPUs from 0"),
+    pytest.param(None, 0, None, (), id="a probe of 0 gives no GPUs"),
+    pytest.param(("2", "3"), 8, None, ("2", "3"),
+                 id="CUDA_VISIBLE_DEVICES wins over the probe"),
+    pytest.param((), 4, None, (), id="an empty CUDA_VISIBLE_DEVICES wins over the probe"),
+    pytest.param((UUID_A, UUID_B), None, None, (UUID_A, UUID_B),
+                 id="UUIDs in CUDA_VISIBLE_DEVICES are used as they are"),
+    pytest.param(("2", "3", "5"), None, 2, ("2", "3"),
+                 id="gpus_per_node takes that many from CUDA_VISIBLE_DEVICES"),
+    pytest.param((UUID_A, UUID_B), None, 1, (UUID_A,),
+                 id="gpus_per_node takes that many UUIDs"),
+    pytest.param(("2",), None, 2, ("0", "1"),
+                 id="gpus_per_node above what CUDA_VISIBLE_DEVICES lists numbers from 0"),
+    pytest.param(None, 8, 2, ("0", "1"), id="gpus_per_node wins over the probe"),
+    pytest.param(("2", "3"), 8, 0, (), id="gpus_per_node 0 means no GPUs"),
+    pytest.param(None, None, 3, ("0", "1", "2"), id="gpus_per_node alone numbers from 0"),
+])
+def test_gpu_entries(visible, probed, gpus_per_node, expected):
+    assert gpu_entries(visible, probed, gpus_per_node) == expected
+
+
+# --------------------------------------------------------------------------------------------
+# count_nvidia_smi with a fake nvidia-smi on PATH
+# --------------------------------------------------------------------------------------------
+
+def _fake_nvidia_smi(tmp_path, monkeypatch, body):
+    """Puts an executable ``nvidia-smi`` running ``body`` (sh) first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "nvidia-smi"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    return bin_dir
+
+
+NORMAL = """\
+echo 'GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-8932f937-d72c-4106-c12f-20bd9faed9f6)'
+echo 'GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-2c6ad7e4-3a4b-4c16-9e8f-1f2d3c4b5a69)'
+echo 'GPU 2: NVIDIA A100-SXM4-40GB (UUID: GPU-0a1b2c3d-3a4b-4c16-9e8f-1f2d3c4b5a69)'
+"""
+
+
+@pytest.mark.parametrize("body, expected", [
+    pytest.param(NORMAL, 3, id="three GPU lines count 3"),
+    pytest.param(NORMAL + "echo\n", 3, id="a trailing blank line is ignored"),
+    pytest.param("echo 'GPU 0: Tesla T4 (UUID: GPU-1)'\n", 1, id="one GPU line counts 1"),
+    pytest.param("echo 'No devices were found'\nexit 6\n", 0,
+                 id="No devices were found (exit 6, as the real one) counts 0"),
+    pytest.param("echo 'No devices were found'\n", 0, id="No devices were found on exit 0"),
+    pytest.param("echo 'No devices were found' >&2\nexit 6\n", 0,
+                 id="No devices were found on stderr counts 0"),
+    pytest.param("test \"$1\" = --list-gpus || exit 9\n" + NORMAL, 3,
+                 id="it asks for --list-gpus"),
+])
+def test_count_nvidia_smi(tmp_path, monkeypatch, body, expected):
+    _fake_nvidia_smi(tmp_path, monkeypatch, body)
+    assert count_nvidia_smi() == expected
+
+
+@pytest.mark.parametrize("body, fragment", [
+    pytest.param("echo 'NVIDIA-SMI has failed because it could not communicate' >&2\nexit 9\n",
+                 "exit 9", id="a non-zero exit is an error that shows the code"),
+    pytest.param("exit 1\n", "exit 1", id="a silent failure is an error"),
+    pytest.param("echo 'Segmentation fault'\n", "Segmentation fault",
+                 id="garbage output is an error that shows the line"),
+    pytest.param(NORMAL + "echo 'WARNING: infoROM is corrupted'\n", "infoROM",
+                 id="a GPU list with a garbage line is an error"),
+])
+def test_count_nvidia_smi_failures_are_resolution_errors(tmp_path, monkeypatch, body, fragment):
+    _fake_nvidia_smi(tmp_path, monkeypatch, body)
+    with pytest.raises(ResolutionError, match="gpus_per_node") as excinfo:
+        count_nvidia_smi()
+    assert fragment in str(excinfo.value)
+    assert "nvidia-smi" in str(excinfo.value)
+
+
+def test_count_nvidia_smi_missing_binary_is_a_resolution_error(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(ResolutionError, match="gpus_per_node") as excinfo:
+        count_nvidia_smi()
+    assert "not found" in str(excinfo.value)
+    assert not isinstance(excinfo.value, FileNotFoundError)
+
+
+def test_count_nvidia_smi_not_executable_is_a_resolution_error(tmp_path, monkeypatch):
+    bin_dir = _fake_nvidia_smi(tmp_path, monkeypatch, NORMAL)
+    (bin_dir / "nvidia-smi").chmod(0o644)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with pytest.raises(ResolutionError, match="gpus_per_node"):
+        count_nvidia_smi()
+
+
+def test_count_nvidia_smi_gives_up_after_the_timeout(tmp_path, monkeypatch):
+    # The sleep is a grandchild that keeps the output pipe open: the probe must not wait for it.
+    pid_file = tmp_path / "sleep.pid"
+    _fake_nvidia_smi(tmp_path, monkeypatch, f"sleep 30 &\necho $! > '{pid_file}'\nwait\n")
+    start = time.monotonic()
+    try:
+        with pytest.raises(ResolutionError, match="gpus_per_node") as excinfo:
+            count_nvidia_smi(timeout=0.5)
+        elapsed = time.monotonic() - start
+    finally:
+        if pid_file.exists():
+            try:
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
+            except (ProcessLookupError, ValueError):
+                pass
+    assert "0.5 s" in str(excinfo.value)
+    assert elapsed < 5.0
