@@ -100,6 +100,7 @@ class Layout:
     gpus_per_task: int
     addresses: List[str] = field(default_factory=list)
     local_index: List[int] = field(default_factory=list)
+    tasks_per_host: Dict[str, int] = field(default_factory=dict)
 
     @property
     def cluster(self) -> Dict[str, List[str]]:
@@ -162,7 +163,7 @@ def build_layout(placement: List[str], *, jobs: Mapping[str, int], port_base: in
             local_index.append(i)
         addresses = [host + suffixes[i] for host, i in zip(placement, local_index)]
     return Layout(placement, port_base, job_slices, node_gpus, gpus_per_task, addresses,
-                  local_index)
+                  local_index, tasks)
 
 
 def check_own_placement(placement: Sequence[str], rank: int, nodename: Optional[str],

@@ -111,7 +111,7 @@ class Resolution:
     @property
     def task_configuration(self) -> Dict[str, int]:
         """Returns {host: tasks on it}, hosts in order of first rank."""
-        return count_per_host(self.layout.placement)
+        return dict(self.layout.tasks_per_host)
 
     @property
     def task(self) -> Tuple[str, int]:
@@ -275,6 +275,12 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
     jobs = opts.jobs if opts.jobs is not None else {"worker": len(placement)}
     layout = build_layout(placement, jobs=jobs, port_base=opts.port_base, node_gpus=gpus,
                           gpus_per_task=opts.gpus_per_task)
+    if layout.gpus_per_task == 0 and any(gpus.values()):
+        host, n = next((h, n) for h, n in layout.tasks_per_host.items() if gpus[h])
+        notes.append(
+            f"{len(gpus[host])} GPU(s) on {host} for {n} tasks: fewer than one per task, so "
+            "no task gets a GPU (TensorFlow's resolver crashes here). Pass gpus_per_task, or "
+            "run at most one task per GPU.")
     return Resolution(rank, layout, "slurm" if the_plan.use_slurm else "mpi", records,
                       the_plan.verify, notes)
 

@@ -1,0 +1,217 @@
+"""Multi-worker training with MPIClusterResolver: a small Keras classifier on sklearn's digits.
+
+Run it the way you run any MPI job; every process is one TensorFlow worker:
+
+    srun --mpi=pmix python examples/train.py --epochs 5            # Slurm (see train.sbatch)
+    mpirun -n 4 python examples/train.py --epochs 5                # no Slurm (see mpirun.sh)
+
+What it shows:
+  * ``MultiWorkerMirroredStrategy(cluster_resolver=MPIClusterResolver())``: the resolver turns
+    the Slurm step (cross-checked with MPI) or the MPI world into the ClusterSpec, this
+    process's task and its GPUs; nothing else to configure.
+  * Data parallelism done by hand: global batch = per-worker batch x number of workers; each
+    worker reads its own shard of the training split (shard by worker index, auto-sharding
+    off), and the loss is averaged over the *global* batch so that the all-reduced gradients
+    are the gradients of the global batch.
+  * A custom training loop with ``strategy.run``. Not ``model.fit``: with Keras 3 (TensorFlow
+    2.21 ships Keras 3), ``fit`` fails under MultiWorkerMirroredStrategy with
+    ``ValueError: Attempt to convert a value (PerReplica...)`` (keras-team/keras#20585).
+    (``pip install tf_keras`` and ``TF_USE_LEGACY_KERAS=1`` brings back a ``fit`` that works.)
+  * Only the chief (task 0 of 'worker') prints and saves; see ``save_model`` for why.
+
+The data set (1797 8x8 images of digits) ships with scikit-learn: no download. Runs are
+seeded and repeatable. On a machine shared by several workers, give each TensorFlow a few
+threads only (--threads, default 1), or they fight over the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+SEED = 1234
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--epochs", type=int, default=5, help="passes of the loop (default 5)")
+    p.add_argument("--steps-per-epoch", type=int, default=40,
+                   help="training steps per epoch; every worker runs the same number "
+                        "(default 40)")
+    p.add_argument("--batch-per-worker", type=int, default=32,
+                   help="examples per step on each worker; global batch = this x workers "
+                        "(default 32)")
+    p.add_argument("--learning-rate", type=float, default=0.01, help="Adam's (default 0.01)")
+    p.add_argument("--save", metavar="PATH.keras",
+                   help="where the chief saves the trained model (Keras format, .keras)")
+    p.add_argument("--port-base", type=int, default=8888,
+                   help="first gRPC port of TensorFlow's workers on each node (default 8888; "
+                        "pick another if Jupyter or another job holds it)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="TensorFlow threads per worker (intra-op and inter-op); keep it low "
+                        "when several workers share a machine (default 1)")
+    p.add_argument("--log-every", type=int, default=0, metavar="STEPS",
+                   help="print the running loss every STEPS steps as well as per epoch")
+    p.add_argument("--seed", type=int, default=SEED, help="seed of everything (default %(default)s)")
+    args = p.parse_args(argv)
+    if args.save and not args.save.endswith((".keras", ".h5")):
+        p.error(f"--save {args.save}: Keras 3 saves to a file ending in .keras")
+    for name in ("epochs", "steps_per_epoch", "batch_per_worker", "threads"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
+def load_data(seed: int):
+    """Returns (x_train, y_train, x_test, y_test): digits scaled to [0, 1], a 20 % test split.
+
+    The split is the same on every worker (a fixed seed), so the shards below partition one
+    training set and the test set is held out on all of them.
+    """
+    import numpy as np
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    x = (digits.data / 16.0).astype(np.float32)
+    y = digits.target.astype(np.int32)
+    return train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
+
+    import numpy as np
+    import tensorflow as tf
+    import keras
+
+    from mpi_resolver import MPIClusterResolver
+
+    # Threads must be set before TensorFlow's runtime starts (the strategy starts it).
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    keras.utils.set_random_seed(args.seed)  # Python, NumPy and TensorFlow
+
+    # The resolver reads Slurm's step (checked against MPI) or the MPI world. The strategy's
+    # constructor then waits until every worker in the ClusterSpec has started: a worker that
+    # never comes makes it wait for ever, so launch under `timeout` (see scripts/demo.sh).
+    resolver = MPIClusterResolver(port_base=args.port_base)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+
+    # task_type/task_id are set once the strategy has asked for the ClusterSpec.
+    task_type, task_id = resolver.task_type, resolver.task_id
+    num_workers = len(resolver.cluster_spec().as_dict().get("worker", []))
+    is_chief = task_type == "chief" or (task_type == "worker" and task_id == 0)
+
+    def say(*parts) -> None:
+        if is_chief:
+            print(*parts, flush=True)
+
+    global_batch = args.batch_per_worker * num_workers
+    say(f"workers: {num_workers}  this: {task_type}:{task_id} on {resolver.master() or '-'}  "
+        f"replicas in sync: {strategy.num_replicas_in_sync}")
+    say(f"batch: {args.batch_per_worker} per worker x {num_workers} workers = {global_batch} "
+        f"global; {args.epochs} epochs x {args.steps_per_epoch} steps")
+
+    x_train, y_train, x_test, y_test = load_data(args.seed)
+
+    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        """This worker's shard of the training split, batched per worker, repeated."""
+        batch = input_context.get_per_replica_batch_size(global_batch)
+        ds = tf.data.Dataset.from_tensor_slices((x_train, y_train))
+        # Shard by worker, before shuffling: every example is read by exactly one worker.
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        ds = ds.shuffle(len(x_train), seed=args.seed, reshuffle_each_iteration=True)
+        # repeat() then drop_remainder: every worker has a full batch at every step, so no
+        # worker runs out while the others wait for it in the all-reduce.
+        return ds.repeat().batch(batch, drop_remainder=True).prefetch(2)
+
+    # distribute_datasets_from_function does no auto-sharding: dataset_fn shards by
+    # input_pipeline_id, which for this strategy is the worker's index (task_id). Say it
+    # explicitly anyway, for readers who copy the pipeline into experimental_distribute_dataset.
+    options = tf.distribute.InputOptions()
+    train_dist = strategy.distribute_datasets_from_function(dataset_fn, options)
+
+    with strategy.scope():
+        # Variables created in the scope are mirrored: initial values are broadcast from worker
+        # 0, and every update is all-reduced, so the workers' copies stay identical.
+        model = keras.Sequential([
+            keras.Input(shape=(64,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10),
+        ])
+        optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+
+    def step_fn(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            # Average over the GLOBAL batch: the all-reduce sums the workers' gradients.
+            loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32),
+                                                 y), tf.float32))
+        return loss, correct
+
+    @tf.function
+    def train_step(iterator):
+        x, y = next(iterator)
+        loss, correct = strategy.run(step_fn, args=(x, y))
+        # Collectives: every worker must call train_step the same number of times.
+        return (strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
+                strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None))
+
+    iterator = iter(train_dist)
+    start = time.monotonic()
+    step = 0
+    for epoch in range(1, args.epochs + 1):
+        total_loss = total_correct = 0.0
+        for i in range(1, args.steps_per_epoch + 1):
+            loss, correct = train_step(iterator)
+            step += 1
+            total_loss += float(loss)
+            total_correct += float(correct)
+            if args.log_every and step % args.log_every == 0:
+                say(f"  step {step}: loss {float(loss):.4f}")
+        seen = args.steps_per_epoch * global_batch
+        say(f"epoch {epoch}/{args.epochs}: loss {total_loss / args.steps_per_epoch:.4f}  "
+            f"train accuracy {total_correct / seen:.4f}  ({time.monotonic() - start:.1f} s)")
+
+    # The held-out test split, evaluated outside strategy.run: a mirrored variable read in the
+    # cross-replica context is this worker's local copy, which the all-reduces keep identical
+    # on every worker, so no collective is needed (and none is left half-done).
+    logits = model(x_test, training=False)
+    accuracy = float(np.mean(np.argmax(np.asarray(logits), axis=1) == y_test))
+
+    if args.save:
+        save_model(model, args.save, is_chief)
+    say(f"final test accuracy: {accuracy:.4f}")
+    return 0
+
+
+def save_model(model, path: str, is_chief: bool) -> None:
+    """Saves the model from the chief only.
+
+    Every worker holds the same weights, and a save from every worker to one shared path
+    (a shared file system is the usual case on a cluster) has them overwrite each other's
+    half-written files: the save is corrupted. Keras 3's ``model.save`` reads each mirrored
+    variable's local copy and runs no collective, so the chief can save alone, after
+    training and outside any strategy collective, while the other workers simply go on (and
+    exit). If you save with something that does run collectives (``tf.train.Checkpoint`` of
+    the strategy's variables, ``tf.saved_model.save`` of a distributed function), every worker
+    must call it and the non-chief workers write to a throw-away temporary path instead.
+    """
+    if not is_chief:
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    model.save(path)
+    print(f"saved model: {path}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""GPU allocation where TensorFlow's resolver is wrong or crashes (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+import os
+from unittest import mock
+
+import pytest
+
+from mpi_resolver.errors import ResolutionError
+from tests.conftest import write_fake_nvidia_smi
+from tests.parity_cases import observe
+
+pytestmark = pytest.mark.tf
+tf = pytest.importorskip("tensorflow")
+TFResolver = tf.distribute.cluster_resolver.SlurmClusterResolver
+
+
+@pytest.fixture(scope="module")
+def ours():
+    from mpi_resolver import MPIClusterResolver
+
+    return MPIClusterResolver
+
+
+def step(rank, nodes="n[1-2]", per_node="2(x2)", **extra):
+    tasks = sum(int(p.split("(")[0]) * (int(p.split("x")[1][:-1]) if "x" in p else 1)
+                for p in per_node.split(","))
+    env = {"SLURM_PROCID": str(rank), "SLURM_STEP_NUM_TASKS": str(tasks),
+           "SLURM_STEP_NODELIST": nodes, "SLURM_STEP_TASKS_PER_NODE": per_node}
+    env.update(extra)
+    return env
+
+
+# (name, env, kwargs, our CUDA_VISIBLE_DEVICES, our GPUs per task, what TensorFlow does)
+CASES = [
+    ("CPU-only nodes: empty CUDA_VISIBLE_DEVICES means 0 GPUs",
+     step(1, CUDA_VISIBLE_DEVICES=""), {}, "", 0, "crash"),
+    ("CPU-only nodes: gpus_per_node=0", step(3), {"gpus_per_node": 0}, "", 0, "crash"),
+    ("one GPU shared by two tasks", step(1, CUDA_VISIBLE_DEVICES="0"), {}, "", 0, "crash"),
+    ("one task, empty CUDA_VISIBLE_DEVICES (TensorFlow counts 1 GPU)",
+     step(0, per_node="1(x2)", CUDA_VISIBLE_DEVICES=""), {}, "", 0, "0"),
+    ("Slurm gave a subset: tasks take entries of that list",
+     step(1, CUDA_VISIBLE_DEVICES="2,3"), {}, "3", 1, "1"),
+    ("Slurm gave a subset, second node", step(2, CUDA_VISIBLE_DEVICES="5,7"), {}, "5", 1, "0"),
+    ("UUIDs", step(1, CUDA_VISIBLE_DEVICES="GPU-aaaa-1,GPU-bbbb-2,GPU-cccc-3,GPU-dddd-4"),
+     {}, "GPU-cccc-3,GPU-dddd-4", 2, "2,3"),
+    ("MIG devices", step(0, CUDA_VISIBLE_DEVICES="MIG-11/1/0,MIG-11/2/0"), {},
+     "MIG-11/1/0", 1, "0"),
+    ("CUDA_VISIBLE_DEVICES=NoDevFiles (Slurm: no GPU allocated)",
+     step(0, CUDA_VISIBLE_DEVICES="NoDevFiles"), {}, "", 0, "crash"),
+]
+
+
+@pytest.mark.parametrize("name,env,kwargs,visible,per_task,tf_does", CASES,
+                         ids=[c[0] for c in CASES])
+def test_gpu_allocation_where_tensorflow_is_wrong(ours, name, env, kwargs, visible,
+                                                  per_task, tf_does):
+    mine = observe(ours, env, kwargs)
+    assert mine["CUDA_VISIBLE_DEVICES"] == visible
+    assert mine["num_accelerators"] == {"GPU": per_task}
+    if tf_does == "crash":
+        with pytest.raises(ValueError):
+            observe(TFResolver, env, kwargs)
+    else:
+        assert observe(TFResolver, env, kwargs)["CUDA_VISIBLE_DEVICES"] == tf_does
+
+
+def test_gpus_of_tasks_on_one_node_never_overlap(ours):
+    seen = []
+    for rank in range(4):
+        env = step(rank, per_node="4", nodes="n1", CUDA_VISIBLE_DEVICES="4,5,6,7,0,1,2,3")
+        seen.append(observe(ours, env, {})["CUDA_VISIBLE_DEVICES"].split(","))
+    assert seen == [["4", "5"], ["6", "7"], ["0", "1"], ["2", "3"]]
+
+
+def test_missing_nvidia_smi_says_to_set_gpus_per_node(ours, tmp_path):
+    env = step(0)
+    with pytest.raises(ResolutionError, match="gpus_per_node"):
+        observe(ours, env, {}, smi_path=str(tmp_path))  # PATH has no nvidia-smi
+    with pytest.raises(FileNotFoundError):  # TensorFlow: a bare FileNotFoundError escapes
+        observe(TFResolver, env, {}, smi_path=str(tmp_path))
+
+
+def test_nvidia_smi_counts_gpus_when_nothing_else_says(ours, tmp_path):
+    smi = write_fake_nvidia_smi(tmp_path / "bin", 4)
+    mine = observe(ours, step(3), {}, smi_path=smi)
+    assert mine == observe(TFResolver, step(3), {}, smi_path=smi)
+    assert mine["CUDA_VISIBLE_DEVICES"] == "2,3"
+
+
+def test_second_resolver_after_narrowing_gives_the_same_allocation(ours):
+    env = step(1, CUDA_VISIBLE_DEVICES="0,1,2,3")
+    with mock.patch.dict(os.environ, env, clear=True):
+        first = ours()
+        first.cluster_spec()
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "2,3"
+        second = ours()
+        second.cluster_spec()
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "2,3"
+        assert second.num_accelerators() == first.num_accelerators() == {"GPU": 2}
+        # TensorFlow's second resolver counts the narrowed list: 2 GPUs for 2 tasks.
+        again = TFResolver()
+        again.cluster_spec()
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+        # A value the user sets afterwards is theirs: it is the new node list.
+        os.environ["CUDA_VISIBLE_DEVICES"] = "4,5,6,7"
+        third = ours()
+        third.cluster_spec()
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "6,7"
