@@ -49,6 +49,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--port-base", type=int, default=8888,
                    help="first gRPC port of TensorFlow's workers on each node (default 8888; "
                         "pick another if Jupyter or another job holds it)")
+    p.add_argument("--gpus-per-node", type=int, metavar="N",
+                   help="GPUs on each node (default: 0 with a CPU build of TensorFlow, else "
+                        "CUDA_VISIBLE_DEVICES or nvidia-smi, as the resolver finds them)")
     p.add_argument("--threads", type=int, default=1,
                    help="TensorFlow threads per worker (intra-op and inter-op); keep it low "
                         "when several workers share a machine (default 1)")
@@ -77,7 +80,9 @@ def load_data(seed: int):
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int32)
-    return train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=seed,
+                                                        stratify=y)
+    return x_train, y_train, x_test, y_test
 
 
 def main(argv=None) -> int:
@@ -98,7 +103,15 @@ def main(argv=None) -> int:
     # The resolver reads Slurm's step (checked against MPI) or the MPI world. The strategy's
     # constructor then waits until every worker in the ClusterSpec has started: a worker that
     # never comes makes it wait for ever, so launch under `timeout` (see scripts/demo.sh).
-    resolver = MPIClusterResolver(port_base=args.port_base)
+    gpus_per_node = args.gpus_per_node
+    if gpus_per_node is None and not tf.test.is_built_with_cuda():
+        # A CPU build of TensorFlow (tensorflow-cpu) uses no GPU, whatever the node has. Left to
+        # itself the resolver would count the node's GPUs (nvidia-smi) and the strategy would
+        # then place replicas on GPU devices that this TensorFlow does not have.
+        # (is_built_with_cuda() only reads build information; it does not start CUDA, which
+        # must not happen before the resolver sets CUDA_VISIBLE_DEVICES.)
+        gpus_per_node = 0
+    resolver = MPIClusterResolver(port_base=args.port_base, gpus_per_node=gpus_per_node)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
 
     # task_type/task_id are set once the strategy has asked for the ClusterSpec.
@@ -127,13 +140,17 @@ def main(argv=None) -> int:
         ds = ds.shuffle(len(x_train), seed=args.seed, reshuffle_each_iteration=True)
         # repeat() then drop_remainder: every worker has a full batch at every step, so no
         # worker runs out while the others wait for it in the all-reduce.
-        return ds.repeat().batch(batch, drop_remainder=True).prefetch(2)
+        ds = ds.repeat().batch(batch, drop_remainder=True).prefetch(2)
+        # distribute_datasets_from_function does not auto-shard; say so explicitly anyway, for
+        # readers who copy this pipeline into strategy.experimental_distribute_dataset (which
+        # would otherwise shard a second time, by file or by element).
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        return ds.with_options(options)
 
-    # distribute_datasets_from_function does no auto-sharding: dataset_fn shards by
-    # input_pipeline_id, which for this strategy is the worker's index (task_id). Say it
-    # explicitly anyway, for readers who copy the pipeline into experimental_distribute_dataset.
-    options = tf.distribute.InputOptions()
-    train_dist = strategy.distribute_datasets_from_function(dataset_fn, options)
+    # dataset_fn shards by input_pipeline_id, which for this strategy is the worker's index
+    # (task_id of 'worker'); it runs once on each worker.
+    train_dist = strategy.distribute_datasets_from_function(dataset_fn)
 
     with strategy.scope():
         # Variables created in the scope are mirrored: initial values are broadcast from worker

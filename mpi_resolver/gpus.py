@@ -75,12 +75,14 @@ def count_nvidia_smi(timeout: float = NVIDIA_SMI_TIMEOUT) -> int:
             f"nvidia-smi --list-gpus failed (exit {proc.returncode}): {out.strip()[:300]!r}. "
             f"{_FIX}")
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    bad = [line for line in lines if not line.startswith("GPU ")]
+    # GPU lines count (as TensorFlow counts them); indented MIG lines list their partitions.
+    bad = [line for line in lines
+           if not line.startswith("GPU ") and not line.lstrip().startswith("MIG ")]
     if bad:
         raise ResolutionError(
             f"nvidia-smi --list-gpus printed {bad[0][:120]!r}, expected lines such as "
             f"'GPU 0: <name> (UUID: GPU-...)'. {_FIX}")
-    return len(lines)
+    return sum(line.startswith("GPU ") for line in lines)
 
 
 def gpu_entries(visible: Optional[Tuple[str, ...]], probed: Optional[int],

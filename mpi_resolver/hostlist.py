@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import List
+from typing import List, Tuple
 
 from .errors import FormatError
 
@@ -14,6 +14,7 @@ __all__ = ["MAX_HOSTS", "expand_hostlist", "expand_tasks_per_node", "check_host_
 #: refuses a single range of more than 65,536 hosts; this limit is on the whole list, so a
 #: typo such as ``n[0-999999999]`` is an error instead of an out-of-memory.
 MAX_HOSTS = 1 << 20
+_MAX_DIGITS = 18  # longer numbers are typos, and int() refuses > 4300 digits
 
 _NAME_CHARS = re.compile(r"[A-Za-z0-9._-]*")
 _RANGE_ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?")
@@ -59,9 +60,9 @@ def _split_top_level(hostlist: str) -> List[str]:
     return parts
 
 
-def _expand_range(group: str, hostlist: str) -> List[str]:
-    """Expands the inside of one bracket group, e.g. ``01-03,7`` -> ['01','02','03','7']."""
-    values: List[str] = []
+def _parse_range(group: str, hostlist: str) -> List[Tuple[int, int, int]]:
+    """Returns the (low, high, width) items of one bracket group, e.g. ``01-03,7``."""
+    items = []
     for item in group.split(","):
         m = _RANGE_ITEM.fullmatch(item)
         if m is None:
@@ -69,17 +70,23 @@ def _expand_range(group: str, hostlist: str) -> List[str]:
                 f"hostlist {hostlist!r}: bad range {item!r} in [{group}]; expected N or N-M "
                 "with digits only, e.g. n[01-04,7].")
         lo_text, hi_text = m.group(1), m.group(2)
+        if len(lo_text) > _MAX_DIGITS or len(hi_text or "") > _MAX_DIGITS:
+            raise FormatError(
+                f"hostlist {hostlist!r}: number in {item!r} has more than {_MAX_DIGITS} digits.")
         lo = int(lo_text)
         hi = lo if hi_text is None else int(hi_text)
         if hi < lo:
             raise FormatError(
                 f"hostlist {hostlist!r}: reversed range {item!r}; write the low end first "
                 f"({hi_text}-{lo_text}).")
-        if hi - lo + 1 + len(values) > MAX_HOSTS:
-            raise FormatError(
-                f"hostlist {hostlist!r}: range {item!r} has more than {MAX_HOSTS} hosts, the "
-                "limit of mpi_resolver.hostlist.MAX_HOSTS.")
-        width = len(lo_text)
+        items.append((lo, hi, len(lo_text)))
+    return items
+
+
+def _expand_range(items: List[Tuple[int, int, int]]) -> List[str]:
+    """Returns the values of parsed range items, zero-padded to each item's width."""
+    values: List[str] = []
+    for lo, hi, width in items:
         values.extend([str(i).zfill(width) for i in range(lo, hi + 1)])
     return values
 
@@ -97,14 +104,15 @@ def _expand_host_expression(expr: str, hostlist: str) -> List[str]:
     for text in texts:
         if text:
             check_host_name(text, what=f"hostlist {hostlist!r}")
-    groups = [_expand_range(g[1:-1], hostlist) for g in pieces[1::2]]
+    parsed = [_parse_range(g[1:-1], hostlist) for g in pieces[1::2]]
     total = 1
-    for g in groups:
-        total *= len(g)
+    for items in parsed:
+        total *= sum(hi - lo + 1 for lo, hi, _ in items)
     if total > MAX_HOSTS:
         raise FormatError(
             f"hostlist {hostlist!r}: {expr!r} expands to {total} hosts, more than the limit of "
             f"{MAX_HOSTS} (mpi_resolver.hostlist.MAX_HOSTS).")
+    groups = [_expand_range(items) for items in parsed]
     if len(groups) == 1:
         prefix = texts[0]
         return [prefix + v for v in groups[0]]
@@ -163,6 +171,10 @@ def expand_tasks_per_node(tasks_per_node: str) -> List[int]:
             raise FormatError(
                 f"tasks-per-node list {tasks_per_node!r}: bad element {item!r}; expected N or "
                 "N(xM), e.g. '3(x2),2,1'.")
+        if len(m.group(1)) > _MAX_DIGITS or len(m.group(2) or "") > _MAX_DIGITS:
+            raise FormatError(
+                f"tasks-per-node list {tasks_per_node!r}: number in {item!r} has more than "
+                f"{_MAX_DIGITS} digits.")
         repeat = 1 if m.group(2) is None else int(m.group(2))
         if repeat == 0:
             raise FormatError(

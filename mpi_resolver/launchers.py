@@ -36,7 +36,7 @@ def parse_int(value: Optional[str], *, name: str, minimum: int = 0,
     if value is None:
         raise ResolutionError(f"{name} is not set. {fix}".strip())
     text = value.strip()
-    if not text.isascii() or not text.isdigit():
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
         raise FormatError(
             f"{name}={value!r} is not a whole number; expected an integer >= {minimum}. "
             f"{fix}".strip())
@@ -138,8 +138,8 @@ class MpiLaunch:
 
 
 def _opt_int(env: Mapping[str, str], name: str) -> Optional[int]:
-    value = env.get(name)
-    if value is None or not value.strip().isdigit():
+    value = (env.get(name) or "").strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 18:
         return None
     return int(value)
 

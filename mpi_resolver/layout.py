@@ -33,7 +33,8 @@ def slurm_placement(hosts: Sequence[str], counts: Sequence[int],
     ``block``: ranks fill the nodes in SLURM_STEP_NODELIST order. ``cyclic``: one rank per
     node in turn, skipping nodes that are full (``-N2 -n4`` gives node1, node2, node1, node1).
     None for ``plane``, ``arbitrary`` and unknown distributions, which the variables do not
-    describe; also None for one node or one task per node, where every distribution agrees.
+    describe, except on one node or with one task per node, where block is the answer (for
+    ``arbitrary``, only on one node: its order follows SLURM_HOSTFILE).
     """
     if len(hosts) > 1 and distribution == "arbitrary":
         return None  # ranks follow SLURM_HOSTFILE, which the step's variables do not carry

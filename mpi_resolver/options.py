@@ -50,7 +50,8 @@ def parse_jobs(text: str) -> Dict[str, int]:
     jobs: Dict[str, int] = {}
     for item in text.split(","):
         name, sep, count = item.strip().partition("=")
-        if not sep or not count.strip().isdigit() or not name.strip():
+        count = count.strip()
+        if not sep or not count.isascii() or not count.isdigit() or not name.strip():
             raise FormatError(
                 f"--jobs {text!r}: bad element {item!r}; expected NAME=COUNT pairs such as "
                 "'ps=1,worker=3'.")
@@ -100,8 +101,8 @@ def make_options(*, jobs: Any = None, port_base: Any = 8888, gpus_per_node: Any 
     """
     if source not in SOURCES:
         raise ResolutionError(f"source={source!r}: expected one of 'auto', 'slurm', 'mpi'.")
-    if verify not in ("auto", True, False) or isinstance(verify, int) and \
-            not isinstance(verify, bool):
+    if not (verify is True or verify is False or (isinstance(verify, str) and
+                                                  verify == "auto")):
         raise ResolutionError(f"verify={verify!r}: expected 'auto', True or False.")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
             not math.isfinite(timeout) or timeout <= 0:

@@ -85,8 +85,6 @@ def test_wired_says_whether_mpi_can_connect(env, wired):
     assert detect_mpi_launch(env).wired is wired
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: _opt_int uses str.isdigit, which accepts '²'; "
-                   "int('²') then raises ValueError from detect_mpi_launch")
 @pytest.mark.parametrize("env", [
     pytest.param({"OMPI_COMM_WORLD_RANK": "²"}, id="a superscript two as Open MPI's rank"),
     pytest.param({"PMIX_RANK": "0", "SLURM_LOCALID": "²"},
@@ -255,8 +253,6 @@ def test_a_malformed_nodelist_error_keeps_the_cause():
     assert isinstance(excinfo.value.__cause__, FormatError)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: parse_int calls int() on a string of more than "
-                   "4300 digits, which raises a bare ValueError, not FormatError")
 def test_a_huge_procid_is_a_format_error():
     with pytest.raises(FormatError, match="SLURM_PROCID"):
         SlurmStep({"SLURM_PROCID": "1" * 5000}).procid()

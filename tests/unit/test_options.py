@@ -118,8 +118,6 @@ def test_make_options_refuses_and_names_the_argument(kwargs, name):
         make_options(**kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: verify=1.0 (and 0.0) pass the check because "
-                   "1.0 == True and the int test misses floats")
 @pytest.mark.parametrize("verify", [
     pytest.param(1.0, id="verify 1.0 is refused"),
     pytest.param(0.0, id="verify 0.0 is refused"),
@@ -161,8 +159,6 @@ def test_parse_jobs_refuses_malformed_lists(text, fragment):
     assert fragment in str(excinfo.value)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: parse_jobs checks the count with str.isdigit, "
-                   "which accepts '²'; int('²') then raises a bare ValueError")
 def test_parse_jobs_refuses_a_superscript_count():
     with pytest.raises(FormatError, match="--jobs"):
         parse_jobs("ps=²")

@@ -1,0 +1,155 @@
+"""The program every rank of a real-launch scenario runs: resolve, then report as JSON.
+
+Usage (under srun, sbatch, salloc or mpirun)::
+
+    python probe.py '{"verify": true}'                     # one MPIClusterResolver(**kwargs)
+    python probe.py '[{"source": "slurm"}, {}]'             # several, in order, in one process
+    python probe.py '{}' --no-tf                            # without TensorFlow's resolver
+
+For each set of kwargs, every rank writes ONE line of JSON to stdout, in one write call (print
+interleaves under mpirun)::
+
+    {"variant", "kwargs", "rank", "host", "mpi_size", "mpi_rank", "slurm": {...}, "source",
+     "verified", "task_type", "task_id", "cluster", "address", "cuda_visible_devices",
+     "tf_config", "notes", "tf": {...} | null}
+
+``rank`` is the launcher's rank of this process (OMPI_COMM_WORLD_RANK under mpirun, else
+SLURM_PROCID, PMIX_RANK or PMI_RANK), read from the environment and not from mpi_resolver.
+``mpi_size`` is COMM_WORLD's size when MPI has been started in this process, else null.
+``tf`` holds the same fields from TensorFlow's own SlurmClusterResolver with the same
+arguments, in the same process and from the same environment, when mpi_resolver resolved from
+Slurm's variables (source 'slurm'); TensorFlow's exception is recorded as {"error": ...}.
+
+On an exception the line is {"variant", "kwargs", "rank", "host", "mpi_size", "error_type",
+"error"}; the probe goes on with the next kwargs and exits 3 at the end (4 if the exception
+was not a ResolutionError). Before exiting, ranks that started MPI wait (bounded) for each
+other, so that mpirun does not kill a rank that has not written its line yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+CVD = "CUDA_VISIBLE_DEVICES"
+SLURM_KEYS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURMD_NODENAME", "SLURM_STEP_NODELIST",
+              "SLURM_STEP_TASKS_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_GTIDS")
+TF_ARGS = ("jobs", "port_base", "gpus_per_node", "gpus_per_task", "tasks_per_node",
+           "auto_set_gpu", "rpc_layer")
+#: CUDA_VISIBLE_DEVICES as the launcher gave it, before any resolver narrowed it.
+ORIGINAL_CVD = os.environ.get(CVD)
+
+
+def launcher_rank():
+    """Returns this process's rank as its launcher numbers it (None if no launcher says)."""
+    for key in ("OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMIX_RANK", "PMI_RANK"):
+        value = os.environ.get(key, "")
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def mpi_world():
+    """Returns MPI's COMM_WORLD when this process has started MPI (without starting it)."""
+    mod = sys.modules.get("mpi4py.MPI")
+    if mod is None or not mod.Is_initialized() or mod.Is_finalized():
+        return None
+    return mod.COMM_WORLD
+
+
+def set_cvd(value):
+    if value is None:
+        os.environ.pop(CVD, None)
+    else:
+        os.environ[CVD] = value
+
+
+def describe(resolver):
+    """Returns task, ClusterSpec, own address and CUDA_VISIBLE_DEVICES of a resolver."""
+    spec = resolver.cluster_spec()
+    task_type, task_id = resolver.get_task_info()
+    address = None
+    if task_type is not None and task_id is not None:
+        address = spec.task_address(task_type, task_id)
+    return {"task_type": task_type, "task_id": task_id, "cluster": spec.as_dict(),
+            "address": address, "cuda_visible_devices": os.environ.get(CVD)}
+
+
+def tensorflow_view(kwargs):
+    """Returns what TensorFlow's SlurmClusterResolver says with the same arguments."""
+    import tensorflow as tf
+
+    ours = os.environ.get(CVD)
+    set_cvd(ORIGINAL_CVD)  # TensorFlow counts GPUs from CUDA_VISIBLE_DEVICES: the job's own
+    try:
+        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+            **{k: v for k, v in kwargs.items() if k in TF_ARGS})
+        return describe(resolver)
+    except Exception as e:  # TensorFlow's failures are data here
+        return {"error": f"{type(e).__name__}: {e}"}
+    finally:
+        set_cvd(ours)
+
+
+def resolve(variant, kwargs, with_tf):
+    """Returns this rank's line for one MPIClusterResolver(**kwargs), and an exit status."""
+    import mpi_resolver
+
+    base = {"variant": variant, "kwargs": kwargs, "rank": launcher_rank(),
+            "host": socket.gethostname()}
+    try:
+        resolver = mpi_resolver.MPIClusterResolver(**kwargs)
+        view = describe(resolver)
+        res = resolver.resolution
+        line = dict(base, source=res.source, verified=res.verified, **view,
+                    tf_config=resolver.tf_config(), notes=list(res.notes),
+                    resolved_rank=res.rank, tf=None)
+        if with_tf and res.source == "slurm":
+            line["tf"] = tensorflow_view(kwargs)
+        status = 0
+    except mpi_resolver.ResolutionError as e:
+        line = dict(base, error_type=type(e).__name__, error=str(e))
+        status = 3
+    except Exception as e:  # a bug: report it as data, with where it happened
+        line = dict(base, error_type=type(e).__name__, error=str(e),
+                    traceback=traceback.format_exc()[-3000:])
+        status = 4
+    world = mpi_world()
+    line["mpi_size"] = world.Get_size() if world is not None else None
+    line["mpi_rank"] = world.Get_rank() if world is not None else None
+    line["slurm"] = {k: os.environ.get(k) for k in SLURM_KEYS}
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+    return status
+
+
+def wait_for_others(timeout=20.0):
+    """Waits (bounded) until every MPI rank is done, when this process started MPI."""
+    world = mpi_world()
+    if world is None:
+        return
+    request = world.Ibarrier()
+    deadline = time.monotonic() + timeout
+    while not request.Test():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+
+
+def main(argv):
+    args = [a for a in argv if a != "--no-tf"]
+    spec = json.loads(args[0]) if args else {}
+    variants = spec if isinstance(spec, list) else [spec]
+    status = 0
+    for i, kwargs in enumerate(variants):
+        status = max(status, resolve(i, kwargs, "--no-tf" not in argv))
+    wait_for_others()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
