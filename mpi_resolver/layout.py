@@ -1,6 +1,7 @@
 """Where each rank runs (placement) and the ClusterSpec layout built from it (pure).
 
-A placement is a list: ``placement[rank]`` is the host that rank runs on. TensorFlow's
+A placement is a list: ``placement[rank]`` is the host that rank runs on; ``runs`` is the same
+as [(host, consecutive ranks)], which stays small for 100,000 nodes. TensorFlow's
 SlurmClusterResolver assumes ``tf_placement``: hosts sorted as strings, consecutive ranks
 packed onto each. The layout gives every rank ``host:port_base+i`` where ``i`` counts the
 ranks before it on its host, and GPUs ``[i*g, (i+1)*g)`` of its node's list: for TensorFlow's
@@ -9,26 +10,50 @@ placement this is exactly TensorFlow's ClusterSpec and CUDA_VISIBLE_DEVICES.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import MismatchError, ResolutionError
 
-__all__ = ["tf_placement", "slurm_placement", "Layout", "build_layout", "assign_jobs",
-           "count_per_host", "gpus_per_task_default"]
+__all__ = ["Runs", "tf_runs", "tf_placement", "slurm_runs", "slurm_placement", "Layout",
+           "build_layout", "build_layout_runs", "assign_jobs", "count_per_host", "count_runs",
+           "expand_runs", "runs_of", "gpus_per_task_default", "check_own_placement"]
 
 
-def tf_placement(task_configuration: Mapping[str, int]) -> List[str]:
-    """Returns the placement TensorFlow assumes: sorted host names, ranks packed block-wise."""
+Runs = List[Tuple[str, int]]   # [(host, consecutive ranks on it)], in rank order
+
+
+def expand_runs(runs: Runs) -> List[str]:
+    """Returns the per-rank placement of ``runs``: [('a', 2), ('b', 1)] -> ['a', 'a', 'b']."""
     placement: List[str] = []
-    for host, count in sorted(task_configuration.items()):
+    for host, count in runs:
         placement.extend([host] * count)
     return placement
 
 
-def slurm_placement(hosts: Sequence[str], counts: Sequence[int],
-                    distribution: str) -> Optional[List[str]]:
-    """Returns where Slurm put each rank, from the step's nodes, counts and distribution.
+def runs_of(placement: Sequence[str]) -> Runs:
+    """Returns ``placement`` as runs of consecutive ranks on one host."""
+    runs: Runs = []
+    for host in placement:
+        if runs and runs[-1][0] == host:
+            runs[-1] = (host, runs[-1][1] + 1)
+        else:
+            runs.append((host, 1))
+    return runs
+
+
+def tf_runs(task_configuration: Mapping[str, int]) -> Runs:
+    """Returns the runs TensorFlow assumes: sorted host names, ranks packed block-wise."""
+    return sorted(task_configuration.items())
+
+
+def tf_placement(task_configuration: Mapping[str, int]) -> List[str]:
+    """Returns the placement TensorFlow assumes: sorted host names, ranks packed block-wise."""
+    return expand_runs(tf_runs(task_configuration))
+
+
+def slurm_runs(hosts: Sequence[str], counts: Sequence[int], distribution: str) -> Optional[Runs]:
+    """Returns where Slurm put each rank, as runs, from the step's nodes, counts, distribution.
 
     ``block``: ranks fill the nodes in SLURM_STEP_NODELIST order. ``cyclic``: one rank per
     node in turn, skipping nodes that are full (``-N2 -n4`` gives node1, node2, node1, node1).
@@ -37,30 +62,39 @@ def slurm_placement(hosts: Sequence[str], counts: Sequence[int],
     ``arbitrary``, only on one node: its order follows SLURM_HOSTFILE).
     """
     if len(hosts) > 1 and distribution == "arbitrary":
-        return None  # ranks follow SLURM_HOSTFILE, which the step's variables do not carry
+        return None
     if distribution == "block" or len(hosts) <= 1 or max(counts, default=0) <= 1:
-        placement: List[str] = []
-        for host, count in zip(hosts, counts):
-            placement.extend([host] * count)
-        return placement
+        return list(zip(hosts, counts))
     if distribution == "cyclic":
         remaining = list(counts)
-        placement = []
+        placement: List[str] = []
         total = sum(counts)
         while len(placement) < total:
             for i, host in enumerate(hosts):
                 if remaining[i]:
                     remaining[i] -= 1
                     placement.append(host)
-        return placement
+        return runs_of(placement)
     return None
+
+
+def slurm_placement(hosts: Sequence[str], counts: Sequence[int],
+                    distribution: str) -> Optional[List[str]]:
+    """Returns ``slurm_runs`` as a per-rank placement (or None)."""
+    runs = slurm_runs(hosts, counts, distribution)
+    return None if runs is None else expand_runs(runs)
 
 
 def count_per_host(placement: Sequence[str]) -> Dict[str, int]:
     """Returns {host: number of ranks on it}, hosts in order of first appearance."""
+    return count_runs(runs_of(placement))
+
+
+def count_runs(runs: Runs) -> Dict[str, int]:
+    """Returns {host: number of ranks on it} from runs, hosts in order of first appearance."""
     counts: Dict[str, int] = {}
-    for host in placement:
-        counts[host] = counts.get(host, 0) + 1
+    for host, n in runs:
+        counts[host] = counts.get(host, 0) + n
     return counts
 
 
@@ -94,19 +128,50 @@ def gpus_per_task_default(tasks: Mapping[str, int], gpus: Mapping[str, int]) -> 
 class Layout:
     """The ClusterSpec of a job and each rank's task, address and GPUs."""
 
-    placement: List[str]
+    runs: Runs
     port_base: int
     jobs: List[Tuple[str, int, int]]
     node_gpus: Mapping[str, Sequence[str]]
     gpus_per_task: int
-    addresses: List[str] = field(default_factory=list)
-    local_index: List[int] = field(default_factory=list)
-    tasks_per_host: Dict[str, int] = field(default_factory=dict)
+    addresses: List[str]
+    tasks_per_host: Dict[str, int]
+    default_gpus: Sequence[str] = ()
 
     @property
     def cluster(self) -> Dict[str, List[str]]:
         """Returns {job name: [address of task 0, task 1, ...]}, jobs in sorted order."""
         return {name: self.addresses[start:start + count] for name, start, count in self.jobs}
+
+    @property
+    def placement(self) -> List[str]:
+        """Returns the host of every rank."""
+        return expand_runs(self.runs)
+
+    @property
+    def local_index(self) -> List[int]:
+        """Returns every rank's index among the ranks on its host."""
+        seen: Dict[str, int] = {}
+        out: List[int] = []
+        for host, n in self.runs:
+            first = seen.get(host, 0)
+            out.extend(range(first, first + n))
+            seen[host] = first + n
+        return out
+
+    def host_of(self, rank: int) -> Tuple[str, int]:
+        """Returns (host, index among the ranks on that host) of ``rank``."""
+        seen: Dict[str, int] = {}
+        start = 0
+        for host, n in self.runs:
+            if rank < start + n:
+                return host, seen.get(host, 0) + rank - start
+            seen[host] = seen.get(host, 0) + n
+            start += n
+        raise ResolutionError(f"rank {rank} is outside the job's {start} tasks.")
+
+    def gpus_on(self, host: str) -> Sequence[str]:
+        """Returns the GPUs of ``host``."""
+        return self.node_gpus.get(host, self.default_gpus)
 
     def task_of(self, rank: int) -> Tuple[str, int]:
         """Returns (task_type, task_id) of ``rank``."""
@@ -117,29 +182,37 @@ class Layout:
 
     def gpus_of(self, rank: int) -> Tuple[str, ...]:
         """Returns the CUDA_VISIBLE_DEVICES entries of ``rank``: its slice of its node's GPUs."""
+        host, i = self.host_of(rank)
         g = self.gpus_per_task
-        i = self.local_index[rank]
-        return tuple(self.node_gpus[self.placement[rank]][i * g:(i + 1) * g])
+        return tuple(self.gpus_on(host)[i * g:(i + 1) * g])
 
 
-def build_layout(placement: List[str], *, jobs: Mapping[str, int], port_base: int,
-                 node_gpus: Mapping[str, Sequence[str]],
-                 gpus_per_task: Optional[int]) -> Layout:
-    """Returns the layout for ``placement``: addresses, tasks and GPUs of every rank.
+def build_layout(placement: Sequence[str], **kwargs) -> Layout:
+    """Returns ``build_layout_runs`` for a per-rank placement."""
+    return build_layout_runs(runs_of(placement), **kwargs)
+
+
+def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int,
+                      node_gpus: Mapping[str, Sequence[str]], gpus_per_task: Optional[int],
+                      default_gpus: Sequence[str] = ()) -> Layout:
+    """Returns the layout for ``runs``: addresses, tasks and GPUs of every rank.
+
+    ``node_gpus`` maps hosts to their GPUs; hosts not in it have ``default_gpus``.
 
     Raises:
       ResolutionError: jobs that do not add up, a port above 65535, or more GPUs per task than
         a node has for its tasks.
     """
-    num_tasks = len(placement)
+    tasks = count_runs(runs)
+    num_tasks = sum(tasks.values())
     job_slices = assign_jobs(jobs, num_tasks)
-    tasks = count_per_host(placement)
     max_tasks = max(tasks.values(), default=0)
     if port_base + max_tasks - 1 > 65535:
         raise ResolutionError(
             f"port_base={port_base} with {max_tasks} tasks on one node needs port "
             f"{port_base + max_tasks - 1}, above 65535; use a lower port_base (--port-base).")
-    counts = {h: len(node_gpus[h]) for h in tasks}
+    default_count = len(default_gpus)
+    counts = {h: len(node_gpus[h]) if h in node_gpus else default_count for h in tasks}
     if gpus_per_task is None:
         gpus_per_task = gpus_per_task_default(tasks, counts)
     for host, n in tasks.items():
@@ -149,41 +222,46 @@ def build_layout(placement: List[str], *, jobs: Mapping[str, int], port_base: in
                 f"{host}, which has {counts[host]}; lower gpus_per_task (--gpus-per-task) or "
                 "run fewer tasks per node.")
     suffixes = [f":{port_base + i}" for i in range(max_tasks)]
-    if placement == sorted(placement):  # block-wise in sorted order: the fast, common case
-        addresses: List[str] = []
-        local_index: List[int] = []
-        for host, n in tasks.items():
-            addresses.extend([host + s for s in suffixes[:n]])
-            local_index.extend(range(n))
+    addresses: List[str] = []
+    if len(tasks) == len(runs):  # every host holds one run of ranks: block-wise
+        for host, n in runs:
+            addresses += [host + s for s in suffixes[:n]]
     else:
         seen: Dict[str, int] = {}
-        local_index = []
-        for host in placement:
-            i = seen.get(host, 0)
-            seen[host] = i + 1
-            local_index.append(i)
-        addresses = [host + suffixes[i] for host, i in zip(placement, local_index)]
-    return Layout(placement, port_base, job_slices, node_gpus, gpus_per_task, addresses,
-                  local_index, tasks)
+        for host, n in runs:
+            first = seen.get(host, 0)
+            addresses += [host + s for s in suffixes[first:first + n]]
+            seen[host] = first + n
+    return Layout(runs, port_base, job_slices, node_gpus, gpus_per_task, addresses, tasks,
+                  default_gpus)
 
 
-def check_own_placement(placement: Sequence[str], rank: int, nodename: Optional[str],
+def check_own_placement(runs: Runs, rank: int, nodename: Optional[str],
                         gtids: Optional[Sequence[int]], same_host) -> None:
-    """Raises MismatchError when this rank's own Slurm variables contradict ``placement``.
+    """Raises MismatchError when this rank's own Slurm variables contradict ``runs``.
 
     ``nodename`` is SLURMD_NODENAME, ``gtids`` SLURM_GTIDS; ``same_host(a, b)`` compares names.
     """
-    if nodename is not None and not same_host(placement[rank], nodename):
+    if nodename is None:
+        return
+    on_node: List[int] = []
+    mine = None
+    start = 0
+    for host, n in runs:
+        if start <= rank < start + n:
+            mine = host
+        if same_host(host, nodename):
+            on_node.extend(range(start, start + n))
+        start += n
+    if mine is not None and not same_host(mine, nodename):
         raise MismatchError(
-            f"Slurm's step variables place rank {rank} on {placement[rank]} but "
+            f"Slurm's step variables place rank {rank} on {mine} but "
             f"SLURMD_NODENAME={nodename}: the addresses would point at hosts where ranks do "
             "not run. Launch with `srun --mpi=pmix` so that mpi_resolver learns placement "
             "from MPI (source='auto'), or use --distribution=block.")
-    if gtids is not None and nodename is not None:
-        expected = tuple(r for r, h in enumerate(placement) if same_host(h, nodename))
-        if tuple(sorted(gtids)) != expected:
-            raise MismatchError(
-                f"SLURM_GTIDS={','.join(map(str, gtids))} on {nodename}, but the step "
-                f"variables place ranks {','.join(map(str, expected))} there. Launch with "
-                "`srun --mpi=pmix` so that mpi_resolver learns placement from MPI "
-                "(source='auto'), or use --distribution=block.")
+    if gtids is not None and tuple(sorted(gtids)) != tuple(on_node):
+        raise MismatchError(
+            f"SLURM_GTIDS={','.join(map(str, gtids))} on {nodename}, but the step "
+            f"variables place ranks {','.join(map(str, on_node))} there. Launch with "
+            "`srun --mpi=pmix` so that mpi_resolver learns placement from MPI "
+            "(source='auto'), or use --distribution=block.")

@@ -13,8 +13,8 @@ from .errors import FormatError, MismatchError, ResolutionError
 from .gpus import count_nvidia_smi, gpu_entries, parse_visible_devices
 from .hostlist import check_host_name
 from .launchers import MpiLaunch, SlurmStep, detect_mpi_launch, slurm_describes_ranks
-from .layout import (Layout, build_layout, check_own_placement, count_per_host,
-                     slurm_placement, tf_placement)
+from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
+                     expand_runs, runs_of, slurm_runs, tf_runs)
 from .options import Options
 from .topology import (RankRecord, compare, format_table, host_key, likely_cause,
                        make_record, same_host)
@@ -106,7 +106,7 @@ class Resolution:
     @property
     def num_tasks(self) -> int:
         """Returns the number of tasks (ranks) in the job."""
-        return len(self.layout.placement)
+        return len(self.layout.addresses)
 
     @property
     def task_configuration(self) -> Dict[str, int]:
@@ -126,7 +126,8 @@ class Resolution:
     @property
     def gpus_per_node(self) -> int:
         """Returns the largest GPU count of the job's nodes."""
-        return max((len(g) for g in self.layout.node_gpus.values()), default=0)
+        return max([len(g) for g in self.layout.node_gpus.values()] +
+                   [len(self.layout.default_gpus)])
 
     def cluster(self) -> Dict[str, List[str]]:
         """Returns {job: [addresses]} (the ClusterSpec as a dict)."""
@@ -171,20 +172,20 @@ def _slurm_configuration(opts: Options, step: SlurmStep) -> Tuple[List[str], Lis
 
 
 def _slurm_truth(opts: Options, step: SlurmStep, hosts: List[str], counts: List[int],
-                 rank: int, tf: List[str]) -> List[str]:
+                 rank: int, tf: Runs) -> Runs:
     """Returns where ranks run, from Slurm's variables alone; raises where they cannot say."""
     if opts.tasks_per_node is not None:
         return tf  # the caller declared the layout, as with TensorFlow
-    placement = slurm_placement(hosts, counts, step.distribution())
-    if placement is None:
+    runs = slurm_runs(hosts, counts, step.distribution())
+    if runs is None:
         raise MismatchError(
-                f"SLURM_DISTRIBUTION={step.env.get('SLURM_DISTRIBUTION')!r}: Slurm's step "
-                "variables do not say on which node each rank runs, and TensorFlow's "
-                "block layout would give ranks addresses on hosts where they do not run. "
-                "Launch with `srun --mpi=pmix` so that mpi_resolver learns placement from MPI "
-                "(source='auto'), or use --distribution=block.")
-    check_own_placement(placement, rank, step.nodename(), step.gtids(), same_host)
-    return placement
+            f"SLURM_DISTRIBUTION={step.env.get('SLURM_DISTRIBUTION')!r}: Slurm's step "
+            "variables do not say on which node each rank runs, and TensorFlow's "
+            "block layout would give ranks addresses on hosts where they do not run. "
+            "Launch with `srun --mpi=pmix` so that mpi_resolver learns placement from MPI "
+            "(source='auto'), or use --distribution=block.")
+    check_own_placement(runs, rank, step.nodename(), step.gtids(), same_host)
+    return runs
 
 
 def _mismatch(records: List[RankRecord], step: Optional[SlurmStep]) -> None:
@@ -254,15 +255,17 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
         if rank >= total:
             raise ResolutionError(
                 f"SLURM_PROCID={rank} is outside the step's {total} tasks (0..{total - 1}).")
-        tf = tf_placement(dict(zip(hosts, counts)))
-        if records is not None:
+        tf = tf_runs(dict(zip(hosts, counts)))
+        if records is not None:  # where MPI ranks run, named as Slurm names the nodes
             names = {host_key(h): h for h in hosts}
             placement = [names.get(host_key(r.host), r.host) for r in records]
+            runs = runs_of(placement)
+            gpus, default = _gpus_from_records(opts, placement, records), ()
         else:
-            placement = _slurm_truth(opts, step, hosts, counts, rank, tf)
-        if placement != tf:
-            notes.append(_why_not_tf(placement, tf, step))
-        gpus = _slurm_gpus(opts, env, placement, records, probe)
+            runs = _slurm_truth(opts, step, hosts, counts, rank, tf)
+            gpus, default = {}, _own_gpus(opts, env, probe)
+        if runs != tf:
+            notes.append(_why_not_tf(expand_runs(runs), expand_runs(tf), step))
     else:
         assert records is not None
         rank = mpi_rank
@@ -271,14 +274,15 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
         placement = [r.host for r in records]
         if opts.tasks_per_node is not None:
             _check_declared(opts.tasks_per_node, placement)
-        gpus = _gpus_from_records(opts, placement, records)
-    jobs = opts.jobs if opts.jobs is not None else {"worker": len(placement)}
-    layout = build_layout(placement, jobs=jobs, port_base=opts.port_base, node_gpus=gpus,
-                          gpus_per_task=opts.gpus_per_task)
-    if layout.gpus_per_task == 0 and any(gpus.values()):
-        host, n = next((h, n) for h, n in layout.tasks_per_host.items() if gpus[h])
+        runs = runs_of(placement)
+        gpus, default = _gpus_from_records(opts, placement, records), ()
+    jobs = opts.jobs if opts.jobs is not None else {"worker": sum(n for _, n in runs)}
+    layout = build_layout_runs(runs, jobs=jobs, port_base=opts.port_base, node_gpus=gpus,
+                               gpus_per_task=opts.gpus_per_task, default_gpus=default)
+    if layout.gpus_per_task == 0 and (default or any(gpus.values())):
+        host, n = next((h, n) for h, n in layout.tasks_per_host.items() if layout.gpus_on(h))
         notes.append(
-            f"{len(gpus[host])} GPU(s) on {host} for {n} tasks: fewer than one per task, so "
+            f"{len(layout.gpus_on(host))} GPU(s) on {host} for {n} tasks: fewer than one per task, so "
             "no task gets a GPU (TensorFlow's resolver crashes here). Pass gpus_per_task, or "
             "run at most one task per GPU.")
     return Resolution(rank, layout, "slurm" if the_plan.use_slurm else "mpi", records,
@@ -310,18 +314,15 @@ def _check_declared(declared, placement: List[str]) -> None:
             f"{dict(actual)!r}. Leave tasks_per_node unset to use MPI's placement.")
 
 
-def _slurm_gpus(opts: Options, env: Mapping[str, str], placement: List[str],
-                records: Optional[List[RankRecord]],
-                probe: Callable[[], int]) -> Dict[str, Tuple[str, ...]]:
-    """Returns {host: GPU entries}: this node's view for all (as TensorFlow), or MPI's."""
-    if records is not None:
-        return _gpus_from_records(opts, placement, records)
+def _own_gpus(opts: Options, env: Mapping[str, str],
+              probe: Callable[[], int]) -> Tuple[str, ...]:
+    """Returns this node's GPUs, which Slurm-only resolution assumes for every node (as
+    TensorFlow does)."""
     visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
     probed = None
     if visible is None and opts.gpus_per_node is None:
         probed = probe()
-    own = gpu_entries(visible, probed, opts.gpus_per_node)
-    return {h: own for h in set(placement)}
+    return gpu_entries(visible, probed, opts.gpus_per_node) or ()
 
 
 def _gpus_from_records(opts: Options, placement: List[str],

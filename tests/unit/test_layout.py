@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mpi_resolver.errors import MismatchError, ResolutionError
-from mpi_resolver.layout import (build_layout, check_own_placement, slurm_placement,
+from mpi_resolver.layout import (build_layout, check_own_placement, runs_of, slurm_placement,
                                  tf_placement)
 
 pytestmark = pytest.mark.unit
@@ -226,7 +226,7 @@ CYCLIC = ["h1", "h2", "h1", "h1"]
     pytest.param(3, "h1", None, id="a right node name without gtids"),
 ])
 def test_check_own_placement_accepts_agreeing_variables(rank, nodename, gtids):
-    assert check_own_placement(CYCLIC, rank, nodename, gtids, _same_host) is None
+    assert check_own_placement(runs_of(CYCLIC), rank, nodename, gtids, _same_host) is None
 
 
 @pytest.mark.parametrize("placement, rank, nodename, gtids, variable", [
@@ -241,4 +241,4 @@ def test_check_own_placement_accepts_agreeing_variables(rank, nodename, gtids):
 ])
 def test_check_own_placement_raises_mismatch(placement, rank, nodename, gtids, variable):
     with pytest.raises(MismatchError, match=variable):
-        check_own_placement(placement, rank, nodename, gtids, _same_host)
+        check_own_placement(runs_of(placement), rank, nodename, gtids, _same_host)
