@@ -67,7 +67,7 @@ def _wait(request: Any, deadline: float, status: Any = None) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(delay)
-        delay = min(delay * 2, 0.02)
+        delay = min(delay * 2, 0.005)
     return True
 
 

@@ -19,6 +19,7 @@ MPI = pytest.importorskip("mpi4py.MPI")
 tf = pytest.importorskip("tensorflow")
 
 from mpi_resolver import MismatchError, MPIClusterResolver  # noqa: E402
+from tests.mpi.counting import CountingComm  # noqa: E402
 from tests.parity_cases import observe  # noqa: E402
 
 COMM = MPI.COMM_WORLD
@@ -140,21 +141,3 @@ def test_one_collective_and_nvidia_smi_once_per_node(tmp_path_factory):
     assert counting.collectives == ["Iallgather"]
     probes = COMM.allgather(calls.exists() and len(calls.read_text().split()))
     assert sum(p or 0 for p in probes) == 1  # one node: nvidia-smi ran once, on local rank 0
-
-
-class CountingComm:
-    """Wraps a communicator and records every collective started through it."""
-
-    COLLECTIVES = {"Barrier", "Bcast", "Gather", "Allgather", "Iallgather", "Allreduce",
-                   "allgather", "bcast", "gather", "allreduce", "Ibcast", "Igather",
-                   "Iallreduce", "Split", "Split_type", "Dup", "Alltoall", "barrier"}
-
-    def __init__(self, comm):
-        self._comm = comm
-        self.collectives = []
-
-    def __getattr__(self, name):
-        attr = getattr(self._comm, name)
-        if name in self.COLLECTIVES:
-            self.collectives.append(name)
-        return attr

@@ -1,0 +1,379 @@
+"""Benchmarks: mpi_resolver against TensorFlow's SlurmClusterResolver, measured in one run.
+
+Prints a table of measured figures with ratios to TensorFlow and writes them, with the
+machine they were taken on, to benchmarks/results/latest.json and latest.md. Nothing here is
+a test: targets are reported as met or missed, never asserted.
+
+    python benchmarks/bench.py [--quick] [--skip-slurm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results"
+PY = sys.executable
+QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
+         "TF_NUM_INTEROP_THREADS": "1"}
+
+
+def slurm_env(nodes: int, per_node: int) -> Dict[str, str]:
+    """The step variables of rank 0 of a block job on ``nodes`` nodes."""
+    width = len(str(nodes))
+    nodelist = f"n[{'1'.zfill(width)}-{nodes}]" if nodes > 1 else "n1"
+    return {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": str(nodes * per_node),
+            "SLURM_STEP_NODELIST": nodelist,
+            "SLURM_STEP_TASKS_PER_NODE": f"{per_node}(x{nodes})" if nodes > 1 else str(per_node),
+            "CUDA_VISIBLE_DEVICES": "0,1,2,3", "PATH": os.environ.get("PATH", "")}
+
+
+def median_ms(fn: Callable[[], Any], reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def bench_slurm_sizes(quick: bool) -> List[Dict[str, Any]]:
+    """1. Construct + cluster_spec() from Slurm variables, ours and TensorFlow's, per size."""
+    import tensorflow as tf
+
+    from mpi_resolver import MPIClusterResolver
+    from mpi_resolver.options import make_options
+    from mpi_resolver.resolution import plan, resolve
+
+    tf_cls = tf.distribute.cluster_resolver.SlurmClusterResolver
+    rows = []
+    saved = dict(os.environ)
+    sizes = [1, 64, 1024, 10000] + ([] if quick else [100000])
+    try:
+        for nodes in sizes:
+            for per_node in (1, 4):
+                env = slurm_env(nodes, per_node)
+                reps = 3 if nodes >= 100000 else 7 if nodes >= 10000 else 21
+                if quick:
+                    reps = max(3, reps // 3)
+
+                def run(cls, **kw):
+                    os.environ.clear()
+                    os.environ.update(env)  # TensorFlow narrows CUDA_VISIBLE_DEVICES each time
+                    resolver = cls(**kw)
+                    return resolver.cluster_spec()
+
+                def cli():
+                    opts = make_options(source="slurm")
+                    return resolve(opts, env, the_plan=plan(opts, env)).cluster()
+
+                same = run(tf_cls).as_dict() == run(MPIClusterResolver,
+                                                    source="slurm").as_dict()
+                theirs = median_ms(lambda: run(tf_cls), reps)
+                ours = median_ms(lambda: run(MPIClusterResolver, source="slurm"), reps)
+                rows.append({"nodes": nodes, "tasks_per_node": per_node, "reps": reps,
+                             "tensorflow_ms": theirs, "mpi_resolver_ms": ours,
+                             "ratio": ours / theirs, "cli_path_ms": median_ms(cli, reps),
+                             "same_spec": same})
+                print(f"  {nodes:>6} nodes x {per_node}: TF {theirs:8.2f} ms, ours "
+                      f"{ours:8.2f} ms ({ours / theirs:.2f}), CLI path "
+                      f"{rows[-1]['cli_path_ms']:.2f} ms, same spec: {same}", flush=True)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return rows
+
+
+MPI_WORKER = r'''
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+import tensorflow as tf
+from mpi4py import MPI
+from mpi_resolver import MPIClusterResolver
+from tests.mpi.counting import CountingComm
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+mode = sys.argv[2]
+smi_calls = sys.argv[3] if len(sys.argv) > 3 else None
+if mode == "tf":
+    import socket
+    os.environ.update({"SLURM_PROCID": str(rank), "SLURM_STEP_NUM_TASKS": str(size),
+        "SLURM_STEP_NODELIST": socket.gethostname(), "SLURM_STEP_TASKS_PER_NODE": str(size)})
+comm.Barrier()
+start = time.perf_counter()
+if mode == "tf":
+    resolver = tf.distribute.cluster_resolver.SlurmClusterResolver()
+    counting = None
+else:
+    counting = CountingComm(comm)
+    resolver = MPIClusterResolver(comm=counting, source="mpi")
+resolver.cluster_spec(); resolver.master(); resolver.cluster_spec(); resolver.num_accelerators()
+elapsed = time.perf_counter() - start
+times = comm.gather(elapsed, root=0)
+if rank == 0:
+    calls = len(open(smi_calls).read().split()) if smi_calls and os.path.exists(smi_calls) else 0
+    sys.stdout.write(json.dumps({"max_ms": max(times) * 1000, "median_ms":
+        sorted(times)[len(times) // 2] * 1000, "collectives": None if counting is None else
+        len(counting.collectives), "nvidia_smi_calls": calls}) + "\n")
+'''
+
+
+def _mpirun_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_COMM"))}
+    env.update(QUIET)
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_rmaps_base_oversubscribe": "1",
+                "OMPI_MCA_hwloc_base_binding_policy": "none", "PYTHONPATH": str(ROOT)})
+    env.update(extra or {})
+    return env
+
+
+def _mpi_run(n: int, mode: str, env: Dict[str, str], calls: Optional[str] = None) -> Dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(MPI_WORKER)
+    try:
+        args = ["mpirun", "-n", str(n), PY, f.name, str(ROOT), mode] + ([calls] if calls else [])
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    finally:
+        os.unlink(f.name)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"mpirun -n {n} {mode} failed: {proc.stdout[-800:]}"
+                           f"{proc.stderr[-1500:]}")
+    return json.loads(lines[-1])
+
+
+def bench_mpi(quick: bool) -> List[Dict[str, Any]]:
+    """2. The MPI path under a real mpirun: time to ClusterSpec and collective calls."""
+    rows = []
+    for n in (2, 4) if quick else (2, 4, 8):
+        env = _mpirun_env({"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(n)))})
+        ours = _mpi_run(n, "ours", env)
+        theirs = _mpi_run(n, "tf", env)
+        rows.append({"ranks": n, "mpi_resolver_ms": ours["median_ms"],
+                     "mpi_resolver_max_ms": ours["max_ms"], "tensorflow_ms": theirs["median_ms"],
+                     "ratio": ours["median_ms"] / theirs["median_ms"],
+                     "collectives": ours["collectives"]})
+        print(f"  mpirun -n {n}: ours {ours['median_ms']:.1f} ms (slowest rank "
+              f"{ours['max_ms']:.1f} ms) with {ours['collectives']} collective(s); TF (Slurm "
+              f"variables, no MPI) {theirs['median_ms']:.1f} ms",
+              flush=True)
+    return rows
+
+
+def bench_gpu_probes() -> Dict[str, Any]:
+    """3. nvidia-smi calls on one node with 4 ranks: ours (once per node) vs TF (per rank)."""
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        smi = Path(tmp) / "nvidia-smi"
+        for mode in ("ours", "tf"):
+            calls = Path(tmp) / f"calls-{mode}"
+            smi.write_text(f"#!/bin/sh\necho x >> {calls}\n" +
+                           "".join(f"echo 'GPU {i}: Fake GPU (UUID: GPU-{i})'\n"
+                                   for i in range(4)))
+            smi.chmod(0o755)
+            env = _mpirun_env({"PATH": f"{tmp}:{os.environ['PATH']}"})
+            env.pop("CUDA_VISIBLE_DEVICES", None)
+            out[mode] = _mpi_run(4, mode, env, str(calls))["nvidia_smi_calls"]
+    print(f"  4 ranks on 1 node: nvidia-smi ran {out['ours']} time(s) for mpi_resolver, "
+          f"{out['tf']} for TensorFlow", flush=True)
+    return {"ranks_per_node": 4, "nodes": 1, "mpi_resolver_calls": out["ours"],
+            "tensorflow_calls": out["tf"]}
+
+
+def _wall(args: List[str], env: Dict[str, str], reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+        times.append(time.perf_counter() - start)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed: {proc.stdout[-500:]}"
+                               f"{proc.stderr[-1500:]}")
+    return statistics.median(times)
+
+
+def bench_startup(quick: bool, skip_slurm: bool) -> Dict[str, Any]:
+    """4. `mpi-resolver check` under srun -n4 --mpi=pmix vs importing mpi4py there; imports."""
+    out: Dict[str, Any] = {}
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    reps = 3 if quick else 7
+    timer = ("import sys, time; t = time.perf_counter(); import {mod}; "
+             "print(time.perf_counter() - t, 'tensorflow' in sys.modules, "
+             "'mpi4py' in sys.modules)")
+    ours, theirs = [], []
+    for _ in range(reps):
+        ours.append(subprocess.run([PY, "-c", timer.format(mod="mpi_resolver")], env=env,
+                                   capture_output=True, text=True, check=True).stdout.split())
+    for _ in range(max(3, reps // 2)):
+        theirs.append(subprocess.run(
+            [PY, "-c", timer.format(mod="tensorflow.python.distribute.cluster_resolver."
+                                        "slurm_cluster_resolver")],
+            env=dict(env, **QUIET), capture_output=True, text=True, check=True).stdout.split())
+    ours_s = statistics.median(float(o[0]) for o in ours)
+    theirs_s = statistics.median(float(t[0]) for t in theirs)
+    out.update({"import_mpi_resolver_s": ours_s, "import_tf_resolver_s": theirs_s,
+                "imports_tensorflow": any(o[1] == "True" for o in ours),
+                "imports_mpi4py": any(o[2] == "True" for o in ours)})
+    print(f"  import mpi_resolver: {1000 * ours_s:.1f} ms (imports TensorFlow: "
+          f"{out['imports_tensorflow']}, mpi4py: {out['imports_mpi4py']}); TensorFlow's "
+          f"resolver module: {theirs_s:.2f} s", flush=True)
+    if skip_slurm:
+        return out
+    from tests.harness.slurm_cluster import SlurmCluster
+
+    with SlurmCluster(nodes=("node1",)) as cluster:
+        cenv = dict(cluster.env, PYTHONPATH=str(ROOT), **QUIET)
+        base = ["srun", "-N1", "-n4", "--mpi=pmix"]
+        mpi4py_s = _wall(base + [PY, "-c", "from mpi4py import MPI"], cenv, reps)
+        check_s = _wall(base + [PY, "-m", "mpi_resolver", "check", "--gpus-per-node", "0"],
+                        cenv, reps)
+    out.update({"srun_mpi4py_import_s": mpi4py_s, "srun_check_s": check_s,
+                "check_overhead_s": check_s - mpi4py_s})
+    print(f"  srun -n4 --mpi=pmix: mpi-resolver check {check_s:.2f} s, python -c 'from mpi4py "
+          f"import MPI' {mpi4py_s:.2f} s: +{check_s - mpi4py_s:.2f} s", flush=True)
+    return out
+
+
+MEMORY_WORKER = r'''
+import os, resource, sys
+sys.path.insert(0, sys.argv[1])
+os.environ.update(__ENV__)
+import tensorflow as tf
+from mpi_resolver import MPIClusterResolver
+cls = MPIClusterResolver if sys.argv[2] == "ours" else tf.distribute.cluster_resolver.SlurmClusterResolver
+kw = {"source": "slurm"} if sys.argv[2] == "ours" else {}
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+cls(**kw).cluster_spec()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) / 1024)
+'''
+
+
+def bench_memory(nodes: int = 100000, per_node: int = 4) -> Dict[str, Any]:
+    """5. Peak resident memory added by one resolution at ``nodes`` nodes (MiB)."""
+    out = {"nodes": nodes, "tasks_per_node": per_node}
+    code = MEMORY_WORKER.replace("__ENV__", repr(slurm_env(nodes, per_node)))
+    for mode in ("ours", "tf"):
+        proc = subprocess.run([PY, "-c", code, str(ROOT), mode], capture_output=True,
+                              text=True, timeout=600, env=dict(os.environ, **QUIET))
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr[-1500:])
+        out[f"{'mpi_resolver' if mode == 'ours' else 'tensorflow'}_peak_mib"] = float(
+            proc.stdout.split()[-1])
+    out["ratio"] = out["mpi_resolver_peak_mib"] / out["tensorflow_peak_mib"]
+    print(f"  {nodes} nodes x {per_node}: peak RSS added: ours "
+          f"{out['mpi_resolver_peak_mib']:.1f} MiB, TF {out['tensorflow_peak_mib']:.1f} MiB",
+          flush=True)
+    return out
+
+
+def machine() -> Dict[str, Any]:
+    cpu = ""
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
+                   if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import tensorflow as tf
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "tensorflow": tf.__version__, "kernel": platform.release(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                                / 2 ** 30, 1),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+
+
+def table(results: Dict[str, Any]) -> str:
+    """Returns the results as a Markdown table with targets."""
+    rows = ["| measure | mpi_resolver | TensorFlow | ratio | target | met |",
+            "|---|---|---|---|---|---|"]
+    for r in results["slurm_sizes"]:
+        target = "<= 0.6" if (r["nodes"], r["tasks_per_node"]) == (10000, 4) else "<= 1.0"
+        limit = 0.6 if target == "<= 0.6" else 1.0
+        rows.append(f"| Slurm vars, {r['nodes']} nodes x {r['tasks_per_node']} | "
+                    f"{r['mpi_resolver_ms']:.2f} ms | {r['tensorflow_ms']:.2f} ms | "
+                    f"{r['ratio']:.2f} | {target} | {'yes' if r['ratio'] <= limit else 'NO'} |")
+    for r in results["slurm_sizes"]:
+        if (r["nodes"], r["tasks_per_node"]) == (10000, 4):
+            rows.append(f"| CLI path (no TF object), 10000 x 4 | {r['cli_path_ms']:.2f} ms | - |"
+                        f" - | < 20 ms | {'yes' if r['cli_path_ms'] < 20 else 'NO'} |")
+    for r in results["mpi"]:
+        rows.append(f"| mpirun -n {r['ranks']}: constructor to ClusterSpec | "
+                    f"{r['mpi_resolver_ms']:.1f} ms, {r['collectives']} collective | "
+                    f"{r['tensorflow_ms']:.1f} ms (Slurm vars) | {r['ratio']:.2f} | "
+                    f"1 collective | {'yes' if r['collectives'] == 1 else 'NO'} |")
+    g = results["gpu_probes"]
+    rows.append(f"| nvidia-smi runs, 4 ranks on 1 node | {g['mpi_resolver_calls']} | "
+                f"{g['tensorflow_calls']} | {g['mpi_resolver_calls'] / max(1, g['tensorflow_calls']):.2f}"
+                f" | once per node | {'yes' if g['mpi_resolver_calls'] == 1 else 'NO'} |")
+    s = results["startup"]
+    no_tf = not s["imports_tensorflow"]
+    rows.append(f"| import mpi_resolver | {1000 * s['import_mpi_resolver_s']:.1f} ms, "
+                f"{'no TF' if no_tf else 'imports TF'} | "
+                f"{1000 * s['import_tf_resolver_s']:.0f} ms | "
+                f"{s['import_mpi_resolver_s'] / s['import_tf_resolver_s']:.4f} | no TF import | "
+                f"{'yes' if no_tf else 'NO'} |")
+    if "srun_check_s" in s:
+        rows.append(f"| srun -n4 --mpi=pmix: mpi-resolver check | {s['srun_check_s']:.2f} s | "
+                    f"{s['srun_mpi4py_import_s']:.2f} s (mpi4py import) | "
+                    f"+{s['check_overhead_s']:.2f} s | within 0.3 s | "
+                    f"{'yes' if s['check_overhead_s'] <= 0.3 else 'NO'} |")
+    m = results.get("memory")
+    if m:
+        rows.append(f"| peak RSS added, {m['nodes']} nodes x {m['tasks_per_node']} | "
+                    f"{m['mpi_resolver_peak_mib']:.1f} MiB | {m['tensorflow_peak_mib']:.1f} MiB | "
+                    f"{m['ratio']:.2f} | - | - |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    parser.add_argument("--skip-slurm", action="store_true",
+                        help="skip the srun start-up figures (no throw-away Slurm cluster)")
+    args = parser.parse_args()
+    for key, value in QUIET.items():
+        os.environ.setdefault(key, value)
+    results: Dict[str, Any] = {"machine": machine()}
+    print("1. resolution from Slurm variables (construct + cluster_spec, median)", flush=True)
+    results["slurm_sizes"] = bench_slurm_sizes(args.quick)
+    print("2. MPI path under mpirun", flush=True)
+    results["mpi"] = bench_mpi(args.quick)
+    print("3. GPU probes", flush=True)
+    results["gpu_probes"] = bench_gpu_probes()
+    print("4. start-up", flush=True)
+    results["startup"] = bench_startup(args.quick, args.skip_slurm)
+    if not args.quick:
+        print("5. memory", flush=True)
+        results["memory"] = bench_memory()
+    md = table(results)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2))
+    m = results["machine"]
+    (RESULTS / "latest.md").write_text(
+        f"Measured {m['date']} on {m['cpu']} ({m['cores']} cores, {m['memory_gib']} GiB), "
+        f"Python {m['python']}, TensorFlow {m['tensorflow']}.\n\n{md}\n")
+    print()
+    print(f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python "
+          f"{m['python']}, TensorFlow {m['tensorflow']}")
+    print(md)
+    print(f"\nwritten: {RESULTS / 'latest.json'} and latest.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

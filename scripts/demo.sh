@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# mpi_resolver in a few minutes, on one Debian machine, as root:
+#
+#   bash scripts/demo.sh
+#
+# 1. installs what is missing (Slurm, munge, PMIx, Open MPI; a .venv with TensorFlow and
+#    mpi4py) with scripts/setup.sh;
+# 2. starts a throw-away Slurm cluster of two emulated nodes, node1 and node2 (each a network
+#    namespace with its own slurmd, hostname and address), from tests/harness/slurm_cluster.py;
+# 3. runs the preflight `mpi-resolver check` on both nodes: do Slurm and MPI agree?
+# 4. trains a small Keras model with MultiWorkerMirroredStrategy and MPIClusterResolver, one
+#    TensorFlow worker per node (examples/train.py);
+# 5. stops the cluster. It is stopped on any exit too (an error, Ctrl-C), and nothing it
+#    started is left behind; /etc/slurm is never touched.
+#
+# Exits non-zero if any step fails. Variables: DEMO_EPOCHS (5), DEMO_STEPS (50 per epoch),
+# DEMO_TRAIN_TIMEOUT (300 s), MPI_RESOLVER_VENV (.venv).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+EPOCHS=${DEMO_EPOCHS:-5}
+STEPS=${DEMO_STEPS:-50}
+TRAIN_TIMEOUT=${DEMO_TRAIN_TIMEOUT:-300}
+VENV=${MPI_RESOLVER_VENV:-.venv}
+case "$VENV" in /*) ;; *) VENV=$ROOT/$VENV ;; esac
+PY=$VENV/bin/python
+HARNESS=$ROOT/tests/harness/slurm_cluster.py
+
+WORK=""         # temp dir: the cluster's state and logs, the saved model, step logs
+CLUSTER_UP=""   # set once the cluster has started
+CHILD=""        # the step running now (a `timeout` process, leader of its process group)
+T0=$SECONDS
+
+if [ -t 1 ]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD="" PLAIN=""; fi
+header() { printf '\n%s== %s%s\n' "$BOLD" "$*" "$PLAIN"; }
+note() { printf '   %s\n' "$*"; }
+
+# TensorFlow prints these on every start whatever its log level; they only distract here.
+NOISE='absl::InitializeLog|oneDNN custom operations|TF_ENABLE_ONEDNN_OPTS'
+
+kill_child() {
+  [ -n "$CHILD" ] || return 0
+  if kill -0 "$CHILD" 2>/dev/null; then
+    kill -TERM "$CHILD" 2>/dev/null || true   # timeout passes it on to srun, which cancels
+    for _ in $(seq 50); do kill -0 "$CHILD" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$CHILD" 2>/dev/null || true   # timeout's own process group, if still there
+  fi
+  wait "$CHILD" 2>/dev/null || true
+  CHILD=""
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  kill_child
+  if [ -n "$CLUSTER_UP" ]; then
+    [ "$rc" -eq 0 ] || header "stopping the throw-away cluster (after a failure or interrupt)"
+    timeout -k 5 60 "$PY" "$HARNESS" stop --dir "$WORK/cluster" || { [ "$rc" -ne 0 ] || rc=1; }
+  fi
+  if [ "$rc" -ne 0 ] && [ -n "$WORK" ] && [ -d "$WORK/cluster/log" ]; then
+    note "Slurm's logs (kept for you): $WORK/cluster/log"
+  elif [ -n "$WORK" ]; then
+    rm -rf "$WORK"
+  fi
+  if [ "$rc" -ne 0 ]; then
+    printf '\ndemo FAILED (exit %s) after %s s\n' "$rc" "$((SECONDS - T0))" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# run LIMIT NAME COMMAND...: runs COMMAND under `timeout -k 10 LIMIT`, in the background so
+# that Ctrl-C reaches this script at once (timeout runs in a process group of its own, which
+# the terminal's Ctrl-C does not reach); stdout is shown as it comes, stderr without
+# TensorFlow's start-up noise once the step ends. Fails the demo if COMMAND fails.
+run() {
+  local limit=$1 name=$2 rc=0 start=$SECONDS
+  shift 2
+  timeout -k 10 "$limit" "$@" 2>"$WORK/$name.err" &
+  CHILD=$!
+  wait "$CHILD" || rc=$?
+  CHILD=""
+  grep -Ev "$NOISE" "$WORK/$name.err" >&2 || true
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "demo: $name did not finish within $limit s (stopped)" >&2
+  elif [ "$rc" -ne 0 ]; then
+    echo "demo: $name failed (exit $rc)" >&2
+  fi
+  [ "$rc" -eq 0 ] || return "$rc"
+  note "($name: $((SECONDS - start)) s)"
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "demo: run as root (the throw-away cluster needs network namespaces and slurmd)" >&2
+  exit 1
+fi
+WORK=$(mktemp -d /tmp/mpi-resolver-demo.XXXXXX)
+
+header "1/4  setup: Debian's Slurm, munge, PMIx and Open MPI; TensorFlow and mpi4py in $VENV"
+note "(scripts/setup.sh installs only what is missing; the first time takes a few minutes)"
+run 1800 setup bash scripts/setup.sh
+
+header "2/4  a throw-away Slurm cluster: two emulated nodes, node1 and node2"
+note "Each node is a network namespace with its own hostname, address and slurmd; the"
+note "controller, its config and logs live in $WORK/cluster."
+CLUSTER_UP=1   # from here on, cleanup stops it (stop is safe after a failed start too)
+run 60 cluster-start "$PY" "$HARNESS" start --nodes node1,node2 --dir "$WORK/cluster" \
+  >"$WORK/cluster.env"
+# Its export lines point srun/sbatch at this cluster (SLURM_CONF, Open MPI's network) and
+# unset any Slurm variables of an enclosing job.
+eval "$(grep -E '^(export|unset) ' "$WORK/cluster.env")"
+# The tasks run the venv's Python (sbatch/srun pass this environment on) and this checkout.
+export PATH="$VENV/bin:$PATH" PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export TF_CPP_MIN_LOG_LEVEL=2
+grep '^# nodes' "$WORK/cluster.env" | sed 's/; stop:.*//; s/^# /   /'
+timeout -k 5 20 sinfo -h -N -o '   %N: %T, %c CPUs (sinfo)'
+
+header "3/4  preflight: srun -N2 -n2 --mpi=pmix mpi-resolver check"
+note "Every task reports what Slurm told it and what MPI says; exit 0 only if they agree."
+note "These nodes have no GPUs (and no nvidia-smi to ask), hence --gpus-per-node 0."
+run 60 check srun -N2 -n2 --mpi=pmix mpi-resolver check --gpus-per-node 0
+
+header "4/4  training: srun -N2 --ntasks-per-node=1 --mpi=pmix python examples/train.py"
+note "One TensorFlow worker per node; MultiWorkerMirroredStrategy(cluster_resolver="
+note "MPIClusterResolver()) all-reduces the gradients; worker 0 (the chief) prints and saves."
+note "(The two workers meet about 5 s after start: importing TensorFlow takes most of it.)"
+run "$TRAIN_TIMEOUT" train srun -N2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad-exit=1 \
+  python examples/train.py --epochs "$EPOCHS" --steps-per-epoch "$STEPS" \
+  --save "$WORK/model.keras"
+note "The chief's saved model, loaded back in a fresh process:"
+run 120 load python -c 'import sys, keras
+m = keras.models.load_model(sys.argv[1])
+print(f"   {sys.argv[1]}: {m.count_params()} parameters, input {m.input_shape}, output {m.output_shape}")' \
+  "$WORK/model.keras"
+
+header "stopping the cluster"
+run 60 cluster-stop "$PY" "$HARNESS" stop --dir "$WORK/cluster"
+CLUSTER_UP=""
+printf '\ndemo done in %s s. Next: examples/train.sbatch (sbatch), examples/mpirun.sh (no Slurm).\n' \
+  "$((SECONDS - T0))"

@@ -1,0 +1,122 @@
+"""End-to-end training on the throw-away cluster: examples/train.py, train.sbatch, mpirun.sh.
+
+Two TensorFlow workers on two emulated nodes, each a real `srun --mpi=pmix` (or sbatch, or
+mpirun) task running MultiWorkerMirroredStrategy with MPIClusterResolver. Short runs (a few
+seconds of training each); the whole file takes well under two minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+TRAIN = EXAMPLES / "train.py"
+PY = sys.executable
+#: Seeded runs of this length reach about 0.95 on the held-out split (chance is 0.1).
+EPOCHS, STEPS = 3, 20
+MIN_ACCURACY = 0.8
+FINAL = re.compile(r"final test accuracy: (\d\.\d{4})\s*$")
+
+
+def task_env(cluster) -> Dict[str, str]:
+    """Variables for the tasks: this Python first on PATH, this checkout, quiet TensorFlow."""
+    return {"PATH": f"{Path(PY).parent}{os.pathsep}{cluster.env['PATH']}",
+            "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2",
+            "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def labelled(stdout: str) -> List[Tuple[int, str]]:
+    """Splits `srun --label` output into (task, line) pairs."""
+    out = []
+    for line in stdout.splitlines():
+        m = re.match(r"\s*(\d+): ?(.*)$", line)
+        assert m, f"unlabelled line {line!r} in:\n{stdout}"
+        out.append((int(m.group(1)), m.group(2)))
+    return out
+
+
+def final_accuracies(text: str) -> List[float]:
+    return [float(m.group(1)) for m in map(FINAL.search, text.splitlines()) if m]
+
+
+def load_and_evaluate(path: Path) -> float:
+    """Loads the saved model in a fresh process; returns its accuracy on train.py's test split."""
+    code = ("import importlib.util, sys, numpy as np, keras\n"
+            f"spec = importlib.util.spec_from_file_location('train', {str(TRAIN)!r})\n"
+            "train = importlib.util.module_from_spec(spec); spec.loader.exec_module(train)\n"
+            "_, _, x, y = train.load_data(train.SEED)\n"
+            "model = keras.models.load_model(sys.argv[1])\n"
+            "print(float(np.mean(np.argmax(model.predict(x, verbose=0), axis=1) == y)))\n")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    p = subprocess.run([PY, "-c", code, str(path)], capture_output=True, text=True, env=env,
+                       timeout=90)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return float(p.stdout.split()[-1])
+
+
+def test_srun_two_workers_train_chief_prints_and_saves(cluster, tmp_path: Path) -> None:
+    save = tmp_path / "out" / "model.keras"
+    r = cluster.run(["srun", "-N2", "--ntasks-per-node=1", "--mpi=pmix", "--label",
+                     "--kill-on-bad-exit=1", PY, str(TRAIN), "--epochs", str(EPOCHS),
+                     "--steps-per-epoch", str(STEPS), "--port-base", "24310",
+                     "--save", str(save)], env=task_env(cluster), timeout=120)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-4000:]}"
+    lines = labelled(r.stdout)
+    # Progress, the save and the result come from the chief (task 0) only.
+    assert {task for task, _ in lines} == {0}, r.stdout
+    text = "\n".join(line for _, line in lines)
+    assert re.search(r"^workers: 2 +this: worker:0 on grpc://node1:24310", text, re.M), text
+    assert "batch: 32 per worker x 2 workers = 64 global" in text
+    epochs = re.findall(r"^epoch (\d+)/%d: loss [\d.]+  train accuracy [\d.]+" % EPOCHS, text,
+                        re.M)
+    assert epochs == [str(e) for e in range(1, EPOCHS + 1)], text
+    assert len(re.findall(r"^saved model: ", text, re.M)) == 1, text
+    accuracies = final_accuracies(text)
+    assert len(accuracies) == 1, text
+    assert accuracies[0] > MIN_ACCURACY, text
+    assert text.rstrip().endswith(f"final test accuracy: {accuracies[0]:.4f}")
+    # One writer, one file: nothing else in the save directory (no second, clashing save).
+    assert sorted(os.listdir(save.parent)) == ["model.keras"]
+    # The saved model is the trained one: it scores the same on the held-out split.
+    assert load_and_evaluate(save) == pytest.approx(accuracies[0], abs=1e-4)
+
+
+def test_sbatch_job_script_checks_then_trains(cluster, tmp_path: Path) -> None:
+    out = tmp_path / "train.out"
+    r = cluster.run(["sbatch", "--wait", f"--output={out}", str(EXAMPLES / "train.sbatch"),
+                     "--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS),
+                     "--port-base", "24320"],
+                    env=task_env(cluster), cwd=str(ROOT), timeout=150)
+    log = out.read_text() if out.exists() else "(no output file)"
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"
+    assert re.match(r"Submitted batch job \d+", r.stdout)
+    assert "OK: Slurm and MPI agree on all 2 ranks." in log, log
+    assert '"worker": ["node1:24320", "node2:24320"]' in log, log  # check saw train's ports
+    assert log.index("OK: Slurm and MPI agree") < log.index("== training:")
+    accuracies = final_accuracies(log)
+    assert len(accuracies) == 1 and accuracies[0] > MIN_ACCURACY, log
+
+
+def test_mpirun_script_with_hostfile(cluster, tmp_path: Path) -> None:
+    """examples/mpirun.sh without Slurm: Open MPI's mpirun over a hostfile, one rank a node."""
+    env = {**task_env(cluster), "NP": "2", "HOSTFILE": cluster.hostfile(1), "PYTHON": PY}
+    r = cluster.run(["bash", str(EXAMPLES / "mpirun.sh"), "--epochs", "2", "--steps-per-epoch",
+                     str(STEPS), "--port-base", "24330"], env=env, cwd=str(tmp_path),
+                    timeout=150)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-4000:]}"
+    assert "source: mpi" in r.stdout, r.stdout
+    assert '"worker": ["node1:24330", "node2:24330"]' in r.stdout, r.stdout
+    assert re.search(r"^workers: 2 +this: worker:0 on grpc://node1:24330", r.stdout, re.M)
+    assert len(re.findall(r"^epoch \d+/2:", r.stdout, re.M)) == 2, r.stdout  # chief only
+    accuracies = final_accuracies(r.stdout)
+    assert len(accuracies) == 1 and accuracies[0] > MIN_ACCURACY, r.stdout
