@@ -198,7 +198,8 @@ def _mismatch(records: List[RankRecord], step: Optional[SlurmStep]) -> None:
         slurm_tasks = int(step.env["SLURM_STEP_NUM_TASKS"])
     cause = likely_cause(records, diffs, slurm_tasks)
     raise MismatchError(
-        f"Slurm and MPI disagree about this job ({len(diffs)} differences).\n"
+        f"Slurm and MPI disagree about this job ({len(diffs)} "
+        f"difference{'s' if len(diffs) != 1 else ''}).\n"
         f"{format_table(diffs)}\nLikely cause: {cause}", diffs)
 
 

@@ -108,7 +108,7 @@ def compare(records: Sequence[RankRecord], step: Optional[SlurmStep]) -> List[Di
             continue
         if r.num_tasks != str(size):
             diffs.append(Difference(r.rank, "size", f"{r.num_tasks} tasks",
-                                    f"{size} processes"))
+                                    f"{size} process{'es' if size != 1 else ''}"))
         if r.procid != str(r.rank):
             diffs.append(Difference(r.rank, "rank", f"SLURM_PROCID={r.procid}",
                                     f"rank {r.rank}"))
