@@ -57,7 +57,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "when several workers share a machine (default 1)")
     p.add_argument("--log-every", type=int, default=0, metavar="STEPS",
                    help="print the running loss every STEPS steps as well as per epoch")
-    p.add_argument("--seed", type=int, default=SEED, help="seed of everything (default %(default)s)")
+    p.add_argument("--seed", type=int, default=SEED,
+                   help="seed of everything: split, shuffling, weights (default %(default)s)")
     args = p.parse_args(argv)
     if args.save and not args.save.endswith((".keras", ".h5")):
         p.error(f"--save {args.save}: Keras 3 saves to a file ending in .keras")
@@ -145,7 +146,8 @@ def main(argv=None) -> int:
         # readers who copy this pipeline into strategy.experimental_distribute_dataset (which
         # would otherwise shard a second time, by file or by element).
         options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        off = tf.data.experimental.AutoShardPolicy.OFF
+        options.experimental_distribute.auto_shard_policy = off
         return ds.with_options(options)
 
     # dataset_fn shards by input_pipeline_id, which for this strategy is the worker's index
@@ -182,6 +184,8 @@ def main(argv=None) -> int:
         return (strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
                 strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None))
 
+    # The loop by hand, not model.fit: Keras 3's fit fails under MultiWorkerMirroredStrategy
+    # with TensorFlow 2.21 ("Attempt to convert a value (PerReplica...)", keras-team/keras#20585).
     iterator = iter(train_dist)
     start = time.monotonic()
     step = 0

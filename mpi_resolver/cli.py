@@ -11,6 +11,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from .errors import FormatError, MismatchError, ResolutionError
+from .launchers import detect_mpi_launch
 from .options import make_options, parse_jobs
 from .resolution import Resolution, local_record, plan, resolve
 from .topology import RankRecord, format_table
@@ -125,8 +126,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line; returns the exit status (0, 1 mismatch, 2 error)."""
     args = _parser().parse_args(argv)
     env = dict(os.environ)
-    rank: Optional[int] = None
-    collective = False
+    launch = detect_mpi_launch(env)
+    procid = env.get("SLURM_PROCID", "")
+    # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
+    rank: Optional[int] = launch.rank if launch.rank is not None else (
+        int(procid) if procid.isascii() and procid.isdigit() else None)
+    in_exchange = False
     try:
         opts = make_options(
             jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
@@ -139,11 +144,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .mpi import exchange_records, world
 
             comm, rank, size = world()
+            in_exchange = True  # a timeout here is this rank's own: every rank reports it
             records = exchange_records(comm, local_record(
                 opts, env, the_plan.launch, rank, size, socket.gethostname()), opts.timeout)
-            collective = True
-        elif "SLURM_PROCID" in env:
-            rank = int(env["SLURM_PROCID"]) if env["SLURM_PROCID"].isdigit() else None
+            in_exchange = False
         try:
             res = resolve(opts, env, the_plan=the_plan,
                           exchange=lambda: (rank, records))
@@ -152,7 +156,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(_report_check(None, records, e, args.json))
             return 1
     except (ResolutionError, FormatError) as e:
-        if rank in (0, None) or not collective:
+        if rank in (0, None) or in_exchange:
             prefix = "" if rank is None else f"rank {rank}: "
             print(f"mpi-resolver: error: {prefix}{e}", file=sys.stderr)
         return 2

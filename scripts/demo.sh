@@ -133,11 +133,12 @@ run "$TRAIN_TIMEOUT" train srun -N2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad
 note "The chief's saved model, loaded back in a fresh process:"
 run 120 load python -c 'import sys, keras
 m = keras.models.load_model(sys.argv[1])
-print(f"   {sys.argv[1]}: {m.count_params()} parameters, input {m.input_shape}, output {m.output_shape}")' \
+print(f"   {sys.argv[1]}: {m.count_params()} parameters,",
+      f"input {m.input_shape}, output {m.output_shape}")' \
   "$WORK/model.keras"
 
 header "stopping the cluster"
 run 60 cluster-stop "$PY" "$HARNESS" stop --dir "$WORK/cluster"
 CLUSTER_UP=""
-printf '\ndemo done in %s s. Next: examples/train.sbatch (sbatch), examples/mpirun.sh (no Slurm).\n' \
-  "$((SECONDS - T0))"
+printf '\ndemo done in %s s. Next: examples/train.sbatch (sbatch), %s\n' "$((SECONDS - T0))" \
+  "examples/mpirun.sh (no Slurm)."

@@ -20,6 +20,12 @@ fi
 
 VENV=${MPI_RESOLVER_VENV:-.venv}
 PYTHON=${PYTHON:-python3}
+if ! command -v "$PYTHON" >/dev/null || ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then
+  echo "setup: installing Debian's python3 and python3-venv"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    python3 python3-venv >/dev/null
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating virtualenv $VENV"
   "$PYTHON" -m venv "$VENV"
@@ -28,7 +34,10 @@ stamp="$VENV/.mpi_resolver-installed"
 want="$(cat setup.cfg pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing Python packages into $VENV (TensorFlow takes a minute)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip
-  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[tf,mpi,test]" scikit-learn
+  "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[tf,mpi,test]" scikit-learn \
+    2>&1 | grep -v "^WARNING: Location" || true
+  "$VENV/bin/python" -c "import mpi_resolver, tensorflow, mpi4py, pytest, sklearn" \
+    || { echo "setup: the Python packages did not install" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi

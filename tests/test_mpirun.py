@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -42,3 +43,70 @@ def test_mpi_parity_and_cross_check_under_mpirun_4():
     assert len(summaries) == 4 and len(set(summaries)) == 1, out[-3000:]
     assert int(summaries[0]) >= 14
     assert "failed" not in out
+
+
+def cli(n, *args, extra_env=None):
+    env = mpirun_env()
+    env.update(extra_env or {})
+    return subprocess.run(["mpirun", "-n", str(n), sys.executable, "-m", "mpi_resolver", *args],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+
+
+def test_cli_show_prints_once_with_every_rank():
+    proc = cli(4, "show", "--jobs", "chief=1,worker=3", "--gpus-per-node", "4")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("ClusterSpec:") == 1
+    rows = [ln.split() for ln in proc.stdout.splitlines() if ln[:1].isdigit()]
+    assert [r[0] for r in rows] == ["0", "1", "2", "3"]
+    assert [(r[2], r[3]) for r in rows] == [("chief", "0"), ("worker", "0"), ("worker", "1"),
+                                           ("worker", "2")]
+    assert [r[5] for r in rows] == ["0", "1", "2", "3"]  # one GPU each, no overlap
+
+
+def test_cli_show_json_and_tf_config_agree():
+    shown = cli(2, "show", "--json", "--gpus-per-node", "0", "--port-base", "2222")
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert data["source"] == "mpi" and len(data["ranks"]) == 2
+    configs = cli(2, "tf-config", "--gpus-per-node", "0", "--port-base", "2222")
+    lines = [json.loads(ln) for ln in configs.stdout.splitlines()]
+    assert sorted(c["task"]["index"] for c in lines) == [0, 1]
+    assert all(c["cluster"] == data["cluster"] for c in lines)
+    export = cli(1, "tf-config", "--export", "--gpus-per-node", "0")
+    assert export.stdout.startswith("export TF_CONFIG='{")
+
+
+def test_cli_check_without_slurm_fails_once_with_a_clear_message():
+    proc = cli(4, "check", "--gpus-per-node", "0")
+    assert proc.returncode != 0
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("mpi-resolver: error:")]
+    assert len(errors) == 1 and "no Slurm step" in errors[0], proc.stderr
+
+
+def test_cli_does_not_import_tensorflow(tmp_path):
+    fake = tmp_path / "tensorflow"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('the CLI must not import TensorFlow')")
+    proc = cli(2, "show", "--gpus-per-node", "0",
+               extra_env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_rank_that_never_arrives_is_named_within_the_timeout():
+    """Rank 2 sleeps past the timeout: ranks 0 and 1 raise ResolutionError naming rank 2."""
+    script = ("import sys, time\nfrom mpi4py import MPI\n"
+              "if MPI.COMM_WORLD.rank == 2: time.sleep(8)\n"
+              "from mpi_resolver.cli import main\n"
+              "start = time.monotonic()\n"
+              "rc = main(['show', '--timeout', '2', '--gpus-per-node', '0'])\n"
+              "sys.stdout.write(f'rank {MPI.COMM_WORLD.rank} rc {rc} after "
+              "{time.monotonic() - start:.1f}\\n')\n")
+    proc = subprocess.run(["mpirun", "-n", "3", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=120, env=mpirun_env(),
+                          cwd=ROOT)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("mpi-resolver: error:")]
+    assert len(errors) == 2, proc.stderr
+    assert all("rank(s) 2 did not reach it" in e and "within 2 s" in e for e in errors)
+    for rank in (0, 1):
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"rank {rank} "))
+        assert " rc 2 " in line and float(line.split()[-1]) < 6, proc.stdout

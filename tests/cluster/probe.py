@@ -11,7 +11,8 @@ interleaves under mpirun)::
 
     {"variant", "kwargs", "rank", "host", "mpi_size", "mpi_rank", "slurm": {...}, "source",
      "verified", "task_type", "task_id", "cluster", "address", "cuda_visible_devices",
-     "tf_config", "notes", "tf": {...} | null}
+     "master", "num_accelerators", "stable", "tf_config", "notes", "resolved_rank",
+     "tf": {...} | null}
 
 ``rank`` is the launcher's rank of this process (OMPI_COMM_WORLD_RANK under mpirun, else
 SLURM_PROCID, PMIX_RANK or PMI_RANK), read from the environment and not from mpi_resolver.
@@ -69,14 +70,20 @@ def set_cvd(value):
 
 
 def describe(resolver):
-    """Returns task, ClusterSpec, own address and CUDA_VISIBLE_DEVICES of a resolver."""
+    """Returns task, ClusterSpec, own address, master(), num_accelerators() and
+    CUDA_VISIBLE_DEVICES of a resolver; ``stable`` says whether a second cluster_spec() call
+    (as MultiWorkerMirroredStrategy makes) gave the same spec and CUDA_VISIBLE_DEVICES."""
     spec = resolver.cluster_spec()
+    visible = os.environ.get(CVD)
     task_type, task_id = resolver.get_task_info()
     address = None
     if task_type is not None and task_id is not None:
         address = spec.task_address(task_type, task_id)
+    again = resolver.cluster_spec()
+    stable = again.as_dict() == spec.as_dict() and os.environ.get(CVD) == visible
     return {"task_type": task_type, "task_id": task_id, "cluster": spec.as_dict(),
-            "address": address, "cuda_visible_devices": os.environ.get(CVD)}
+            "address": address, "cuda_visible_devices": visible, "master": resolver.master(),
+            "num_accelerators": resolver.num_accelerators(), "stable": stable}
 
 
 def tensorflow_view(kwargs):

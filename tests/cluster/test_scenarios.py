@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -54,8 +55,11 @@ class Run:
 
 
 def launch(cluster: SlurmCluster, argv: Sequence[str], *, env: Optional[Mapping] = None,
-           cwd: Optional[str] = None, timeout: float = TIMEOUT) -> Run:
-    """Runs argv on the cluster's clients with RANK_ENV; returns the Run (fails on timeout)."""
+           cwd: Optional[str] = None, timeout: float = TIMEOUT, parse: bool = True) -> Run:
+    """Runs argv on the cluster's clients with RANK_ENV; returns the Run (fails on timeout).
+
+    With ``parse``, every stdout line that starts with '{' must be one rank's JSON line.
+    """
     argv = list(argv)
     try:
         p = cluster.run(argv, timeout=timeout, env={**RANK_ENV, **(env or {})},
@@ -66,7 +70,7 @@ def launch(cluster: SlurmCluster, argv: Sequence[str], *, env: Optional[Mapping]
         pytest.fail(f"{shlex.join(argv)} did not finish within {timeout} s (killed)\n"
                     f"--- stdout\n{out[-6000:]}\n--- stderr\n{err[-4000:]}")
     lines = []
-    for text in p.stdout.splitlines():
+    for text in p.stdout.splitlines() if parse else ():
         if text.startswith("{"):
             try:
                 lines.append(json.loads(text))
@@ -137,6 +141,10 @@ def assert_sound(lines: List[Dict[str, Any]], *, n: int, run: Run,
             f"rank {rank} runs on {line['host']} but its address is {line['address']}{where}")
         assert line["tf_config"] == {"cluster": cluster,
                                      "task": {"type": "worker", "index": rank}}, where
+        assert line["master"] == "grpc://" + line["address"], where
+        assert line["stable"] is True, f"rank {rank}: a second cluster_spec() differs{where}"
+        gpus = line["cuda_visible_devices"]
+        assert line["num_accelerators"] == {"GPU": len(gpus.split(",")) if gpus else 0}, where
         if placement is not None:
             assert short(line["host"]) == placement[rank], \
                 f"rank {rank} ran on {line['host']}, expected {placement[rank]}{where}"
@@ -167,6 +175,8 @@ def assert_sound(lines: List[Dict[str, Any]], *, n: int, run: Run,
             assert (theirs["task_type"], theirs["task_id"], theirs["address"]) == \
                 (line["task_type"], line["task_id"], line["address"]), where
             assert theirs["cuda_visible_devices"] == line["cuda_visible_devices"], where
+            assert theirs["master"] == line["master"], where
+            assert theirs["num_accelerators"] == line["num_accelerators"], where
         elif tf == "differs":
             theirs = line["tf"]
             assert theirs is not None and "error" not in theirs, where
@@ -200,8 +210,8 @@ def assert_all_fail(lines: List[Dict[str, Any]], *, n: int, run: Run, error_type
             assert text in line["error"], f"rank {line['rank']}: {text!r} not in error{where}"
 
 
-def assert_no_process_left(cluster: SlurmCluster) -> None:
-    """Asserts that nothing but the slurmds runs in the nodes' namespaces, and no probe at all."""
+def processes_left(cluster: SlurmCluster) -> List[str]:
+    """Returns what runs in the nodes' namespaces besides the slurmds, and any probe at all."""
     daemons = {pid for pid, _, _ in cluster.state["pids"]}
     left = []
     for ns in cluster.state["netns"]:
@@ -216,8 +226,7 @@ def assert_no_process_left(cluster: SlurmCluster) -> None:
                 pass  # gone meanwhile
     out = subprocess.run(["pgrep", "-af", PROBE], capture_output=True, text=True,
                          timeout=10).stdout
-    left += [line for line in out.splitlines() if "pgrep" not in line]
-    assert not left, "\n".join(left)
+    return left + [line for line in out.splitlines() if "pgrep" not in line]
 
 
 BLOCK_3_1 = {0: "node1", 1: "node1", 2: "node1", 3: "node2"}
@@ -314,9 +323,29 @@ def test_4_cyclic_placement_true_with_and_without_mpi(cluster: SlurmCluster) -> 
 
 
 # ------------------------------------------------------------------------------ 5: sbatch
+def wait_for_job(cluster: SlurmCluster, job_id: str, timeout: float = TIMEOUT) -> str:
+    """Waits until the batch job ends; returns its 'JobState ExitCode' (polls 4 times a second).
+
+    What ``sbatch --wait`` does, without its back-off: it sleeps 2 s, 8 s, then 32 s between
+    polls (x4 while below MinJobAge/2, and the harness has MinJobAge=60), so a 12 s job
+    returned only after 42 s.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        show = cluster.run(["scontrol", "-o", "show", "job", job_id], timeout=30).stdout
+        fields = dict(f.split("=", 1) for f in show.split() if "=" in f)
+        if fields.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT",
+                                      "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
+                                      "PREEMPTED"):
+            return f"{fields['JobState']} {fields.get('ExitCode')}"
+        if time.monotonic() > deadline:
+            pytest.fail(f"batch job {job_id} did not end within {timeout} s: {show}")
+        time.sleep(0.25)
+
+
 def test_5_sbatch_job_script(cluster: SlurmCluster) -> None:
-    """sbatch --wait of a job script (-N2, --ntasks-per-node=2) running srun --mpi=pmix:
-    every rank's line from the job's output file; nvidia-smi once per node."""
+    """sbatch of a job script (-N2, --ntasks-per-node=2) running srun --mpi=pmix: every
+    rank's line from the job's output file; nvidia-smi once per node."""
     out = os.path.join(cluster.workdir, "probe-job.out")
     script = os.path.join(cluster.workdir, "probe-job.sbatch")
     with open(script, "w") as f:
@@ -329,15 +358,16 @@ def test_5_sbatch_job_script(cluster: SlurmCluster) -> None:
                 f"srun --mpi=pmix {shlex.join(probe_argv([{}], tf=False))}\n")
     cluster.reset_nvidia_smi_calls()
     try:
-        sub = launch(cluster, ["sbatch", "--wait", script])
+        sub = launch(cluster, ["sbatch", "--parsable", script], timeout=30)
+        assert sub.returncode == 0 and sub.stdout.strip().isdigit(), sub.context()
+        state = wait_for_job(cluster, sub.stdout.strip())
     finally:
-        cluster.run(["scancel", "--name=mpir-probe"], timeout=30)  # no-op when it finished
-    assert sub.returncode == 0, sub.context()
-    assert re.match(r"Submitted batch job \d+", sub.stdout), sub.context()
+        cluster.run(["scancel", "--name=mpir-probe"], timeout=30)  # no-op when it ended
     with open(out) as f:
         text = f.read()
-    run = Run(sub.argv, sub.returncode, text, sub.stderr,
+    run = Run(sub.argv, sub.returncode, text, f"job: {state}\n{sub.stderr}",
               [json.loads(t) for t in text.splitlines() if t.startswith("{")])
+    assert state == "COMPLETED 0:0", run.context()
     lines = run.variant(0)
     spec = assert_sound(lines, n=4, run=run, placement=BLOCK_2_2, source="slurm",
                         verified=True, mpi=True, cvd={0: "0,1", 1: "2,3", 2: "0,1", 3: "2,3"})
@@ -501,7 +531,8 @@ def test_cli_check_srun_pmix(cluster: SlurmCluster, cli_env, block_run: Run) -> 
 
 def test_cli_check_json(cluster: SlurmCluster, cli_env, block_run: Run) -> None:
     """check --json: one JSON document (rank 0's) that says the ranks agree."""
-    run = launch(cluster, [*SRUN_PMIX, "-N2", "-n4", *CLI, "check", "--json"], env=cli_env)
+    run = launch(cluster, [*SRUN_PMIX, "-N2", "-n4", *CLI, "check", "--json"], env=cli_env,
+                 parse=False)
     assert run.returncode == 0, run.context()
     report = json.loads(run.stdout)
     assert report["agree"] is True and report["differences"] == [], run.context()
@@ -541,8 +572,23 @@ def test_cli_tf_config_srun_pmix(cluster: SlurmCluster, cli_env, block_run: Run)
     assert all(c["task"]["index"] == r for r, c in got.items())
 
 
+def test_cli_check_srun_mpi_none_error_once(cluster: SlurmCluster, cli_env) -> None:
+    """srun -N2 -n4 --mpi=none mpi-resolver check: exit 2, one error naming --mpi=pmix."""
+    run = launch(cluster, ["srun", "--mpi=none", "-N2", "-n4", *CLI, "check"], env=cli_env,
+                 parse=False)
+    assert run.returncode == 2, run.context()
+    errors = [x for x in run.stderr.splitlines() if x.startswith("mpi-resolver: error:")]
+    assert errors and all("--mpi=pmix" in x for x in errors), run.context()
+    assert run.stdout == "", run.context()
+    assert len(errors) == 1, f"the error was printed {len(errors)} times{run.context()}"
+
+
 def test_zz_nothing_left_running(cluster: SlurmCluster) -> None:
-    """After every launch: no probe, command line or job still runs."""
-    assert_no_process_left(cluster)
+    """After every launch: no probe, command line or job still runs (slurmstepd may take a
+    moment to exit after its step)."""
+    deadline = time.monotonic() + 10
+    while processes_left(cluster) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_left(cluster) == []
     queue = cluster.run(["squeue", "-h", "-o", "%i %j %T"], timeout=30)
     assert queue.stdout.strip() == "", queue.stdout

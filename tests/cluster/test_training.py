@@ -92,6 +92,11 @@ def test_srun_two_workers_train_chief_prints_and_saves(cluster, tmp_path: Path) 
 
 
 def test_sbatch_job_script_checks_then_trains(cluster, tmp_path: Path) -> None:
+    """examples/train.sbatch under a real `sbatch --wait`, its --output read back.
+
+    Takes 10 s or 42 s: sbatch --wait looks at the job 2, 10 and 42 s after submitting it
+    (Slurm's fixed back-off), and this job needs 8-12 s on 2 cores.
+    """
     out = tmp_path / "train.out"
     r = cluster.run(["sbatch", "--wait", f"--output={out}", str(EXAMPLES / "train.sbatch"),
                      "--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS),
