@@ -8,6 +8,7 @@ import os
 import shlex
 import socket
 import sys
+import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from .errors import FormatError, MismatchError, ResolutionError
@@ -17,6 +18,8 @@ from .resolution import Resolution, local_record, plan, resolve
 from .topology import RankRecord, format_table
 
 __all__ = ["main"]
+
+_SILENT_RANK_DELAY = 1.0  # seconds
 
 _DESCRIPTION = """\
 Show how mpi_resolver maps this job onto TensorFlow: the ClusterSpec, each rank's task,
@@ -122,6 +125,15 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
     return "\n".join(lines)
 
 
+def _failed(status: int, rank: Optional[int]) -> int:
+    """Returns ``status``; a rank other than 0 first waits a moment, because mpirun ends the
+    whole job when the first rank exits non-zero, and rank 0 has the report to print."""
+    if rank not in (0, None):
+        sys.stdout.flush()
+        time.sleep(_SILENT_RANK_DELAY)
+    return status
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line; returns the exit status (0, 1 mismatch, 2 error)."""
     args = _parser().parse_args(argv)
@@ -154,12 +166,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except MismatchError as e:
             if rank in (0, None):
                 print(_report_check(None, records, e, args.json))
-            return 1
+            return _failed(1, rank)
     except (ResolutionError, FormatError) as e:
         if rank in (0, None) or in_exchange:
             prefix = "" if rank is None else f"rank {rank}: "
             print(f"mpi-resolver: error: {prefix}{e}", file=sys.stderr)
-        return 2
+        return _failed(2, None if in_exchange else rank)
     if args.command == "tf-config":
         config = json.dumps(res.tf_config(), separators=(",", ":"))
         print(f"export TF_CONFIG={shlex.quote(config)}" if args.export else config)

@@ -29,6 +29,7 @@ other, so that mpirun does not kill a rank that has not written its line yet.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -129,9 +130,22 @@ def resolve(variant, kwargs, with_tf):
     line["mpi_size"] = world.Get_size() if world is not None else None
     line["mpi_rank"] = world.Get_rank() if world is not None else None
     line["slurm"] = {k: os.environ.get(k) for k in SLURM_KEYS}
-    sys.stdout.write(json.dumps(line) + "\n")
-    sys.stdout.flush()
+    emit(json.dumps(line))
     return status
+
+
+_SEQUENCE = itertools.count()
+CHUNK = 700  # srun forwards long lines in pieces that other ranks' output can split
+
+
+def emit(text: str) -> None:
+    """Writes ``text`` as lines '@<id> <k>/<n> <piece>' of at most CHUNK characters each,
+    one write per line; parse_lines() puts them back together."""
+    ident = f"{os.getpid()}-{next(_SEQUENCE)}"
+    pieces = [text[i:i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
+    for k, piece in enumerate(pieces):
+        sys.stdout.write(f"@{ident} {k}/{len(pieces)} {piece}\n")
+        sys.stdout.flush()
 
 
 def wait_for_others(timeout=20.0):

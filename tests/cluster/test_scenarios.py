@@ -69,14 +69,36 @@ def launch(cluster: SlurmCluster, argv: Sequence[str], *, env: Optional[Mapping]
         err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
         pytest.fail(f"{shlex.join(argv)} did not finish within {timeout} s (killed)\n"
                     f"--- stdout\n{out[-6000:]}\n--- stderr\n{err[-4000:]}")
-    lines = []
-    for text in p.stdout.splitlines() if parse else ():
-        if text.startswith("{"):
-            try:
-                lines.append(json.loads(text))
-            except ValueError:
-                pytest.fail(f"a rank's line is not JSON (interleaved output?): {text[:500]!r}")
+    lines = parse_lines(p.stdout) if parse else []
     return Run(argv, p.returncode, p.stdout, p.stderr, lines)
+
+
+def parse_lines(stdout: str) -> List[Dict[str, Any]]:
+    """Returns the probe's JSON lines, put together from its '@id k/n piece' chunks."""
+    parts: Dict[str, Dict[int, str]] = {}
+    sizes: Dict[str, int] = {}
+    order: List[str] = []
+    for text in stdout.splitlines():
+        if not text.startswith("@"):
+            continue
+        ident, kn, piece = (text[1:].split(" ", 2) + [""])[:3]
+        k, n = (int(v) for v in kn.split("/"))
+        if ident not in parts:
+            order.append(ident)
+            parts[ident] = {}
+        parts[ident][k] = piece
+        sizes[ident] = n
+    lines = []
+    for ident in order:
+        if len(parts[ident]) != sizes[ident]:
+            pytest.fail(f"a rank's output is incomplete (chunks {sorted(parts[ident])} of "
+                        f"{sizes[ident]}):\n{stdout[-3000:]}")
+        text = "".join(parts[ident][k] for k in range(sizes[ident]))
+        try:
+            lines.append(json.loads(text))
+        except ValueError:
+            pytest.fail(f"a rank's line is not JSON: {text[:500]!r}")
+    return lines
 
 
 def probe_argv(variants: Any, *, tf: bool = True) -> List[str]:
@@ -366,7 +388,7 @@ def test_5_sbatch_job_script(cluster: SlurmCluster) -> None:
     with open(out) as f:
         text = f.read()
     run = Run(sub.argv, sub.returncode, text, f"job: {state}\n{sub.stderr}",
-              [json.loads(t) for t in text.splitlines() if t.startswith("{")])
+              parse_lines(text))
     assert state == "COMPLETED 0:0", run.context()
     lines = run.variant(0)
     spec = assert_sound(lines, n=4, run=run, placement=BLOCK_2_2, source="slurm",

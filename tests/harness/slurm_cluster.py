@@ -362,7 +362,8 @@ class SlurmCluster:
             os.makedirs(self._p("nodes", n, "spool", "pmix"), exist_ok=True)
             os.makedirs(self._p("nodes", n, "gpubin"), exist_ok=True)
             with open(self._p("nodes", n, "hosts"), "w") as f:
-                f.write(entries + "".join(l for l in old.splitlines(True) if marker not in l))
+                f.write(entries + "".join(l for l in old.splitlines(True)
+                                          if "# mpir-harness" not in l))  # no other cluster's
 
     def _write_files(self, port: int) -> None:
         """slurm.conf, mpi.conf, cgroup.conf, plugstack.conf and the fake nvidia-smi scripts."""
