@@ -16,13 +16,6 @@ tf = pytest.importorskip("tensorflow")
 TFResolver = tf.distribute.cluster_resolver.SlurmClusterResolver
 
 
-@pytest.fixture(scope="module")
-def ours():
-    from mpi_resolver import MPIClusterResolver
-
-    return MPIClusterResolver
-
-
 def step(rank, nodes="n[1-2]", per_node="2(x2)", **extra):
     tasks = sum(int(p.split("(")[0]) * (int(p.split("x")[1][:-1]) if "x" in p else 1)
                 for p in per_node.split(","))

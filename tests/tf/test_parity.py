@@ -12,13 +12,6 @@ tf = pytest.importorskip("tensorflow")
 TFResolver = tf.distribute.cluster_resolver.SlurmClusterResolver
 
 
-@pytest.fixture(scope="module")
-def ours():
-    from mpi_resolver import MPIClusterResolver
-
-    return MPIClusterResolver
-
-
 def _both(ours, env, kwargs, smi_path=None):
     expected = observe(TFResolver, env, kwargs, smi_path)
     actual = observe(ours, env, dict(kwargs, source="slurm"), smi_path)
