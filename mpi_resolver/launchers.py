@@ -10,7 +10,7 @@ from .errors import FormatError, ResolutionError
 from .hostlist import expand_hostlist, expand_tasks_per_node
 
 __all__ = ["SlurmStep", "MpiLaunch", "detect_mpi_launch", "slurm_describes_ranks",
-           "parse_int", "SLURM_VARS"]
+           "parse_int", "SLURM_VARS", "VARIABLES"]
 
 #: The Slurm variables the resolver reads, with what each holds.
 SLURM_VARS = {
@@ -23,6 +23,12 @@ SLURM_VARS = {
     "SLURM_DISTRIBUTION": "how srun placed tasks on nodes: block, cyclic, plane, arbitrary",
     "SLURM_GTIDS": "the ranks of the step that run on this node, e.g. 0,2,3",
 }
+
+
+#: Every environment variable mpi_resolver reads (the resolver snapshots just these).
+VARIABLES = (*SLURM_VARS, "SLURM_JOB_ID", "SLURM_STEP_ID", "CUDA_VISIBLE_DEVICES",
+             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+             "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMIX_RANK")
 
 
 def parse_int(value: Optional[str], *, name: str, minimum: int = 0,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, List, Optional
 
 from .errors import MissingDependencyError
+from .launchers import VARIABLES
 from .logs import log_once
 from .mpi import exchange_records, mpi_initialized, world
 from .options import make_options
@@ -33,44 +34,25 @@ _narrowed: Dict[str, Optional[str]] = {}
 
 # os.environ's own bytes dict on POSIX: reading it skips a KeyError per missing variable.
 _RAW = getattr(os.environ, "_data", None) if os.name == "posix" else None
+_RAW_KEYS = [(name, os.fsencode(name)) for name in VARIABLES]
 
 
-class _Environment(Mapping):
-    """os.environ, read lazily, with CUDA_VISIBLE_DEVICES as it was before we narrowed it."""
-
-    def __init__(self) -> None:
-        self._override: Dict[str, Optional[str]] = {}
-        if _narrowed and os.environ.get(_CVD) == _narrowed["written"]:
-            self._override[_CVD] = _narrowed["original"]
+def _environment() -> Dict[str, str]:
+    """Returns the variables mpi_resolver reads, with CUDA_VISIBLE_DEVICES as it was before
+    this process's resolvers narrowed it."""
+    if _RAW is not None:
+        env = {name: os.fsdecode(raw) for name, key in _RAW_KEYS
+               if (raw := _RAW.get(key)) is not None}
+    else:
+        env = {name: os.environ[name] for name in VARIABLES if name in os.environ}
+    if _narrowed and env.get(_CVD) == _narrowed["written"]:
+        if _narrowed["original"] is None:
+            env.pop(_CVD, None)
         else:
-            _narrowed.clear()  # never narrowed, or the user set it since: theirs is the original
-
-    def get(self, key: str, default: Optional[str] = None) -> Optional[str]:
-        """Returns the variable's value, or ``default``; a miss raises nothing (fast)."""
-        if key in self._override:
-            value = self._override[key]
-        elif _RAW is not None:
-            raw = _RAW.get(os.fsencode(key))
-            value = None if raw is None else os.fsdecode(raw)
-        else:
-            value = os.environ.get(key)
-        return default if value is None else value
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.get(key) is not None
-
-    def __getitem__(self, key: str) -> str:
-        value = self.get(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def __iter__(self) -> Iterator[str]:
-        keys = set(os.environ) | {k for k, v in self._override.items() if v is not None}
-        return iter(keys - {k for k, v in self._override.items() if v is None})
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+            env[_CVD] = _narrowed["original"]
+    else:
+        _narrowed.clear()  # never narrowed, or the user set it since: theirs is the original
+    return env
 
 
 def _set_visible_devices(value: str) -> None:
@@ -117,7 +99,7 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         opts = make_options(jobs=jobs, port_base=port_base, gpus_per_node=gpus_per_node,
                             gpus_per_task=gpus_per_task, tasks_per_node=tasks_per_node,
                             source=source, verify=verify, timeout=timeout)
-        env = _Environment()
+        env = _environment()
         the_plan = plan(opts, env, have_comm=comm is not None, mpi_running=mpi_initialized())
 
         def exchange():

@@ -300,3 +300,19 @@ def test_digest_ignores_unrelated_variables():
 ])
 def test_digest_differs_when_a_job_wide_variable_differs(variable, value):
     assert SlurmStep(SLURM_TASK).digest() != SlurmStep({**SLURM_TASK, variable: value}).digest()
+
+
+def test_every_variable_the_package_reads_is_in_VARIABLES():
+    """The resolver snapshots only launchers.VARIABLES: a variable read elsewhere would be
+    seen by the command line but not by the resolver."""
+    import pathlib
+    import re
+
+    from mpi_resolver.launchers import VARIABLES
+
+    source = "".join(p.read_text() for p in
+                     pathlib.Path(__file__).resolve().parents[2].joinpath("mpi_resolver")
+                     .glob("*.py"))
+    names = set(re.findall(r'"((?:SLURMD?|OMPI|PMIX?|MPI|CUDA)_[A-Z_]+)"', source))
+    names.discard("SLURM_VARS")  # the name of a table, not a variable
+    assert names and names <= set(VARIABLES), sorted(names - set(VARIABLES))
