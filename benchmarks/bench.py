@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(os.environ.get("MPI_RESOLVER_BENCH_RESULTS", ROOT / "benchmarks" / "results"))
 PY = sys.executable
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
          "TF_NUM_INTEROP_THREADS": "1"}

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,18 @@ def test_rank_that_never_arrives_is_named_within_the_timeout():
     for rank in (0, 1):
         line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"rank {rank} "))
         assert " rc 2 " in line and float(line.split()[-1]) < 6, proc.stdout
+
+
+def test_rank_that_dies_before_the_resolver_ends_the_job_instead_of_hanging():
+    """Rank 2 exits before reaching the resolver: the job ends (mpirun aborts it, or the
+    others time out) well within the timeout, with a non-zero status."""
+    script = ("import os, sys\nfrom mpi4py import MPI\n"
+              "if MPI.COMM_WORLD.rank == 2: os._exit(3)\n"
+              "from mpi_resolver.cli import main\n"
+              "sys.exit(main(['show', '--timeout', '10', '--gpus-per-node', '0']))\n")
+    start = time.monotonic()
+    proc = subprocess.run(["mpirun", "-n", "3", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=120, env=mpirun_env(),
+                          cwd=ROOT)
+    assert proc.returncode != 0
+    assert time.monotonic() - start < 30, proc.stdout + proc.stderr

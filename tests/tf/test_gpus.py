@@ -101,3 +101,17 @@ def test_second_resolver_after_narrowing_gives_the_same_allocation(ours):
         third = ours()
         third.cluster_spec()
         assert os.environ["CUDA_VISIBLE_DEVICES"] == "6,7"
+
+
+def test_resolver_writes_only_cuda_visible_devices_and_no_files(ours, tmp_path, monkeypatch):
+    env = step(2, CUDA_VISIBLE_DEVICES="0,1,2,3")
+    monkeypatch.chdir(tmp_path)
+    with mock.patch.dict(os.environ, env, clear=True):
+        before = dict(os.environ)
+        resolver = ours()
+        resolver.cluster_spec()
+        resolver.master()
+        resolver.tf_config()
+        changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
+    assert changed == {"CUDA_VISIBLE_DEVICES"}
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,67 @@
+"""The README's commands that other tests do not already run: the demo, the console script,
+`eval "$(mpi-resolver tf-config --export)"`, and the benchmark script."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_mpirun import mpirun_env
+
+ROOT = Path(__file__).resolve().parent.parent
+CONSOLE_SCRIPT = Path(sys.executable).parent / "mpi-resolver"
+
+
+@pytest.mark.mpirun
+def test_console_script_show_under_mpirun():
+    assert CONSOLE_SCRIPT.exists(), "pip install . provides the mpi-resolver console script"
+    proc = subprocess.run(["mpirun", "-n", "4", str(CONSOLE_SCRIPT), "show", "--json",
+                           "--gpus-per-node", "0"], capture_output=True, text=True,
+                          timeout=120, env=mpirun_env())
+    assert proc.returncode == 0, proc.stderr
+    assert [r["rank"] for r in json.loads(proc.stdout)["ranks"]] == [0, 1, 2, 3]
+
+
+@pytest.mark.mpirun
+def test_eval_tf_config_export_in_a_shell():
+    shell = (f'eval "$({CONSOLE_SCRIPT} tf-config --export --gpus-per-node 0)"; '
+             'echo "$TF_CONFIG"')
+    proc = subprocess.run(["mpirun", "-n", "2", "bash", "-c", shell], capture_output=True,
+                          text=True, timeout=120, env=mpirun_env())
+    assert proc.returncode == 0, proc.stderr
+    configs = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert sorted(c["task"]["index"] for c in configs) == [0, 1]
+    assert configs[0]["cluster"] == configs[1]["cluster"]
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_demo_script_end_to_end():
+    """bash scripts/demo.sh: starts its own 2-node cluster, checks, trains, stops."""
+    proc = subprocess.run(["bash", "scripts/demo.sh"], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT, stdin=subprocess.DEVNULL)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "OK: Slurm and MPI agree on all 2 ranks." in out
+    accuracy = [float(v) for v in re.findall(r"final test accuracy: ([0-9.]+)", out)]
+    assert len(accuracy) == 1 and accuracy[0] > 0.8, out[-3000:]
+
+
+@pytest.mark.slow
+def test_benchmark_script_prints_measured_ratios(tmp_path):
+    """bash benchmarks/run.sh --quick --skip-slurm: a table with ratios; results written."""
+    proc = subprocess.run(["bash", "benchmarks/run.sh", "--quick", "--skip-slurm"],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env=dict(os.environ, MPI_RESOLVER_BENCH_RESULTS=str(tmp_path)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("| Slurm vars")]
+    assert len(rows) == 8
+    ratios = [float(r.split("|")[4]) for r in rows]
+    assert all(0 < x < 100 for x in ratios)
+    assert (tmp_path / "latest.json").exists()
