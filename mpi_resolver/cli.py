@@ -12,10 +12,10 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from .errors import FormatError, MismatchError, ResolutionError
-from .launchers import detect_mpi_launch
+from .launchers import detect_mpi_launch, optional_int
 from .options import make_options, parse_jobs
 from .resolution import Resolution, local_record, plan, resolve
-from .topology import RankRecord, format_table
+from .topology import RankRecord
 
 __all__ = ["main"]
 
@@ -68,10 +68,11 @@ def _ranks(res: Resolution) -> List[Dict[str, Any]]:
     """Returns every rank's host, task, address and GPUs."""
     layout = res.layout
     rows = []
-    for rank, host in enumerate(layout.placement):
+    for rank, (host, index) in enumerate(zip(layout.placement, layout.local_index)):
         task_type, task_id = layout.task_of(rank)
         rows.append({"rank": rank, "host": host, "task_type": task_type, "task_id": task_id,
-                     "address": layout.addresses[rank], "gpus": ",".join(layout.gpus_of(rank))})
+                     "address": layout.addresses[rank],
+                     "gpus": ",".join(layout.gpus_at(host, index))})
     return rows
 
 
@@ -139,10 +140,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     env = dict(os.environ)
     launch = detect_mpi_launch(env)
-    procid = env.get("SLURM_PROCID", "")
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
-    rank: Optional[int] = launch.rank if launch.rank is not None else (
-        int(procid) if procid.isascii() and procid.isdigit() else None)
+    rank = launch.rank if launch.rank is not None else optional_int(env, "SLURM_PROCID")
     in_exchange = False
     try:
         opts = make_options(

@@ -10,7 +10,7 @@ from .errors import FormatError, ResolutionError
 from .hostlist import expand_hostlist, expand_tasks_per_node
 
 __all__ = ["SlurmStep", "MpiLaunch", "detect_mpi_launch", "slurm_describes_ranks",
-           "parse_int", "SLURM_VARS", "VARIABLES"]
+           "parse_int", "optional_int", "SLURM_VARS", "VARIABLES"]
 
 #: The Slurm variables the resolver reads, with what each holds.
 SLURM_VARS = {
@@ -143,7 +143,8 @@ class MpiLaunch:
         return self.name is not None
 
 
-def _opt_int(env: Mapping[str, str], name: str) -> Optional[int]:
+def optional_int(env: Mapping[str, str], name: str) -> Optional[int]:
+    """Returns variable ``name`` as an int, or None where it is unset or not a number."""
     value = (env.get(name) or "").strip()
     if not value.isascii() or not value.isdigit() or len(value) > 18:
         return None
@@ -158,17 +159,17 @@ def detect_mpi_launch(env: Mapping[str, str]) -> MpiLaunch:
     PMI_RANK and PMI_SIZE. ``srun --mpi=none`` sets none of them.
     """
     if "OMPI_COMM_WORLD_RANK" in env:
-        return MpiLaunch("openmpi", _opt_int(env, "OMPI_COMM_WORLD_RANK"),
-                         _opt_int(env, "OMPI_COMM_WORLD_SIZE"),
-                         _opt_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"))
+        return MpiLaunch("openmpi", optional_int(env, "OMPI_COMM_WORLD_RANK"),
+                         optional_int(env, "OMPI_COMM_WORLD_SIZE"),
+                         optional_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"))
     if "PMI_RANK" in env and "MPI_LOCALRANKID" in env:
-        return MpiLaunch("hydra", _opt_int(env, "PMI_RANK"), _opt_int(env, "PMI_SIZE"),
-                         _opt_int(env, "MPI_LOCALRANKID"))
-    slurm_local = _opt_int(env, "SLURM_LOCALID")
+        return MpiLaunch("hydra", optional_int(env, "PMI_RANK"), optional_int(env, "PMI_SIZE"),
+                         optional_int(env, "MPI_LOCALRANKID"))
+    slurm_local = optional_int(env, "SLURM_LOCALID")
     if "PMIX_RANK" in env:
-        return MpiLaunch("pmix", _opt_int(env, "PMIX_RANK"), None, slurm_local)
+        return MpiLaunch("pmix", optional_int(env, "PMIX_RANK"), None, slurm_local)
     if "PMI_RANK" in env:
-        return MpiLaunch("pmi2", _opt_int(env, "PMI_RANK"), _opt_int(env, "PMI_SIZE"),
+        return MpiLaunch("pmi2", optional_int(env, "PMI_RANK"), optional_int(env, "PMI_SIZE"),
                          slurm_local)
     return MpiLaunch(None, None, None, None)
 

@@ -180,11 +180,14 @@ class Layout:
                 return name, rank - start
         raise ResolutionError(f"rank {rank} is outside the job's {len(self.addresses)} tasks.")
 
-    def gpus_of(self, rank: int) -> Tuple[str, ...]:
-        """Returns the CUDA_VISIBLE_DEVICES entries of ``rank``: its slice of its node's GPUs."""
-        host, i = self.host_of(rank)
+    def gpus_at(self, host: str, index: int) -> Tuple[str, ...]:
+        """Returns the GPUs of the ``index``-th rank on ``host``: its slice of the node's list."""
         g = self.gpus_per_task
-        return tuple(self.gpus_on(host)[i * g:(i + 1) * g])
+        return tuple(self.gpus_on(host)[index * g:(index + 1) * g])
+
+    def gpus_of(self, rank: int) -> Tuple[str, ...]:
+        """Returns the CUDA_VISIBLE_DEVICES entries of ``rank``."""
+        return self.gpus_at(*self.host_of(rank))
 
 
 def build_layout(placement: Sequence[str], **kwargs) -> Layout:

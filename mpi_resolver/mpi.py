@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import replace
 import time
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Tuple
 
 from .errors import MissingDependencyError, ResolutionError
 from .topology import RankRecord

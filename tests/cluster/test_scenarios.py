@@ -54,6 +54,16 @@ class Run:
                 f"left out)\n{err[-4000:]}")
 
 
+
+SPEC_2_2 = {"worker": ["node1:8888", "node1:8889", "node2:8888", "node2:8889"]}
+
+
+def assert_smi_calls(cluster: SlurmCluster, run: "Run", expected: Dict[str, int]) -> None:
+    """Asserts how often each node's fake nvidia-smi ran since the last reset."""
+    calls = {n: cluster.nvidia_smi_calls(n) for n in expected}
+    assert calls == expected, f"nvidia-smi calls {calls}{run.context()}"
+
+
 def launch(cluster: SlurmCluster, argv: Sequence[str], *, env: Optional[Mapping] = None,
            cwd: Optional[str] = None, timeout: float = TIMEOUT, parse: bool = True) -> Run:
     """Runs argv on the cluster's clients with RANK_ENV; returns the Run (fails on timeout).
@@ -299,9 +309,8 @@ def test_2b_ntasks_per_node_2_with_cuda_visible_devices(cluster: SlurmCluster) -
     spec = assert_sound(lines, n=4, run=run, placement=BLOCK_2_2, source="slurm",
                         verified=True, mpi=True, tf="same",
                         cvd={0: "0,1", 1: "2,3", 2: "0,1", 3: "2,3"})
-    assert spec == {"worker": ["node1:8888", "node1:8889", "node2:8888", "node2:8889"]}
-    calls = {n: cluster.nvidia_smi_calls(n) for n in ("node1", "node2")}
-    assert calls == {"node1": 0, "node2": 0}, run.context()
+    assert spec == SPEC_2_2
+    assert_smi_calls(cluster, run, {"node1": 0, "node2": 0})
 
 
 def test_3_uneven_two_nodes_three_tasks(cluster: SlurmCluster) -> None:
@@ -393,9 +402,8 @@ def test_5_sbatch_job_script(cluster: SlurmCluster) -> None:
     lines = run.variant(0)
     spec = assert_sound(lines, n=4, run=run, placement=BLOCK_2_2, source="slurm",
                         verified=True, mpi=True, cvd={0: "0,1", 1: "2,3", 2: "0,1", 3: "2,3"})
-    assert spec == {"worker": ["node1:8888", "node1:8889", "node2:8888", "node2:8889"]}
-    calls = {n: cluster.nvidia_smi_calls(n) for n in ("node1", "node2")}
-    assert calls == {"node1": 1, "node2": 1}, f"nvidia-smi calls {calls}{run.context()}"
+    assert spec == SPEC_2_2
+    assert_smi_calls(cluster, run, {"node1": 1, "node2": 1})
 
 
 # ------------------------------------------------------------------------------ 6, 7, 9: mpirun
@@ -410,8 +418,7 @@ def test_6_mpirun_without_slurm_one_host(cluster: SlurmCluster) -> None:
                         source="mpi", verified=False, mpi=True,
                         cvd={0: "0", 1: "1", 2: "2", 3: "3"})
     assert spec == {"worker": ["node1:8888", "node1:8889", "node1:8890", "node1:8891"]}
-    calls = {n: cluster.nvidia_smi_calls(n) for n in ("node1", "node2")}
-    assert calls == {"node1": 1, "node2": 0}, f"nvidia-smi calls {calls}{run.context()}"
+    assert_smi_calls(cluster, run, {"node1": 1, "node2": 0})
 
 
 def test_7_mpirun_inside_salloc(cluster: SlurmCluster) -> None:
@@ -445,9 +452,8 @@ def test_9_mpirun_hostfile_two_hosts(cluster: SlurmCluster) -> None:
     assert all(line["slurm"]["SLURM_PROCID"] is None for line in lines), run.context()
     spec = assert_sound(lines, n=4, run=run, placement=BLOCK_2_2, source="mpi",
                         verified=False, mpi=True, cvd={0: "0,1", 1: "2,3", 2: "0,1", 3: "2,3"})
-    assert spec == {"worker": ["node1:8888", "node1:8889", "node2:8888", "node2:8889"]}
-    calls = {n: cluster.nvidia_smi_calls(n) for n in ("node1", "node2")}
-    assert calls == {"node1": 1, "node2": 1}, f"nvidia-smi calls {calls}{run.context()}"
+    assert spec == SPEC_2_2
+    assert_smi_calls(cluster, run, {"node1": 1, "node2": 1})
 
 
 # ------------------------------------------------------------------------------ 8: --mpi=none
