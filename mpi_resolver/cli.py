@@ -6,15 +6,15 @@ import argparse
 import json
 import os
 import shlex
-import socket
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from .binding import SlurmGpus, describe
 from .errors import FormatError, MismatchError, ResolutionError
 from .launchers import detect_mpi_launch, optional_int
 from .options import make_options, parse_jobs
-from .resolution import Resolution, local_record, plan, resolve
+from .resolution import Resolution, plan, resolve
 from .topology import RankRecord
 
 __all__ = ["main"]
@@ -65,15 +65,27 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _ranks(res: Resolution) -> List[Dict[str, Any]]:
-    """Returns every rank's host, task, address and GPUs."""
+    """Returns every rank's host, task, address, GPUs ('?' where unknown) and how it got them."""
     layout = res.layout
     rows = []
     for rank, (host, index) in enumerate(zip(layout.placement, layout.local_index)):
         task_type, task_id = layout.task_of(rank)
+        gpus, kind = res.gpus.at(host, index)
         rows.append({"rank": rank, "host": host, "task_type": task_type, "task_id": task_id,
                      "address": layout.addresses[rank],
-                     "gpus": ",".join(layout.gpus_at(host, index))})
+                     "gpus": "?" if gpus is None else ",".join(gpus), "gpu_binding": kind})
     return rows
+
+
+def _gpu_text(r: RankRecord) -> str:
+    """Returns what a rank saw of its GPUs, for the records table."""
+    if r.visible is not None:
+        return ",".join(r.visible) or "''"
+    if r.gpus_on_node is not None:
+        return f"{r.gpus_on_node} (SLURM_GPUS_ON_NODE)"
+    if r.probed is not None:
+        return "none (CPU-only)" if r.cpu_only else f"{r.probed} (nvidia-smi)"
+    return "-"
 
 
 def _table(rows: Sequence[Dict[str, Any]], columns: Sequence[str]) -> str:
@@ -85,27 +97,27 @@ def _table(rows: Sequence[Dict[str, Any]], columns: Sequence[str]) -> str:
 def _record_rows(records: Sequence[RankRecord]) -> List[Dict[str, Any]]:
     return [{"rank": r.rank, "mpi host": r.host, "SLURM_PROCID": r.procid or "-",
              "SLURMD_NODENAME": r.nodename or "-", "tasks (Slurm)": r.num_tasks or "-",
-             "GPUs": "-" if r.visible is None and r.probed is None else
-             (",".join(r.visible) if r.visible is not None else f"{r.probed} (nvidia-smi)")}
-            for r in records]
+             "GPUs": _gpu_text(r), "GPU bind": r.gpu_bind or "-"} for r in records]
 
 
-def _report_show(res: Resolution, as_json: bool) -> str:
+def _report_show(res: Resolution, as_json: bool, bind: Optional[str]) -> str:
     ranks = _ranks(res)
+    binding = describe({row["gpu_binding"] for row in ranks}, bind)
     if as_json:
         return json.dumps({"source": res.source, "verified": res.verified,
-                           "cluster": res.cluster(), "ranks": ranks, "notes": res.notes},
-                          indent=2)
+                           "cluster": res.cluster(), "ranks": ranks, "gpu_binding": binding,
+                           "notes": res.notes}, indent=2)
     lines = [f"source: {res.source}   cross-checked with MPI: "
              f"{'yes' if res.verified else 'no'}   tasks: {res.num_tasks}",
-             "ClusterSpec: " + json.dumps(res.cluster()), "",
-             _table(ranks, ("rank", "host", "task_type", "task_id", "address", "gpus"))]
+             "ClusterSpec: " + json.dumps(res.cluster()), f"GPUs: {binding}", "",
+             _table(ranks, ("rank", "host", "task_type", "task_id", "address", "gpus",
+                            "gpu_binding"))]
     lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)
 
 
 def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]],
-                  error: Optional[MismatchError], as_json: bool) -> str:
+                  error: Optional[MismatchError], as_json: bool, bind: Optional[str]) -> str:
     if as_json:
         return json.dumps({
             "agree": error is None,
@@ -117,12 +129,14 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
     lines = []
     if records:
         lines += ["What each rank sees:", _table(_record_rows(records), (
-            "rank", "mpi host", "SLURM_PROCID", "SLURMD_NODENAME", "tasks (Slurm)", "GPUs")), ""]
+            "rank", "mpi host", "SLURM_PROCID", "SLURMD_NODENAME", "tasks (Slurm)", "GPUs",
+            "GPU bind")), ""]
     if error is not None:
         lines.append(f"MISMATCH: {error}")
     else:
         lines.append(f"OK: Slurm and MPI agree on all {len(records or ())} ranks.")
-        lines += ["", _report_show(res, False)]
+        assert res is not None  # resolved, since no error
+        lines += ["", _report_show(res, False, bind)]
     return "\n".join(lines)
 
 
@@ -140,6 +154,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     env = dict(os.environ)
     launch = detect_mpi_launch(env)
+    bind = SlurmGpus.read(env).bind
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
     rank = launch.rank if launch.rank is not None else optional_int(env, "SLURM_PROCID")
     in_exchange = False
@@ -152,19 +167,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         the_plan = plan(opts, env)
         records: Optional[List[RankRecord]] = None
         if the_plan.use_mpi:
-            from .mpi import exchange_records, world
+            from .mpi import record_exchange
 
-            comm, rank, size = world()
             in_exchange = True  # a timeout here is this rank's own: every rank reports it
-            records = exchange_records(comm, local_record(
-                opts, env, the_plan.launch, rank, size, socket.gethostname()), opts.timeout)
+            rank, records = record_exchange(opts, env, the_plan)()
             in_exchange = False
         try:
             res = resolve(opts, env, the_plan=the_plan,
                           exchange=lambda: (rank, records))
         except MismatchError as e:
             if rank in (0, None):
-                print(_report_check(None, records, e, args.json))
+                print(_report_check(None, records, e, args.json, bind))
             return _failed(1, rank)
     except (ResolutionError, FormatError) as e:
         if rank in (0, None) or in_exchange:
@@ -176,8 +189,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"export TF_CONFIG={shlex.quote(config)}" if args.export else config)
         return 0
     if res.rank == 0:
-        print(_report_check(res, records, None, args.json) if args.command == "check"
-              else _report_show(res, args.json))
+        print(_report_check(res, records, None, args.json, bind) if args.command == "check"
+              else _report_show(res, args.json, bind))
     return 0
 
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import glob
 import re
+import shutil
 import subprocess
 from typing import Optional, Tuple
 
 from .errors import FormatError, ResolutionError
 
-__all__ = ["parse_visible_devices", "count_nvidia_smi", "gpu_entries", "NVIDIA_SMI_TIMEOUT"]
+__all__ = ["parse_visible_devices", "count_nvidia_smi", "probe_gpus", "NVIDIA_SMI_TIMEOUT",
+           "NVIDIA_DEVICES"]
 
 #: Seconds nvidia-smi may take before the probe gives up with a ResolutionError.
 NVIDIA_SMI_TIMEOUT = 20.0
+#: The device files of NVIDIA GPUs; a node without them and without nvidia-smi is CPU-only.
+NVIDIA_DEVICES = "/dev/nvidia[0-9]*"
 
 _ENTRY = re.compile(r"[0-9]+|(?:GPU|MIG)-[A-Za-z0-9/-]+")
 _FIX = ("Set gpus_per_node (0 on CPU-only nodes) or CUDA_VISIBLE_DEVICES, or pass "
@@ -85,20 +90,23 @@ def count_nvidia_smi(timeout: float = NVIDIA_SMI_TIMEOUT) -> int:
     return sum(line.startswith("GPU ") for line in lines)
 
 
-def gpu_entries(visible: Optional[Tuple[str, ...]], probed: Optional[int],
-                gpus_per_node: Optional[int]) -> Optional[Tuple[str, ...]]:
-    """Returns a node's GPUs as CUDA_VISIBLE_DEVICES entries, or None where nothing says.
+def probe_gpus(*, timeout: float = NVIDIA_SMI_TIMEOUT,
+               devices: str = NVIDIA_DEVICES) -> Tuple[int, bool]:
+    """Returns (GPUs on this node, True when the node is CPU-only).
 
-    ``gpus_per_node`` given: that many, named by ``visible`` (CUDA_VISIBLE_DEVICES) when it
-    lists at least that many, else indices 0..n-1 (as TensorFlow numbers them). Otherwise
-    ``visible``, else indices 0..probed-1 (``probed``: nvidia-smi's count).
+    CPU-only: no nvidia-smi on PATH and no NVIDIA device files (``devices``): 0 GPUs, no error.
+    Otherwise nvidia-smi's count.
+
+    Raises:
+      ResolutionError: as count_nvidia_smi, also where device files exist but nvidia-smi
+        is missing.
     """
-    if gpus_per_node is not None:
-        if visible is not None and len(visible) >= gpus_per_node:
-            return visible[:gpus_per_node]
-        return tuple(str(i) for i in range(gpus_per_node))
-    if visible is not None:
-        return visible
-    if probed is not None:
-        return tuple(str(i) for i in range(probed))
-    return None
+    if shutil.which("nvidia-smi") is None:
+        found = sorted(glob.glob(devices))
+        if not found:
+            return 0, True
+        raise ResolutionError(
+            f"this node has NVIDIA device files ({found[0]}) but nvidia-smi was not found on "
+            "PATH, and CUDA_VISIBLE_DEVICES is not set, so the number of GPUs on this node is "
+            f"unknown. {_FIX}")
+    return count_nvidia_smi(timeout), False

@@ -6,6 +6,7 @@ import zlib
 from dataclasses import dataclass
 from typing import List, Mapping, Optional, Tuple
 
+from .binding import GPU_VARIABLES
 from .errors import FormatError, ResolutionError
 from .hostlist import expand_hostlist, expand_tasks_per_node
 
@@ -26,7 +27,7 @@ SLURM_VARS = {
 
 
 #: Every environment variable mpi_resolver reads (the resolver snapshots just these).
-VARIABLES = (*SLURM_VARS, "SLURM_JOB_ID", "SLURM_STEP_ID", "CUDA_VISIBLE_DEVICES",
+VARIABLES = (*SLURM_VARS, *GPU_VARIABLES, "SLURM_JOB_ID", "SLURM_STEP_ID", "CUDA_VISIBLE_DEVICES",
              "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
              "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMIX_RANK")
 

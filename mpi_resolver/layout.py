@@ -2,10 +2,10 @@
 
 A placement is a list: ``placement[rank]`` is the host that rank runs on; ``runs`` is the same
 as [(host, consecutive ranks)], which stays small for 100,000 nodes. TensorFlow's
-SlurmClusterResolver assumes ``tf_placement``: hosts sorted as strings, consecutive ranks
-packed onto each. The layout gives every rank ``host:port_base+i`` where ``i`` counts the
-ranks before it on its host, and GPUs ``[i*g, (i+1)*g)`` of its node's list: for TensorFlow's
-placement this is exactly TensorFlow's ClusterSpec and CUDA_VISIBLE_DEVICES.
+SlurmClusterResolver assumes ``tf_runs``: hosts sorted as strings, consecutive ranks packed
+onto each. The layout gives every rank ``host:port_base+i`` where ``i`` counts the ranks
+before it on its host: for TensorFlow's placement this is exactly TensorFlow's ClusterSpec.
+Which GPUs each rank gets is binding.py's business.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import MismatchError, ResolutionError
+from .hosts import same_host
 
-__all__ = ["Runs", "tf_runs", "tf_placement", "slurm_runs", "slurm_placement", "Layout",
-           "build_layout", "build_layout_runs", "assign_jobs", "count_per_host", "count_runs",
-           "expand_runs", "runs_of", "gpus_per_task_default", "check_own_placement"]
+__all__ = ["Runs", "tf_runs", "slurm_runs", "slurm_placement", "Layout", "build_layout_runs",
+           "assign_jobs", "count_per_host", "count_runs", "expand_runs", "runs_of",
+           "check_own_placement"]
 
 
 Runs = List[Tuple[str, int]]   # [(host, consecutive ranks on it)], in rank order
@@ -45,11 +46,6 @@ def runs_of(placement: Sequence[str]) -> Runs:
 def tf_runs(task_configuration: Mapping[str, int]) -> Runs:
     """Returns the runs TensorFlow assumes: sorted host names, ranks packed block-wise."""
     return sorted(task_configuration.items())
-
-
-def tf_placement(task_configuration: Mapping[str, int]) -> List[str]:
-    """Returns the placement TensorFlow assumes: sorted host names, ranks packed block-wise."""
-    return expand_runs(tf_runs(task_configuration))
 
 
 def slurm_runs(hosts: Sequence[str], counts: Sequence[int], distribution: str) -> Optional[Runs]:
@@ -116,26 +112,15 @@ def assign_jobs(jobs: Mapping[str, int], num_tasks: int) -> List[Tuple[str, int,
     return out
 
 
-def gpus_per_task_default(tasks: Mapping[str, int], gpus: Mapping[str, int]) -> int:
-    """Returns the GPUs each task gets when not given: min over nodes of GPUs // tasks.
-
-    For nodes that are all alike this is TensorFlow's ``gpus_per_node // max_tasks_per_node``.
-    """
-    return min((gpus[h] // n for h, n in tasks.items()), default=0)
-
-
 @dataclass
 class Layout:
-    """The ClusterSpec of a job and each rank's task, address and GPUs."""
+    """The ClusterSpec of a job and each rank's task and address."""
 
     runs: Runs
     port_base: int
     jobs: List[Tuple[str, int, int]]
-    node_gpus: Mapping[str, Sequence[str]]
-    gpus_per_task: int
     addresses: List[str]
     tasks_per_host: Dict[str, int]
-    default_gpus: Sequence[str] = ()
 
     @property
     def cluster(self) -> Dict[str, List[str]]:
@@ -169,10 +154,6 @@ class Layout:
             start += n
         raise ResolutionError(f"rank {rank} is outside the job's {start} tasks.")
 
-    def gpus_on(self, host: str) -> Sequence[str]:
-        """Returns the GPUs of ``host``."""
-        return self.node_gpus.get(host, self.default_gpus)
-
     def task_of(self, rank: int) -> Tuple[str, int]:
         """Returns (task_type, task_id) of ``rank``."""
         for name, start, count in self.jobs:
@@ -180,31 +161,12 @@ class Layout:
                 return name, rank - start
         raise ResolutionError(f"rank {rank} is outside the job's {len(self.addresses)} tasks.")
 
-    def gpus_at(self, host: str, index: int) -> Tuple[str, ...]:
-        """Returns the GPUs of the ``index``-th rank on ``host``: its slice of the node's list."""
-        g = self.gpus_per_task
-        return tuple(self.gpus_on(host)[index * g:(index + 1) * g])
 
-    def gpus_of(self, rank: int) -> Tuple[str, ...]:
-        """Returns the CUDA_VISIBLE_DEVICES entries of ``rank``."""
-        return self.gpus_at(*self.host_of(rank))
-
-
-def build_layout(placement: Sequence[str], **kwargs) -> Layout:
-    """Returns ``build_layout_runs`` for a per-rank placement."""
-    return build_layout_runs(runs_of(placement), **kwargs)
-
-
-def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int,
-                      node_gpus: Mapping[str, Sequence[str]], gpus_per_task: Optional[int],
-                      default_gpus: Sequence[str] = ()) -> Layout:
-    """Returns the layout for ``runs``: addresses, tasks and GPUs of every rank.
-
-    ``node_gpus`` maps hosts to their GPUs; hosts not in it have ``default_gpus``.
+def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int) -> Layout:
+    """Returns the layout for ``runs``: every rank's address and task.
 
     Raises:
-      ResolutionError: jobs that do not add up, a port above 65535, or more GPUs per task than
-        a node has for its tasks.
+      ResolutionError: jobs that do not add up, or a port above 65535.
     """
     tasks = count_runs(runs)
     num_tasks = sum(tasks.values())
@@ -214,16 +176,6 @@ def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int,
         raise ResolutionError(
             f"port_base={port_base} with {max_tasks} tasks on one node needs port "
             f"{port_base + max_tasks - 1}, above 65535; use a lower port_base (--port-base).")
-    default_count = len(default_gpus)
-    counts = {h: len(node_gpus[h]) if h in node_gpus else default_count for h in tasks}
-    if gpus_per_task is None:
-        gpus_per_task = gpus_per_task_default(tasks, counts)
-    for host, n in tasks.items():
-        if n * gpus_per_task > counts[host]:
-            raise ResolutionError(
-                f"{n} tasks x gpus_per_task={gpus_per_task} need {n * gpus_per_task} GPUs on "
-                f"{host}, which has {counts[host]}; lower gpus_per_task (--gpus-per-task) or "
-                "run fewer tasks per node.")
     suffixes = [f":{port_base + i}" for i in range(max_tasks)]
     addresses: List[str] = []
     if len(tasks) == len(runs):  # every host holds one run of ranks: block-wise
@@ -235,15 +187,14 @@ def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int,
             first = seen.get(host, 0)
             addresses += [host + s for s in suffixes[first:first + n]]
             seen[host] = first + n
-    return Layout(runs, port_base, job_slices, node_gpus, gpus_per_task, addresses, tasks,
-                  default_gpus)
+    return Layout(runs, port_base, job_slices, addresses, tasks)
 
 
 def check_own_placement(runs: Runs, rank: int, nodename: Optional[str],
-                        gtids: Optional[Sequence[int]], same_host) -> None:
+                        gtids: Optional[Sequence[int]]) -> None:
     """Raises MismatchError when this rank's own Slurm variables contradict ``runs``.
 
-    ``nodename`` is SLURMD_NODENAME, ``gtids`` SLURM_GTIDS; ``same_host(a, b)`` compares names.
+    ``nodename`` is SLURMD_NODENAME, ``gtids`` SLURM_GTIDS.
     """
     if nodename is None:
         return

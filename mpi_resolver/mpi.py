@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
+import socket
 import time
-from typing import Any, List, Tuple
+from dataclasses import replace
+from typing import Any, Callable, List, Mapping, Tuple
 
 from .errors import MissingDependencyError, ResolutionError
+from .options import Options
+from .resolution import local_record
 from .topology import RankRecord
 
 __all__ = ["import_mpi", "mpi_initialized", "world", "exchange", "exchange_records",
-           "RECORD_BYTES"]
+           "record_exchange", "RECORD_BYTES"]
 
 #: Bytes each rank sends in the exchange (a length prefix and its JSON record).
 RECORD_BYTES = 1024
@@ -154,3 +157,15 @@ def exchange_records(comm: Any, record: RankRecord, timeout: float) -> List[Rank
             "exchange allows (CUDA_VISIBLE_DEVICES too long?); pass gpus_per_node."
         )).to_json().encode()
     return [RankRecord.from_json(p.decode()) for p in exchange(comm, payload, timeout)]
+
+
+def record_exchange(opts: Options, env: Mapping[str, str], plan: Any,
+                    comm: Any = None) -> Callable[[], Tuple[int, List[RankRecord]]]:
+    """Returns exchange() for resolution.resolve: it starts MPI (``comm`` or COMM_WORLD),
+    makes this rank's record and returns (this rank, every rank's record)."""
+    def run() -> Tuple[int, List[RankRecord]]:
+        communicator, rank, size = world(comm)
+        record = local_record(opts, env, plan.launch, rank, size, socket.gethostname())
+        return rank, exchange_records(communicator, record, opts.timeout)
+
+    return run

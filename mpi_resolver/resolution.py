@@ -9,20 +9,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .binding import (GpuAllocation, SlurmGpus, allocate_nodes, allocate_own, allocate_uniform,
+                      is_bound, needs_probe, task_gpus)
 from .errors import FormatError, MismatchError, ResolutionError
-from .gpus import count_nvidia_smi, gpu_entries, parse_visible_devices
+from .gpus import parse_visible_devices, probe_gpus
 from .hostlist import check_host_name
+from .hosts import HostIndex
 from .launchers import MpiLaunch, SlurmStep, detect_mpi_launch, slurm_describes_ranks
 from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
                      expand_runs, runs_of, slurm_runs, tf_runs)
 from .options import Options
-from .topology import (RankRecord, compare, format_table, host_key, likely_cause,
-                       make_record, same_host)
+from .topology import RankRecord, compare, format_table, likely_cause, make_record
 
-__all__ = ["Plan", "plan", "Resolution", "resolve", "Exchange"]
+__all__ = ["Plan", "plan", "Resolution", "resolve", "local_record"]
 
-#: exchange(record) -> every rank's record in rank order; it raises on a timeout.
-Exchange = Callable[[RankRecord], List[RankRecord]]
+#: probe() -> (GPUs on this node, True when it is CPU-only); see gpus.probe_gpus.
+Probe = Callable[[], Tuple[int, bool]]
+#: exchange() -> (this rank's MPI rank, every rank's record in rank order); raises on timeout.
+Exchange = Callable[[], Tuple[int, List[RankRecord]]]
 
 
 @dataclass(frozen=True)
@@ -94,10 +98,11 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
 
 @dataclass
 class Resolution:
-    """The answer for one rank: its task, the job's layout and this rank's GPUs."""
+    """The answer for one rank: its task, the job's layout and every rank's GPUs."""
 
     rank: int
     layout: Layout
+    gpus: GpuAllocation
     source: str                                 # 'slurm' or 'mpi'
     records: Optional[List[RankRecord]] = None  # every rank's record, when MPI was used
     verified: bool = False
@@ -118,16 +123,20 @@ class Resolution:
         """Returns this rank's (task_type, task_id)."""
         return self.layout.task_of(self.rank)
 
+    def gpus_of(self, rank: int) -> Tuple[Optional[Tuple[str, ...]], str]:
+        """Returns (GPUs, how they were given) of ``rank``; (None, 'unknown') where this rank
+        cannot know (another rank's Slurm binding, without MPI)."""
+        return self.gpus.at(*self.layout.host_of(rank))
+
+    @property
+    def own_gpus(self) -> Tuple[str, ...]:
+        """Returns this rank's GPUs (CUDA_VISIBLE_DEVICES entries)."""
+        return self.gpus_of(self.rank)[0] or ()
+
     @property
     def visible_devices(self) -> str:
         """Returns the CUDA_VISIBLE_DEVICES value for this rank."""
-        return ",".join(self.layout.gpus_of(self.rank))
-
-    @property
-    def gpus_per_node(self) -> int:
-        """Returns the largest GPU count of the job's nodes."""
-        return max([len(g) for g in self.layout.node_gpus.values()] +
-                   [len(self.layout.default_gpus)])
+        return ",".join(self.own_gpus)
 
     def cluster(self) -> Dict[str, List[str]]:
         """Returns {job: [addresses]} (the ClusterSpec as a dict)."""
@@ -139,13 +148,118 @@ class Resolution:
         return {"cluster": self.cluster(), "task": {"type": task_type, "index": task_id}}
 
 
+def local_record(opts: Options, env: Mapping[str, str], launch: MpiLaunch, rank: int,
+                 size: int, host: str, probe: Probe = probe_gpus) -> RankRecord:
+    """Returns this rank's record; nvidia-smi runs only on the node's first local rank, and
+    only where neither CUDA_VISIBLE_DEVICES nor Slurm nor gpus_per_node says."""
+    error = None
+    visible = probed = None
+    cpu_only = False
+    try:
+        visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+        if needs_probe(visible, SlurmGpus.read(env), opts.gpus_per_node) and \
+                launch.local_rank in (0, None):
+            probed, cpu_only = probe()
+    except ResolutionError as e:
+        error = str(e)
+    return make_record(rank, size, host, env, launch, visible, probed, error, cpu_only)
+
+
+def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
+            exchange: Optional[Exchange] = None, probe: Probe = probe_gpus) -> Resolution:
+    """Returns this rank's Resolution: launcher variables and MPI records -> cross-check ->
+    placement -> layout -> GPUs.
+
+    ``exchange()`` is called once, when ``the_plan`` uses MPI. ``probe()`` counts this node's
+    GPUs where nothing else says (Slurm's variables alone).
+
+    Raises:
+      ResolutionError, FormatError, MismatchError: with the variable or argument and the fix.
+    """
+    notes = list(the_plan.notes)
+    step = SlurmStep(env) if SlurmStep.present(env) else None
+    rank, records = _exchanged(the_plan, exchange, step)
+    if the_plan.use_slurm:
+        rank, runs, note = _slurm_runs(opts, step or SlurmStep(env), records)
+        notes += [note] if note else []
+    else:
+        assert records is not None and rank is not None  # use_mpi: see plan()
+        runs = _mpi_runs(opts, records)
+    jobs = opts.jobs if opts.jobs is not None else {"worker": sum(n for _, n in runs)}
+    layout = build_layout_runs(runs, jobs=jobs, port_base=opts.port_base)
+    if records is not None:
+        gpus = _gpus_from_records(opts, layout, records)
+    else:
+        gpus = _gpus_from_slurm(opts, env, layout, rank, probe)
+    notes += gpus.notes
+    return Resolution(rank, layout, gpus, "slurm" if the_plan.use_slurm else "mpi", records,
+                      the_plan.verify, notes)
+
+
+def _exchanged(the_plan: Plan, exchange: Optional[Exchange], step: Optional[SlurmStep]
+               ) -> Tuple[Optional[int], Optional[List[RankRecord]]]:
+    """Returns (MPI rank, every rank's record), or (None, None) where MPI is not used; raises
+    the first rank's local error, or MismatchError where the plan verifies and ranks differ."""
+    if not the_plan.use_mpi:
+        return None, None
+    if exchange is None:
+        raise ResolutionError("internal: MPI is needed but no exchange was given.")
+    mpi_rank, records = exchange()
+    for r in records:
+        if r.error:
+            raise ResolutionError(f"rank {r.rank} on {r.host}: {r.error}")
+    if the_plan.verify:
+        _mismatch(records, step)
+    return mpi_rank, records
+
+
+def _slurm_runs(opts: Options, step: SlurmStep, records: Optional[List[RankRecord]]
+                ) -> Tuple[int, Runs, Optional[str]]:
+    """Returns (rank, where ranks run as runs, a note where that is not TensorFlow's layout),
+    from Slurm's step variables, placed where MPI says ranks run when ``records`` are given."""
+    rank = step.procid()
+    hosts, counts = _slurm_configuration(opts, step)
+    total = sum(counts)
+    if opts.jobs is None and opts.tasks_per_node is None:
+        num_tasks = step.num_tasks()
+        if num_tasks != total:
+            raise FormatError(
+                f"SLURM_STEP_NUM_TASKS={num_tasks} but SLURM_STEP_TASKS_PER_NODE="
+                f"{step.env.get('SLURM_STEP_TASKS_PER_NODE')!r} adds up to {total}; "
+                "they must agree.")
+    if rank >= total:
+        raise ResolutionError(
+            f"SLURM_PROCID={rank} is outside the step's {total} tasks (0..{total - 1}).")
+    tf = tf_runs(dict(zip(hosts, counts)))
+    if records is not None:  # where MPI ranks run, named as Slurm names the nodes
+        index = HostIndex(hosts)
+        names: Dict[str, str] = {}
+        placement = [names.get(r.host) or names.setdefault(r.host, index.find(r.host) or r.host)
+                     for r in records]
+        runs = runs_of(placement)
+    else:
+        runs = _slurm_truth(opts, step, hosts, counts, rank, tf)
+    note = _why_not_tf(expand_runs(runs), expand_runs(tf), step) if runs != tf else None
+    return rank, runs, note
+
+
+def _mpi_runs(opts: Options, records: List[RankRecord]) -> Runs:
+    """Returns where MPI ranks run, as runs, checked against a given tasks_per_node."""
+    for r in records:
+        check_host_name(r.host, what=f"host name of MPI rank {r.rank}")
+    placement = [r.host for r in records]
+    if opts.tasks_per_node is not None:
+        _check_declared(opts.tasks_per_node, placement)
+    return runs_of(placement)
+
+
 def _slurm_configuration(opts: Options, step: SlurmStep) -> Tuple[List[str], List[int]]:
     """Returns (hosts, tasks per host) as TensorFlow would read them, checked."""
     if isinstance(opts.tasks_per_node, dict):
         hosts = list(opts.tasks_per_node)
         if "SLURM_STEP_NODELIST" in step.env:
-            known = {host_key(h) for h in step.hostlist()}
-            unknown = [h for h in hosts if host_key(h) not in known]
+            known = HostIndex(step.hostlist())
+            unknown = [h for h in hosts if known.find(h) is None]
             if unknown:
                 raise ResolutionError(
                     f"tasks_per_node names {', '.join(unknown)}, which are not in "
@@ -184,7 +298,7 @@ def _slurm_truth(opts: Options, step: SlurmStep, hosts: List[str], counts: List[
             "block layout would give ranks addresses on hosts where they do not run. "
             "Launch with `srun --mpi=pmix` so that mpi_resolver learns placement from MPI "
             "(source='auto'), or use --distribution=block.")
-    check_own_placement(runs, rank, step.nodename(), step.gtids(), same_host)
+    check_own_placement(runs, rank, step.nodename(), step.gtids())
     return runs
 
 
@@ -203,93 +317,6 @@ def _mismatch(records: List[RankRecord], step: Optional[SlurmStep]) -> None:
         f"{format_table(diffs)}\nLikely cause: {cause}", diffs)
 
 
-def local_record(opts: Options, env: Mapping[str, str], launch: MpiLaunch, rank: int,
-                 size: int, host: str,
-                 probe: Callable[[], int] = count_nvidia_smi) -> RankRecord:
-    """Returns this rank's record; nvidia-smi runs only on the node's first local rank."""
-    error = None
-    visible = probed = None
-    try:
-        visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
-        if visible is None and opts.gpus_per_node is None and launch.local_rank in (0, None):
-            probed = probe()
-    except ResolutionError as e:
-        error = str(e)
-    return make_record(rank, size, host, env, launch, visible, probed, error)
-
-
-def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
-            exchange: Optional[Callable[[], Tuple[int, List[RankRecord]]]] = None,
-            probe: Callable[[], int] = count_nvidia_smi) -> Resolution:
-    """Returns this rank's Resolution.
-
-    ``exchange()`` returns (this rank's MPI rank, every rank's record); it is called once,
-    when ``the_plan`` uses MPI. ``probe()`` counts GPUs with nvidia-smi where nothing else says.
-
-    Raises:
-      ResolutionError, FormatError, MismatchError: with the variable or argument and the fix.
-    """
-    notes = list(the_plan.notes)
-    step = SlurmStep(env) if SlurmStep.present(env) else None
-    records = None
-    if the_plan.use_mpi:
-        if exchange is None:
-            raise ResolutionError("internal: MPI is needed but no exchange was given.")
-        mpi_rank, records = exchange()
-        for r in records:
-            if r.error:
-                raise ResolutionError(f"rank {r.rank} on {r.host}: {r.error}")
-        if the_plan.verify:
-            _mismatch(records, step)
-    if the_plan.use_slurm:
-        step = step or SlurmStep(env)
-        rank = step.procid()
-        hosts, counts = _slurm_configuration(opts, step)
-        total = sum(counts)
-        if opts.jobs is None and opts.tasks_per_node is None:
-            num_tasks = step.num_tasks()
-            if num_tasks != total:
-                raise FormatError(
-                    f"SLURM_STEP_NUM_TASKS={num_tasks} but SLURM_STEP_TASKS_PER_NODE="
-                    f"{step.env.get('SLURM_STEP_TASKS_PER_NODE')!r} adds up to {total}; "
-                    "they must agree.")
-        if rank >= total:
-            raise ResolutionError(
-                f"SLURM_PROCID={rank} is outside the step's {total} tasks (0..{total - 1}).")
-        tf = tf_runs(dict(zip(hosts, counts)))
-        if records is not None:  # where MPI ranks run, named as Slurm names the nodes
-            names = {host_key(h): h for h in hosts}
-            placement = [names.get(host_key(r.host), r.host) for r in records]
-            runs = runs_of(placement)
-            gpus, default = _gpus_from_records(opts, placement, records), ()
-        else:
-            runs = _slurm_truth(opts, step, hosts, counts, rank, tf)
-            gpus, default = {}, _own_gpus(opts, env, probe)
-        if runs != tf:
-            notes.append(_why_not_tf(expand_runs(runs), expand_runs(tf), step))
-    else:
-        assert records is not None
-        rank = mpi_rank
-        for r in records:
-            check_host_name(r.host, what=f"host name of MPI rank {r.rank}")
-        placement = [r.host for r in records]
-        if opts.tasks_per_node is not None:
-            _check_declared(opts.tasks_per_node, placement)
-        runs = runs_of(placement)
-        gpus, default = _gpus_from_records(opts, placement, records), ()
-    jobs = opts.jobs if opts.jobs is not None else {"worker": sum(n for _, n in runs)}
-    layout = build_layout_runs(runs, jobs=jobs, port_base=opts.port_base, node_gpus=gpus,
-                               gpus_per_task=opts.gpus_per_task, default_gpus=default)
-    if layout.gpus_per_task == 0 and (default or any(gpus.values())):
-        host, n = next((h, n) for h, n in layout.tasks_per_host.items() if layout.gpus_on(h))
-        notes.append(
-            f"{len(layout.gpus_on(host))} GPU(s) on {host} for {n} tasks: fewer than one per task, so "
-            "no task gets a GPU (TensorFlow's resolver crashes here). Pass gpus_per_task, or "
-            "run at most one task per GPU.")
-    return Resolution(rank, layout, "slurm" if the_plan.use_slurm else "mpi", records,
-                      the_plan.verify, notes)
-
-
 def _why_not_tf(placement: Sequence[str], tf: Sequence[str], step: SlurmStep) -> str:
     """Returns the one-line note that says why the layout differs from TensorFlow's."""
     first = next(i for i, (a, b) in enumerate(zip(placement, tf)) if a != b)
@@ -301,45 +328,85 @@ def _why_not_tf(placement: Sequence[str], tf: Sequence[str], step: SlurmStep) ->
             f"{nodes}); using where ranks run.")
 
 
-def _check_declared(declared, placement: List[str]) -> None:
+def _check_declared(declared: object, placement: List[str]) -> None:
     """Raises MismatchError when a given tasks_per_node contradicts where MPI ranks run."""
     actual = count_per_host(placement)
-    if isinstance(declared, int):
-        expected = {h: declared for h in actual}
-    else:
-        expected = {h: n for h, n in declared.items()}
-    if {host_key(h): n for h, n in expected.items()} != {host_key(h): n
-                                                         for h, n in actual.items()}:
+    expected = {h: declared for h in actual} if isinstance(declared, int) else dict(declared)
+    index = HostIndex(expected)
+    matched = {index.find(h): n for h, n in actual.items()}
+    if matched != expected:
         raise MismatchError(
             f"tasks_per_node={declared!r} does not match where MPI ranks run: "
             f"{dict(actual)!r}. Leave tasks_per_node unset to use MPI's placement.")
 
 
-def _own_gpus(opts: Options, env: Mapping[str, str],
-              probe: Callable[[], int]) -> Tuple[str, ...]:
-    """Returns this node's GPUs, which Slurm-only resolution assumes for every node (as
+def _cpu_only_note(hosts: Sequence[str]) -> str:
+    shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+    return (f"no GPUs found on {shown} (no nvidia-smi, no /dev/nvidia* devices, "
+            "CUDA_VISIBLE_DEVICES and SLURM_GPUS_ON_NODE unset): running on CPU.")
+
+
+def _ignored_note(gpus_per_node: int, bind: Optional[str]) -> str:
+    how = f"SLURMD_TRES_BIND=gpu:{bind}" if bind else "fewer GPUs than SLURM_GPUS_ON_NODE"
+    return (f"gpus_per_node={gpus_per_node} is ignored for tasks that Slurm bound GPUs to "
+            f"({how}): each keeps the GPUs Slurm gave it.")
+
+
+def _gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
+                     probe: Probe) -> GpuAllocation:
+    """Returns the GPUs from this task's own variables (no MPI): its own list where Slurm
+    bound GPUs to it, else its node's list, which every node is taken to have (as
     TensorFlow does)."""
     visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
-    probed = None
-    if visible is None and opts.gpus_per_node is None:
-        probed = probe()
-    return gpu_entries(visible, probed, opts.gpus_per_node) or ()
+    slurm = SlurmGpus.read(env)
+    host, index = layout.host_of(rank)
+    if is_bound(visible, slurm):
+        assert visible is not None  # is_bound says so
+        gpus = allocate_own(visible, host, index, layout.tasks_per_host[host], slurm,
+                            opts.gpus_per_task)
+        if opts.gpus_per_node is not None:
+            return GpuAllocation(gpus.nodes, gpus.per_task,
+                                 gpus.notes + (_ignored_note(opts.gpus_per_node, slurm.bind),))
+        return gpus
+    probed, cpu_only = probe() if needs_probe(visible, slurm, opts.gpus_per_node) else (None,
+                                                                                       False)
+    own = task_gpus(visible, slurm, probed, opts.gpus_per_node) or ()
+    gpus = allocate_uniform(own, layout.tasks_per_host, opts.gpus_per_task)
+    if cpu_only:
+        return GpuAllocation(gpus.nodes, gpus.per_task, gpus.notes + (_cpu_only_note([host]),),
+                             gpus.tasks, gpus.by_count)
+    return gpus
 
 
-def _gpus_from_records(opts: Options, placement: List[str],
-                       records: List[RankRecord]) -> Dict[str, Tuple[str, ...]]:
-    """Returns {host: GPU entries} from each node's records (its own count on each node)."""
-    seen: Dict[str, Tuple[Optional[Tuple[str, ...]], Optional[int]]] = {}
+def _gpus_from_records(opts: Options, layout: Layout,
+                       records: List[RankRecord]) -> GpuAllocation:
+    """Returns every rank's GPUs from every rank's record (binding.allocate_nodes's rule)."""
+    placement = layout.placement
+    probed: Dict[str, Tuple[int, bool]] = {}
     for host, r in zip(placement, records):
-        visible, probed = seen.get(host, (None, None))
-        seen[host] = (visible if visible is not None else r.visible,
-                      probed if probed is not None else r.probed)
-    out = {}
-    for host, (visible, probed) in seen.items():
-        gpus = gpu_entries(visible, probed, opts.gpus_per_node)
+        if r.probed is not None:
+            probed.setdefault(host, (r.probed, r.cpu_only))
+    lists: Dict[str, List[Tuple[str, ...]]] = {}
+    bound: List[Optional[str]] = []  # SLURMD_TRES_BIND of the first rank Slurm bound GPUs to
+    per_gpu = None
+    for host, r in zip(placement, records):
+        slurm = r.slurm_gpus()
+        gpus = task_gpus(r.visible, slurm, probed.get(host, (None, False))[0],
+                         opts.gpus_per_node)
         if gpus is None:
             raise ResolutionError(
-                f"no rank on {host} reported its GPUs (CUDA_VISIBLE_DEVICES unset and no local "
-                "rank 0 ran nvidia-smi); set gpus_per_node or CUDA_VISIBLE_DEVICES.")
-        out[host] = gpus
-    return out
+                f"no rank on {host} reported its GPUs (CUDA_VISIBLE_DEVICES and "
+                "SLURM_GPUS_ON_NODE unset, and no local rank 0 ran nvidia-smi); set "
+                "gpus_per_node or CUDA_VISIBLE_DEVICES.")
+        lists.setdefault(host, []).append(gpus)
+        if not bound and is_bound(r.visible, slurm):
+            bound.append(slurm.bind)
+        per_gpu = per_gpu or slurm.tasks_per_gpu
+    gpus = allocate_nodes(lists, opts.gpus_per_task, tasks_per_gpu=per_gpu)
+    notes = list(gpus.notes)
+    cpu_hosts = [h for h, (_, cpu_only) in probed.items() if cpu_only]
+    if cpu_hosts:
+        notes.append(_cpu_only_note(cpu_hosts))
+    if opts.gpus_per_node is not None and bound:
+        notes.append(_ignored_note(opts.gpus_per_node, bound[0]))
+    return GpuAllocation(gpus.nodes, gpus.per_task, tuple(notes))

@@ -7,15 +7,14 @@ module the first time ``mpi_resolver.MPIClusterResolver`` is asked for).
 from __future__ import annotations
 
 import os
-import socket
 from typing import Any, Dict, List, Optional
 
 from .errors import MissingDependencyError
 from .launchers import VARIABLES
 from .logs import log_once
-from .mpi import exchange_records, mpi_initialized, world
+from .mpi import mpi_initialized, record_exchange
 from .options import make_options
-from .resolution import Resolution, local_record, plan, resolve
+from .resolution import Resolution, plan, resolve
 
 try:
     import tensorflow as tf
@@ -101,20 +100,17 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
                             source=source, verify=verify, timeout=timeout)
         env = _environment()
         the_plan = plan(opts, env, have_comm=comm is not None, mpi_running=mpi_initialized())
-
-        def exchange():
-            communicator, rank, size = world(comm)
-            record = local_record(opts, env, the_plan.launch, rank, size, socket.gethostname())
-            return rank, exchange_records(communicator, record, opts.timeout)
-
-        self._resolution = resolve(opts, env, the_plan=the_plan, exchange=exchange)
+        self._resolution = resolve(opts, env, the_plan=the_plan,
+                                   exchange=record_exchange(opts, env, the_plan, comm))
         for note in self._resolution.notes:
             log_once(note)
         self._cluster_spec = None
-        layout = self._resolution.layout
+        # TensorFlow's own GPU arithmetic is not used (cluster_spec and num_accelerators are
+        # ours); give it numbers that pass its check (tasks x GPUs per task <= GPUs per node).
+        own = len(self._resolution.own_gpus)
         super().__init__(jobs=opts.jobs, port_base=opts.port_base,
-                         gpus_per_node=self._resolution.gpus_per_node,
-                         gpus_per_task=layout.gpus_per_task, tasks_per_node=None,
+                         gpus_per_node=own * max(self._resolution.task_configuration.values()),
+                         gpus_per_task=own, tasks_per_node=None,
                          auto_set_gpu=auto_set_gpu, rpc_layer=rpc_layer)
 
     @property
@@ -146,6 +142,12 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         if self._cluster_spec is None:
             self._cluster_spec = _make_cluster_spec(self._resolution.cluster())
         return self._cluster_spec
+
+    def num_accelerators(self, task_type: Optional[str] = None, task_id: Optional[int] = None,
+                         config_proto: Any = None) -> Dict[str, int]:
+        """Returns {'GPU': the number of GPUs this rank gets} (Slurm's binding included)."""
+        del task_type, task_id, config_proto  # as TensorFlow's: this process's own GPUs
+        return {"GPU": len(self._resolution.own_gpus)}
 
     def tf_config(self) -> dict:
         """Returns this rank's TF_CONFIG structure ({'cluster': ..., 'task': ...})."""

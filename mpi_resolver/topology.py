@@ -6,22 +6,13 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .binding import SlurmGpus, conflicts, is_bound
 from .errors import FormatError, ResolutionError
+from .hosts import same_host
 from .launchers import MpiLaunch, SlurmStep, slurm_describes_ranks
 from .layout import slurm_placement
 
-__all__ = ["RankRecord", "Difference", "same_host", "host_key", "compare", "likely_cause",
-           "format_table", "make_record"]
-
-
-def host_key(name: str) -> str:
-    """Returns the short, lower-case form of a host name: node1.cluster.org -> node1."""
-    return name.split(".", 1)[0].lower()
-
-
-def same_host(a: str, b: str) -> bool:
-    """Returns True when ``a`` and ``b`` name the same host (short and full names match)."""
-    return host_key(a) == host_key(b)
+__all__ = ["RankRecord", "Difference", "compare", "likely_cause", "format_table", "make_record"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +30,17 @@ class RankRecord:
     slurm_ranks: bool = False           # slurm_describes_ranks() on that rank
     visible: Optional[Tuple[str, ...]] = None   # CUDA_VISIBLE_DEVICES entries (None: unset)
     probed: Optional[int] = None        # nvidia-smi's count, on the rank that probed
+    cpu_only: bool = False              # that probe found no nvidia-smi and no NVIDIA devices
+    gpu_bind: Optional[str] = None      # SlurmGpus fields: SLURMD_TRES_BIND's GPU part,
+    gpus_on_node: Optional[int] = None  # SLURM_GPUS_ON_NODE,
+    tasks_per_gpu: Optional[int] = None  # SLURM_NTASKS_PER_TRES (or single:K),
+    slurm_gpus_per_task: Optional[int] = None  # SLURM_GPUS_PER_TASK
     error: Optional[str] = None         # an error that rank hit before the exchange
+
+    def slurm_gpus(self) -> SlurmGpus:
+        """Returns what Slurm's GPU variables said on that rank."""
+        return SlurmGpus(self.gpu_bind, self.gpus_on_node, self.tasks_per_gpu,
+                         self.slurm_gpus_per_task)
 
     def to_json(self) -> str:
         """Returns the record as compact JSON."""
@@ -59,16 +60,18 @@ class RankRecord:
 
 def make_record(rank: int, size: int, host: str, env: Mapping[str, str], launch: MpiLaunch,
                 visible: Optional[Tuple[str, ...]], probed: Optional[int],
-                error: Optional[str]) -> RankRecord:
+                error: Optional[str], cpu_only: bool = False) -> RankRecord:
     """Returns this rank's record from its environment and what it found out locally."""
     step = SlurmStep(env)
     in_step = SlurmStep.present(env)
+    gpus = SlurmGpus.read(env)
     return RankRecord(
         rank=rank, size=size, host=host, launcher=launch.name,
         procid=env.get("SLURM_PROCID"), num_tasks=env.get("SLURM_STEP_NUM_TASKS"),
         nodename=env.get("SLURMD_NODENAME"), step=step.digest() if in_step else None,
         slurm_ranks=slurm_describes_ranks(env, launch), visible=visible, probed=probed,
-        error=error)
+        cpu_only=cpu_only, gpu_bind=gpus.bind, gpus_on_node=gpus.on_node,
+        tasks_per_gpu=gpus.tasks_per_gpu, slurm_gpus_per_task=gpus.per_task, error=error)
 
 
 @dataclass(frozen=True)
@@ -130,19 +133,16 @@ def compare(records: Sequence[RankRecord], step: Optional[SlurmStep]) -> List[Di
 
 
 def _gpu_differences(records: Sequence[RankRecord]) -> List[Difference]:
-    """Returns a row for each rank whose visible GPU count differs from its node's first rank."""
-    first: Dict[str, RankRecord] = {}
-    diffs = []
+    """Returns a row for each rank whose GPU list no Slurm binding gives: on its node, it
+    overlaps another rank's list but differs from it, and Slurm bound neither."""
+    lists: Dict[str, List[Tuple[int, Tuple[str, ...], bool]]] = {}
     for r in records:
-        key = host_key(r.host)
-        if key not in first:
-            first[key] = r
-            continue
-        a, b = first[key].visible, r.visible
-        if a is not None and b is not None and len(a) != len(b):
-            diffs.append(Difference(r.rank, "gpus", f"{len(a)} on rank {first[key].rank}",
-                                    f"{len(b)} visible"))
-    return diffs
+        if r.visible is not None:
+            lists.setdefault(r.host, []).append(
+                (r.rank, r.visible, is_bound(r.visible, r.slurm_gpus())))
+    return [Difference(rank, "gpus", "no GPU binding (SLURMD_TRES_BIND unset)",
+                       f"sees {','.join(mine)}; rank {other} on {host} sees {','.join(theirs)}")
+            for rank, other, host, mine, theirs in conflicts(lists)]
 
 
 def likely_cause(records: Sequence[RankRecord], diffs: Sequence[Difference],
@@ -182,8 +182,11 @@ def likely_cause(records: Sequence[RankRecord], diffs: Sequence[Difference],
                 "`srun --mpi=pmix`; mpi_resolver then builds the ClusterSpec from where ranks "
                 "really run.")
     if "gpus" in checks:
-        return ("Ranks on one node see different CUDA_VISIBLE_DEVICES. Fix: set the same "
-                "CUDA_VISIBLE_DEVICES for every task of a node, or pass gpus_per_node.")
+        return ("Ranks on one node see different but overlapping CUDA_VISIBLE_DEVICES, which "
+                "no Slurm GPU binding gives (SLURMD_TRES_BIND is unset): a wrapper script or "
+                "an export changed it per task, so two tasks would train on one GPU. Fix: let "
+                "Slurm bind GPUs (--gpus-per-task, --gpu-bind), or give every task of a node "
+                "the same CUDA_VISIBLE_DEVICES.")
     return "Slurm and MPI disagree; see the table."
 
 

@@ -157,8 +157,10 @@ def _prefix_of(host: str, groups: List[tuple]) -> tuple:
     raise AssertionError(host)
 
 
-def observe(cls, env: Dict[str, str], kwargs: Dict[str, Any], smi_path: Optional[str] = None):
-    """Returns what a resolver of ``cls`` gives for ``env``/``kwargs``: spec, task, GPUs."""
+def observe(cls, env: Dict[str, str], kwargs: Dict[str, Any], smi_path: Optional[str] = None,
+            with_notes: bool = False):
+    """Returns what a resolver of ``cls`` gives for ``env``/``kwargs``: spec, task, GPUs (and
+    mpi_resolver's notes, ``with_notes``)."""
     # Each case stands for a new process: forget what earlier cases' resolvers narrowed.
     narrowed = getattr(sys.modules.get("mpi_resolver.resolver"), "_narrowed", {})
     narrowed.clear()
@@ -177,4 +179,5 @@ def observe(cls, env: Dict[str, str], kwargs: Dict[str, Any], smi_path: Optional
             "master_rpc": resolver.master(rpc_layer="test"),
             "master_ps": resolver.master("worker", 0) if "worker" in spec else None,
             "num_accelerators": resolver.num_accelerators(),
+            **({"notes": list(resolver.resolution.notes)} if with_notes else {}),
         }

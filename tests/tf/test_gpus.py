@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 from unittest import mock
 
@@ -30,7 +31,8 @@ CASES = [
     ("CPU-only nodes: empty CUDA_VISIBLE_DEVICES means 0 GPUs",
      step(1, CUDA_VISIBLE_DEVICES=""), {}, "", 0, "crash"),
     ("CPU-only nodes: gpus_per_node=0", step(3), {"gpus_per_node": 0}, "", 0, "crash"),
-    ("one GPU shared by two tasks", step(1, CUDA_VISIBLE_DEVICES="0"), {}, "", 0, "crash"),
+    ("one GPU seen by two tasks stays shared", step(1, CUDA_VISIBLE_DEVICES="0"), {}, "0", 1,
+     "crash"),
     ("one task, empty CUDA_VISIBLE_DEVICES (TensorFlow counts 1 GPU)",
      step(0, per_node="1(x2)", CUDA_VISIBLE_DEVICES=""), {}, "", 0, "0"),
     ("Slurm gave a subset: tasks take entries of that list",
@@ -67,10 +69,17 @@ def test_gpus_of_tasks_on_one_node_never_overlap(ours):
     assert seen == [["4", "5"], ["6", "7"], ["0", "1"], ["2", "3"]]
 
 
-def test_missing_nvidia_smi_says_to_set_gpus_per_node(ours, tmp_path):
+def test_cpu_only_node_is_zero_gpus_with_a_note(ours, tmp_path):
+    """No nvidia-smi, no /dev/nvidia* (this machine has none), nothing set: 0 GPUs and a
+    one-line note; no gpus_per_node needed."""
     env = step(0)
-    with pytest.raises(ResolutionError, match="gpus_per_node"):
-        observe(ours, env, {}, smi_path=str(tmp_path))  # PATH has no nvidia-smi
+    assert not glob.glob("/dev/nvidia[0-9]*"), "this test needs a machine without NVIDIA GPUs"
+    mine = observe(ours, env, {}, smi_path=str(tmp_path), with_notes=True)  # no nvidia-smi
+    assert mine["CUDA_VISIBLE_DEVICES"] == ""
+    assert mine["num_accelerators"] == {"GPU": 0}
+    assert [n for n in mine["notes"] if "running on CPU" in n] == [
+        "no GPUs found on n1 (no nvidia-smi, no /dev/nvidia* devices, CUDA_VISIBLE_DEVICES "
+        "and SLURM_GPUS_ON_NODE unset): running on CPU."]
     with pytest.raises(FileNotFoundError):  # TensorFlow: a bare FileNotFoundError escapes
         observe(TFResolver, env, {}, smi_path=str(tmp_path))
 

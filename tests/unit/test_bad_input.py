@@ -26,7 +26,7 @@ DROP = object()
 
 def resolve_slurm(env: Dict[str, str], **kwargs: Any):
     opts = make_options(source="slurm", **kwargs)
-    return resolve(opts, env, the_plan=plan(opts, env), probe=lambda: 2)
+    return resolve(opts, env, the_plan=plan(opts, env), probe=lambda: (2, False))
 
 
 def env_with(**changes: Any) -> Dict[str, str]:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mpi_resolver.errors import FormatError, ResolutionError
-from mpi_resolver.gpus import count_nvidia_smi, gpu_entries, parse_visible_devices
+from mpi_resolver.gpus import count_nvidia_smi, parse_visible_devices, probe_gpus
 
 pytestmark = pytest.mark.unit
 
@@ -56,33 +56,6 @@ def test_parse_visible_devices_refuses_malformed_values(value, fragment):
     with pytest.raises(FormatError, match="CUDA_VISIBLE_DEVICES") as excinfo:
         parse_visible_devices(value)
     assert fragment in str(excinfo.value)
-
-
-# --------------------------------------------------------------------------------------------
-# gpu_entries
-# --------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("visible, probed, gpus_per_node, expected", [
-    pytest.param(None, None, None, None, id="nothing known gives None"),
-    pytest.param(None, 2, None, ("0", "1"), id="the probe's count numbers GPUs from 0"),
-    pytest.param(None, 0, None, (), id="a probe of 0 gives no GPUs"),
-    pytest.param(("2", "3"), 8, None, ("2", "3"),
-                 id="CUDA_VISIBLE_DEVICES wins over the probe"),
-    pytest.param((), 4, None, (), id="an empty CUDA_VISIBLE_DEVICES wins over the probe"),
-    pytest.param((UUID_A, UUID_B), None, None, (UUID_A, UUID_B),
-                 id="UUIDs in CUDA_VISIBLE_DEVICES are used as they are"),
-    pytest.param(("2", "3", "5"), None, 2, ("2", "3"),
-                 id="gpus_per_node takes that many from CUDA_VISIBLE_DEVICES"),
-    pytest.param((UUID_A, UUID_B), None, 1, (UUID_A,),
-                 id="gpus_per_node takes that many UUIDs"),
-    pytest.param(("2",), None, 2, ("0", "1"),
-                 id="gpus_per_node above what CUDA_VISIBLE_DEVICES lists numbers from 0"),
-    pytest.param(None, 8, 2, ("0", "1"), id="gpus_per_node wins over the probe"),
-    pytest.param(("2", "3"), 8, 0, (), id="gpus_per_node 0 means no GPUs"),
-    pytest.param(None, None, 3, ("0", "1", "2"), id="gpus_per_node alone numbers from 0"),
-])
-def test_gpu_entries(visible, probed, gpus_per_node, expected):
-    assert gpu_entries(visible, probed, gpus_per_node) == expected
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,3 +149,43 @@ def test_count_nvidia_smi_gives_up_after_the_timeout(tmp_path, monkeypatch):
                 pass
     assert "0.5 s" in str(excinfo.value)
     assert elapsed < 5.0
+
+
+# --------------------------------------------------------------------------------------------
+# probe_gpus: CPU-only nodes are 0 GPUs, not an error
+# --------------------------------------------------------------------------------------------
+
+def _path_without_nvidia_smi(tmp_path, monkeypatch):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+@pytest.mark.parametrize("device_files, expected", [
+    pytest.param([], (0, True), id="no nvidia-smi and no device files: CPU-only, 0 GPUs"),
+    pytest.param(["nvidiactl"], (0, True),
+                 id="nvidiactl alone is not a GPU device: still CPU-only"),
+])
+def test_probe_gpus_cpu_only_node(tmp_path, monkeypatch, device_files, expected):
+    _path_without_nvidia_smi(tmp_path, monkeypatch)
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in device_files:
+        (dev / name).write_text("")
+    assert probe_gpus(devices=str(dev / "nvidia[0-9]*")) == expected
+
+
+def test_probe_gpus_device_files_without_nvidia_smi_is_an_error(tmp_path, monkeypatch):
+    _path_without_nvidia_smi(tmp_path, monkeypatch)
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    (dev / "nvidia0").write_text("")
+    with pytest.raises(ResolutionError, match="nvidia0") as excinfo:
+        probe_gpus(devices=str(dev / "nvidia[0-9]*"))
+    assert "nvidia-smi was not found" in str(excinfo.value)
+    assert "gpus_per_node" in str(excinfo.value)
+
+
+def test_probe_gpus_counts_with_nvidia_smi_when_it_is_there(tmp_path, monkeypatch):
+    _fake_nvidia_smi(tmp_path, monkeypatch, NORMAL)
+    assert probe_gpus(devices=str(tmp_path / "no-such-dir" / "nvidia[0-9]*")) == (3, False)

@@ -1,26 +1,23 @@
-"""Placements and the layout built from them: addresses, tasks and GPUs of every rank."""
+"""Placements and the layout built from them: addresses and tasks of every rank."""
 
 from __future__ import annotations
 
 import pytest
 
 from mpi_resolver.errors import MismatchError, ResolutionError
-from mpi_resolver.layout import (build_layout, check_own_placement, runs_of, slurm_placement,
-                                 tf_placement)
+from mpi_resolver.layout import (build_layout_runs, check_own_placement, expand_runs, runs_of,
+                                 slurm_placement, tf_runs)
 
 pytestmark = pytest.mark.unit
 
-UUID_A = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"
-UUID_B = "GPU-2c6ad7e4-3a4b-4c16-9e8f-1f2d3c4b5a69"
 
-
-def _same_host(a, b):
-    """Host names compared as the resolver does on short and long names: first label only."""
-    return a.split(".")[0] == b.split(".")[0]
+def build_layout(placement, **kwargs):
+    """The layout of a per-rank placement."""
+    return build_layout_runs(runs_of(placement), **kwargs)
 
 
 # --------------------------------------------------------------------------------------------
-# tf_placement and slurm_placement
+# tf_runs and slurm_placement
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("task_configuration, expected", [
@@ -30,8 +27,8 @@ def _same_host(a, b):
     pytest.param({"b": 1, "a": 2}, ["a", "a", "b"], id="the dict's order does not matter"),
     pytest.param({"n1": 3}, ["n1", "n1", "n1"], id="one host takes every rank"),
 ])
-def test_tf_placement(task_configuration, expected):
-    assert tf_placement(task_configuration) == expected
+def test_tf_runs(task_configuration, expected):
+    assert expand_runs(tf_runs(task_configuration)) == expected
 
 
 @pytest.mark.parametrize("hosts, counts, distribution, expected", [
@@ -71,10 +68,6 @@ def test_slurm_placement(hosts, counts, distribution, expected):
 # build_layout: addresses and tasks
 # --------------------------------------------------------------------------------------------
 
-def _no_gpus(placement):
-    return {h: () for h in placement}
-
-
 @pytest.mark.parametrize("placement, port_base, addresses, local_index", [
     pytest.param(["n1", "n1", "n2", "n2"], 8888,
                  ["n1:8888", "n1:8889", "n2:8888", "n2:8889"], [0, 1, 0, 1],
@@ -85,7 +78,7 @@ def _no_gpus(placement):
     pytest.param(["n9", "n10"], 8888, ["n9:8888", "n10:8888"], [0, 0],
                  id="the placement's order is kept, not sorted"),
     pytest.param(["n10", "n9", "n9"], 8888, ["n10:8888", "n9:8888", "n9:8889"], [0, 0, 1],
-                 id="TensorFlow's placement gives TensorFlow's addresses"),
+                 id="a string-sorted placement keeps its order, ports per host"),
     pytest.param(["n2", "n2", "n1"], 1, ["n2:1", "n2:2", "n1:1"], [0, 1, 0],
                  id="an unsorted block placement counts per host"),
     pytest.param(["h1"], 65535, ["h1:65535"], [0], id="port 65535 is allowed"),
@@ -93,8 +86,7 @@ def _no_gpus(placement):
                  id="the last task may take port 65535"),
 ])
 def test_build_layout_addresses(placement, port_base, addresses, local_index):
-    layout = build_layout(placement, jobs={"worker": len(placement)}, port_base=port_base,
-                          node_gpus=_no_gpus(placement), gpus_per_task=None)
+    layout = build_layout(placement, jobs={"worker": len(placement)}, port_base=port_base)
     assert layout.addresses == addresses
     assert layout.local_index == local_index
     assert layout.cluster == {"worker": addresses}
@@ -103,7 +95,7 @@ def test_build_layout_addresses(placement, port_base, addresses, local_index):
 def test_build_layout_sorts_jobs_by_name_as_tensorflow_does():
     placement = ["n1", "n1", "n1", "n2", "n2"]
     layout = build_layout(placement, jobs={"worker": 2, "ps": 1, "evaluator": 1, "chief": 1},
-                          port_base=8888, node_gpus=_no_gpus(placement), gpus_per_task=None)
+                          port_base=8888)
     assert layout.jobs == [("chief", 0, 1), ("evaluator", 1, 1), ("ps", 2, 1), ("worker", 3, 2)]
     assert list(layout.cluster) == ["chief", "evaluator", "ps", "worker"]
     assert layout.cluster == {"chief": ["n1:8888"], "evaluator": ["n1:8889"],
@@ -119,52 +111,14 @@ def test_build_layout_sorts_jobs_by_name_as_tensorflow_does():
 ])
 def test_task_of(rank, task):
     placement = ["n1"] * 3 + ["n2"] * 3
-    layout = build_layout(placement, jobs={"worker": 3, "chief": 1, "ps": 2}, port_base=8888,
-                          node_gpus=_no_gpus(placement), gpus_per_task=None)
+    layout = build_layout(placement, jobs={"worker": 3, "chief": 1, "ps": 2}, port_base=8888)
     assert layout.task_of(rank) == task
 
 
 def test_task_of_a_rank_outside_the_job_is_an_error():
-    layout = build_layout(["n1", "n1"], jobs={"worker": 2}, port_base=8888,
-                          node_gpus={"n1": ()}, gpus_per_task=None)
+    layout = build_layout(["n1", "n1"], jobs={"worker": 2}, port_base=8888)
     with pytest.raises(ResolutionError, match="rank 2"):
         layout.task_of(2)
-
-
-# --------------------------------------------------------------------------------------------
-# build_layout: GPUs
-# --------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("placement, node_gpus, gpus_per_task, per_task, expected", [
-    pytest.param(["n1", "n1"], {"n1": ("0", "1", "2", "3")}, None, 2,
-                 [("0", "1"), ("2", "3")], id="4 GPUs and 2 tasks give 2 GPUs each"),
-    pytest.param(["n1", "n1"], {"n1": ("0", "1", "2", "3")}, 1, 1,
-                 [("0",), ("1",)], id="gpus_per_task 1 takes the first GPUs"),
-    pytest.param(["n1", "n1"], {"n1": (UUID_A, UUID_B)}, None, 1,
-                 [(UUID_A,), (UUID_B,)], id="UUIDs are sliced like indices"),
-    pytest.param(["n1", "n1"], {"n1": ("2", "3")}, None, 1,
-                 [("2",), ("3",)], id="a subset such as 2,3 is sliced, not renumbered"),
-    pytest.param(["n1", "n1"], {"n1": ()}, None, 0, [(), ()],
-                 id="no GPUs give every task an empty list"),
-    pytest.param(["n1", "n1"], {"n1": ("0",)}, None, 0, [(), ()],
-                 id="1 GPU and 2 tasks give 0 each instead of failing"),
-    pytest.param(["n1", "n1"], {"n1": ("0", "1")}, 0, 0, [(), ()],
-                 id="gpus_per_task 0 hides the GPUs"),
-    pytest.param(["n1", "n1", "n2", "n2"], {"n1": ("0", "1", "2", "3"), "n2": ("0", "1")},
-                 None, 1, [("0",), ("1",), ("0",), ("1",)],
-                 id="different GPU counts: the default is the minimum over nodes"),
-    pytest.param(["n1", "n2"], {"n1": ("4", "5", "6", "7"), "n2": (UUID_A, UUID_B)},
-                 None, 2, [("4", "5"), (UUID_A, UUID_B)],
-                 id="each node's ranks take from that node's own list"),
-    pytest.param(["h1", "h2", "h1", "h1"], {"h1": ("0", "1", "2"), "h2": ("7",)},
-                 None, 1, [("0",), ("7",), ("1",), ("2",)],
-                 id="cyclic ranks take the GPUs of their host in rank order"),
-])
-def test_build_layout_gpus(placement, node_gpus, gpus_per_task, per_task, expected):
-    layout = build_layout(placement, jobs={"worker": len(placement)}, port_base=8888,
-                          node_gpus=node_gpus, gpus_per_task=gpus_per_task)
-    assert layout.gpus_per_task == per_task
-    assert [layout.gpus_of(r) for r in range(len(placement))] == expected
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,8 +132,7 @@ def test_build_layout_gpus(placement, node_gpus, gpus_per_task, per_task, expect
 def test_build_layout_refuses_jobs_that_do_not_add_up(jobs):
     placement = ["n1", "n1", "n2", "n2"]
     with pytest.raises(ResolutionError, match="jobs") as excinfo:
-        build_layout(placement, jobs=jobs, port_base=8888, node_gpus=_no_gpus(placement),
-                     gpus_per_task=None)
+        build_layout(placement, jobs=jobs, port_base=8888)
     assert "4" in str(excinfo.value)
 
 
@@ -189,24 +142,8 @@ def test_build_layout_refuses_jobs_that_do_not_add_up(jobs):
 ])
 def test_build_layout_refuses_ports_above_65535(placement, port_base):
     with pytest.raises(ResolutionError, match="port_base") as excinfo:
-        build_layout(placement, jobs={"worker": len(placement)}, port_base=port_base,
-                     node_gpus=_no_gpus(placement), gpus_per_task=None)
+        build_layout(placement, jobs={"worker": len(placement)}, port_base=port_base)
     assert "65535" in str(excinfo.value)
-
-
-@pytest.mark.parametrize("placement, node_gpus, gpus_per_task, host", [
-    pytest.param(["gpu7", "gpu7"], {"gpu7": ("0", "1", "2", "3")}, 3, "gpu7",
-                 id="2 tasks x 3 GPUs on a node of 4"),
-    pytest.param(["n1", "n1", "n2", "n2"], {"n1": ("0", "1", "2", "3"), "n2": ("0", "1")}, 2,
-                 "n2", id="the node with too few GPUs is named"),
-    pytest.param(["cpu1"], {"cpu1": ()}, 1, "cpu1", id="1 GPU per task on a CPU-only node"),
-])
-def test_build_layout_refuses_too_many_gpus_per_task(placement, node_gpus, gpus_per_task,
-                                                     host):
-    with pytest.raises(ResolutionError, match="gpus_per_task") as excinfo:
-        build_layout(placement, jobs={"worker": len(placement)}, port_base=8888,
-                     node_gpus=node_gpus, gpus_per_task=gpus_per_task)
-    assert host in str(excinfo.value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,12 +158,13 @@ CYCLIC = ["h1", "h2", "h1", "h1"]
     pytest.param(1, "h2", (1,), id="rank 1 on h2 with the right gtids"),
     pytest.param(2, "h1", (3, 2, 0), id="gtids in another order still agree"),
     pytest.param(0, "h1.cluster", (0, 2, 3), id="a long node name is the same host"),
+    pytest.param(0, "H1", (0, 2, 3), id="node names compare without case"),
     pytest.param(0, None, None, id="nothing to check"),
     pytest.param(0, None, (5,), id="gtids without a node name are not checked"),
     pytest.param(3, "h1", None, id="a right node name without gtids"),
 ])
 def test_check_own_placement_accepts_agreeing_variables(rank, nodename, gtids):
-    assert check_own_placement(runs_of(CYCLIC), rank, nodename, gtids, _same_host) is None
+    assert check_own_placement(runs_of(CYCLIC), rank, nodename, gtids) is None
 
 
 @pytest.mark.parametrize("placement, rank, nodename, gtids, variable", [
@@ -238,7 +176,9 @@ def test_check_own_placement_accepts_agreeing_variables(rank, nodename, gtids):
                  id="block assumed but SLURM_GTIDS says cyclic"),
     pytest.param(CYCLIC, 0, "h1", (0, 1), "SLURM_GTIDS",
                  id="SLURM_GTIDS missing a rank of this node"),
+    pytest.param(["hpc.n1", "hpc.n2", "hpc.n2"], 1, "hpc.n2", (1,), "SLURM_GTIDS",
+                 id="dotted names that share a first label are two hosts"),
 ])
 def test_check_own_placement_raises_mismatch(placement, rank, nodename, gtids, variable):
     with pytest.raises(MismatchError, match=variable):
-        check_own_placement(runs_of(placement), rank, nodename, gtids, _same_host)
+        check_own_placement(runs_of(placement), rank, nodename, gtids)

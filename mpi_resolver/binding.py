@@ -1,0 +1,354 @@
+"""Which GPUs each rank gets: a node's list divided, or Slurm's per-task binding kept (pure).
+
+What a task sees (CUDA_VISIBLE_DEVICES, Slurm's GPU variables, nvidia-smi's count) is its
+*list*. Node by node:
+
+- ranks that see the same list divide it among themselves in rank order, ``per_task`` entries
+  each (TensorFlow's rule, right where every task of a node sees the node's GPUs);
+- ranks that see different lists keep their own (Slurm bound GPUs to tasks: --gpus-per-task,
+  --gpu-bind=single/map_gpu/mask_gpu/closest, --ntasks-per-gpu);
+- a list shorter than the ranks that see it stays shared: each of them keeps all of it.
+
+A rank never gets a GPU outside its own list, and never none where its list has some.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .errors import ResolutionError
+
+__all__ = ["GPU_VARIABLES", "SlurmGpus", "is_bound", "needs_probe", "task_gpus", "Share",
+           "NodeGpus", "GpuAllocation", "allocate_nodes", "allocate_uniform", "allocate_own",
+           "conflicts", "describe"]
+
+Gpus = Tuple[str, ...]
+
+#: Slurm's variables that say how it gave GPUs to this task (measured on Slurm 22.05).
+GPU_VARIABLES = {
+    "SLURMD_TRES_BIND": "how srun bound GPUs to this task: gpu:per_task:2, gpu:single:1, "
+                        "gpu:map_gpu:3,1, gpu:none ...",
+    "SLURM_GPUS_ON_NODE": "the step's GPUs on this node (also where CUDA_VISIBLE_DEVICES is "
+                          "unset)",
+    "SLURM_NTASKS_PER_TRES": "tasks that share each GPU (--ntasks-per-gpu)",
+    "SLURM_GPUS_PER_TASK": "GPUs per task of the allocation (sbatch/salloc --gpus-per-task)",
+}
+
+KINDS = ("divided", "own", "shared", "none", "unknown")
+
+
+def _count(value: Optional[str]) -> Optional[int]:
+    text = (value or "").strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
+def _gpu_bind(value: Optional[str]) -> Optional[str]:
+    """Returns the GPU part of SLURMD_TRES_BIND: 'gpu:verbose,per_task:2' -> 'per_task:2'."""
+    for part in (value or "").split("+"):
+        kind, _, rest = part.strip().partition(":")
+        if kind == "gpu":
+            rest = rest[len("verbose,"):] if rest.startswith("verbose,") else rest
+            return rest.strip() or None
+    return None
+
+
+@dataclass(frozen=True)
+class SlurmGpus:
+    """What Slurm's variables say of one task's GPUs (all None outside a GPU step)."""
+
+    bind: Optional[str] = None          # SLURMD_TRES_BIND's GPU part: 'per_task:2', 'none' ...
+    on_node: Optional[int] = None       # SLURM_GPUS_ON_NODE
+    tasks_per_gpu: Optional[int] = None  # SLURM_NTASKS_PER_TRES, or K of --gpu-bind=single:K
+    per_task: Optional[int] = None      # SLURM_GPUS_PER_TASK
+
+    @classmethod
+    def read(cls, env: Mapping[str, str]) -> "SlurmGpus":
+        """Returns what ``env``'s GPU variables say; malformed values count as unset."""
+        bind = _gpu_bind(env.get("SLURMD_TRES_BIND"))
+        per_gpu = _count(env.get("SLURM_NTASKS_PER_TRES"))
+        if per_gpu is None and bind is not None and bind.startswith("single:"):
+            per_gpu = _count(bind[len("single:"):])
+        return cls(bind, _count(env.get("SLURM_GPUS_ON_NODE")), per_gpu,
+                   _count(env.get("SLURM_GPUS_PER_TASK")))
+
+
+def is_bound(visible: Optional[Gpus], slurm: SlurmGpus) -> bool:
+    """Returns True when Slurm gave this task GPUs of its own rather than the node's list.
+
+    Slurm says so in SLURMD_TRES_BIND (any binding but ``none``); without it, a task that
+    sees fewer GPUs than the step has on its node (SLURM_GPUS_ON_NODE) was given a subset.
+    """
+    if visible is None:
+        return False
+    if slurm.bind is not None:
+        return slurm.bind != "none"
+    return slurm.on_node is not None and len(visible) < slurm.on_node
+
+
+def needs_probe(visible: Optional[Gpus], slurm: SlurmGpus, gpus_per_node: Optional[int]) -> bool:
+    """Returns True when only nvidia-smi can say how many GPUs this task's node has."""
+    return visible is None and slurm.on_node is None and gpus_per_node is None
+
+
+def task_gpus(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
+              gpus_per_node: Optional[int]) -> Optional[Gpus]:
+    """Returns the list of GPUs this task may use, or None where nothing says.
+
+    Its own CUDA_VISIBLE_DEVICES where Slurm bound GPUs to it (``gpus_per_node`` cannot widen
+    that); else ``gpus_per_node`` entries (named by CUDA_VISIBLE_DEVICES where it lists that
+    many, else 0..n-1); else CUDA_VISIBLE_DEVICES; else 0..SLURM_GPUS_ON_NODE-1; else
+    0..probed-1 (nvidia-smi's count).
+    """
+    if is_bound(visible, slurm):
+        return visible
+    if gpus_per_node is not None:
+        if visible is not None and len(visible) >= gpus_per_node:
+            return visible[:gpus_per_node]
+        return _indices(gpus_per_node)
+    if visible is not None:
+        return visible
+    if slurm.on_node is not None:
+        return _indices(slurm.on_node)
+    if probed is not None:
+        return _indices(probed)
+    return None
+
+
+def _indices(n: int) -> Gpus:
+    return tuple(str(i) for i in range(n))
+
+
+@dataclass(frozen=True)
+class Share:
+    """One list of GPUs and how the ranks that see it use it.
+
+    ``kind``: 'divided' (rank i of those that see it takes entries [i*per_task,
+    (i+1)*per_task)), 'own' (one rank sees it and keeps ``per_task`` of it), 'shared' (fewer
+    GPUs than ranks: each keeps ``per_task`` of it) or 'none' (no GPUs).
+    """
+
+    gpus: Gpus
+    kind: str
+    per_task: int
+
+    def of(self, index: int) -> Gpus:
+        """Returns the GPUs of the ``index``-th rank of those that see this list."""
+        if self.kind == "divided":
+            return self.gpus[index * self.per_task:(index + 1) * self.per_task]
+        return self.gpus[:self.per_task]
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """The GPUs of one node's ranks, by their index among the node's ranks.
+
+    ``slots`` None: one share that all the node's ranks divide (index = local index).
+    Otherwise ``slots[local index]`` is (share, index among that share's ranks), or None where
+    that rank's GPUs are unknown (Slurm-only resolution of a bound task knows only its own).
+    """
+
+    shares: Tuple[Share, ...]
+    slots: Optional[Tuple[Optional[Tuple[int, int]], ...]] = None
+
+    def at(self, index: int) -> Tuple[Optional[Gpus], str]:
+        """Returns (GPUs, kind) of the node's ``index``-th rank; (None, 'unknown') if unknown."""
+        if self.slots is None:
+            share, i = self.shares[0], index
+        else:
+            slot = self.slots[index] if 0 <= index < len(self.slots) else None
+            if slot is None:
+                return None, "unknown"
+            share, i = self.shares[slot[0]], slot[1]
+        return share.of(i), share.kind
+
+
+@dataclass(frozen=True)
+class GpuAllocation:
+    """Every rank's GPUs: ``nodes[host]``, else ``by_count[tasks[host]]`` (nodes alike)."""
+
+    nodes: Mapping[str, NodeGpus]
+    per_task: int                     # GPUs each rank of a divided list gets
+    notes: Tuple[str, ...] = ()
+    tasks: Optional[Mapping[str, int]] = None
+    by_count: Optional[Mapping[int, NodeGpus]] = None
+
+    def at(self, host: str, index: int) -> Tuple[Optional[Gpus], str]:
+        """Returns (GPUs, kind) of the ``index``-th rank on ``host`` (kind: see KINDS)."""
+        node = self.nodes.get(host)
+        if node is None and self.tasks is not None and self.by_count is not None:
+            node = self.by_count.get(self.tasks.get(host, -1))
+        if node is None:
+            return None, "unknown"
+        return node.at(index)
+
+
+def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, alone: bool,
+           explicit: bool) -> Share:
+    """Returns how ``ranks`` ranks of ``host`` that all see ``gpus`` use them.
+
+    Raises:
+      ResolutionError: an explicit gpus_per_task that the list cannot give every rank.
+    """
+    m = len(gpus)
+    if m == 0 or (explicit and per_task == 0):
+        return Share((), "none", 0)
+    if m < ranks:
+        if explicit and per_task is not None and per_task > m:
+            raise ResolutionError(
+                f"gpus_per_task={per_task}, but the {ranks} tasks on {host} that see GPUs "
+                f"{','.join(gpus)} share {m}; lower gpus_per_task (--gpus-per-task).")
+        return Share(gpus, "shared", per_task if explicit and per_task is not None else m)
+    g = per_task if explicit and per_task is not None else (per_task or m // ranks)
+    if ranks * g > m:
+        raise ResolutionError(
+            f"{ranks} tasks x gpus_per_task={g} need {ranks * g} GPUs on {host}, which has {m}"
+            f"; lower gpus_per_task (--gpus-per-task) or run fewer tasks per node.")
+    return Share(gpus, "own" if alone else "divided", g)
+
+
+def _shared_note(host: str, share: Share, ranks: int, per_gpu: Optional[int]) -> str:
+    gpus = ",".join(share.gpus)
+    if per_gpu and per_gpu > 1:
+        return (f"GPUs are shared: {ranks} tasks on {host} use GPU(s) {gpus}, "
+                f"{per_gpu} tasks per GPU as Slurm bound them (--ntasks-per-gpu / "
+                f"--gpu-bind=single:{per_gpu}).")
+    return (f"GPUs are shared: {len(share.gpus)} GPU(s) ({gpus}) on {host} for {ranks} tasks "
+            "that see them, fewer than one each, so each of those tasks uses all of them "
+            "(TensorFlow's resolver crashes here). Ask Slurm for --gpus-per-task=1, or run at "
+            "most one task per GPU, if sharing is not intended.")
+
+
+def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[int], *,
+                   tasks_per_gpu: Optional[int] = None) -> GpuAllocation:
+    """Returns every rank's GPUs from the lists all ranks reported (MPI), node by node.
+
+    ``lists[host]`` holds the list of each rank on ``host``, in rank order. Nodes whose ranks
+    all see one list divide it with one ``per_task`` for the job: ``gpus_per_task``, or the
+    smallest len(list) // ranks of those nodes (TensorFlow's gpus_per_node // tasks where
+    nodes are alike, and the same number of GPUs for every task where they are not).
+
+    Raises:
+      ResolutionError: an explicit gpus_per_task more than a list can give its ranks.
+    """
+    explicit = gpus_per_task is not None
+    groups: Dict[str, Dict[Gpus, List[int]]] = {}
+    for host, per_rank in lists.items():
+        by_list: Dict[Gpus, List[int]] = {}
+        for index, gpus in enumerate(per_rank):
+            by_list.setdefault(gpus, []).append(index)
+        groups[host] = by_list
+    if gpus_per_task is None:
+        fits = [len(g) // len(r) for by_list in groups.values() if len(by_list) == 1
+                for g, r in by_list.items() if len(g) >= len(r) > 0]
+        gpus_per_task = min(fits, default=0)
+    nodes: Dict[str, NodeGpus] = {}
+    alike: Dict[Tuple[Gpus, int], NodeGpus] = {}  # many nodes are alike: one object for them
+    notes: List[str] = []
+    for host, by_list in groups.items():
+        if len(by_list) == 1:
+            (gpus, ranks), = by_list.items()
+            key = (gpus, len(ranks))
+            if key not in alike:
+                share = _share(gpus, len(ranks), gpus_per_task, host, alone=False,
+                               explicit=explicit)
+                alike[key] = NodeGpus((share,))
+                if share.kind == "shared" and not notes:
+                    notes.append(_shared_note(host, share, len(ranks), tasks_per_gpu))
+            nodes[host] = alike[key]
+            continue
+        shares, slots = [], [None] * len(lists[host])
+        for gpus, ranks in by_list.items():
+            share = _share(gpus, len(ranks), gpus_per_task if explicit else None, host,
+                           alone=len(ranks) == 1, explicit=explicit)
+            if share.kind == "shared" and not notes:
+                notes.append(_shared_note(host, share, len(ranks), tasks_per_gpu))
+            for i, index in enumerate(ranks):
+                slots[index] = (len(shares), i)
+            shares.append(share)
+        nodes[host] = NodeGpus(tuple(shares), tuple(slots))
+    return GpuAllocation(nodes, gpus_per_task, tuple(notes))
+
+
+def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int],
+                     gpus_per_task: Optional[int]) -> GpuAllocation:
+    """Returns every rank's GPUs where every node is taken to have ``gpus`` (as TensorFlow
+    assumes when it reads Slurm's variables alone): nodes of ``tasks`` ({host: ranks})."""
+    counts = sorted(set(tasks.values()))
+    explicit = gpus_per_task is not None
+    if gpus_per_task is None:
+        gpus_per_task = min((len(gpus) // n for n in counts if len(gpus) >= n), default=0)
+    by_count: Dict[int, NodeGpus] = {}
+    notes: List[str] = []
+    for n in counts:
+        host = next(h for h, k in tasks.items() if k == n)
+        share = _share(gpus, n, gpus_per_task, host, alone=False, explicit=explicit)
+        if share.kind == "shared" and not notes:
+            notes.append(_shared_note(host, share, n, None))
+        by_count[n] = NodeGpus((share,))
+    return GpuAllocation({}, gpus_per_task, tuple(notes), tasks, by_count)
+
+
+def allocate_own(gpus: Gpus, host: str, index: int, ranks_on_host: int, slurm: SlurmGpus,
+                 gpus_per_task: Optional[int]) -> GpuAllocation:
+    """Returns this rank's own GPUs, bound by Slurm, where Slurm's variables alone are read:
+    other ranks' GPUs are unknown (their lists are theirs).
+
+    Raises:
+      ResolutionError: gpus_per_task above the number of GPUs Slurm bound to this task.
+    """
+    g = len(gpus) if gpus_per_task is None else gpus_per_task
+    if g > len(gpus):
+        raise ResolutionError(
+            f"gpus_per_task={g}, but Slurm bound {len(gpus)} GPU(s) ({','.join(gpus)}) to this "
+            f"task on {host} (SLURMD_TRES_BIND=gpu:{slurm.bind}); lower gpus_per_task "
+            "(--gpus-per-task).")
+    per_gpu = slurm.tasks_per_gpu if slurm.tasks_per_gpu and slurm.tasks_per_gpu > 1 else None
+    notes: Tuple[str, ...] = ()
+    if not gpus or g == 0:
+        share = Share((), "none", 0)
+    elif per_gpu is not None:
+        share = Share(gpus, "shared", g)
+        notes = (_shared_note(host, share, per_gpu, per_gpu),)
+    else:
+        share = Share(gpus, "own", g)
+    slots = tuple((0, 0) if i == index else None for i in range(ranks_on_host))
+    return GpuAllocation({host: NodeGpus((share,), slots)}, share.per_task, notes)
+
+
+def conflicts(lists: Mapping[str, Sequence[Tuple[int, Gpus, bool]]]
+              ) -> List[Tuple[int, int, str, Gpus, Gpus]]:
+    """Returns ranks whose lists no Slurm binding gives: on one node, a list that overlaps
+    another rank's but differs from it, where Slurm bound neither to its task.
+
+    ``lists[host]`` holds (rank, list, bound by Slurm) of each rank on ``host``. Returns
+    (rank, other rank, host, its list, the other's list), one row per such rank.
+    """
+    out = []
+    for host, per_rank in lists.items():
+        first: Dict[Gpus, Tuple[int, bool]] = {}
+        for rank, gpus, bound in per_rank:
+            if gpus in first:
+                continue
+            for other, (other_rank, other_bound) in first.items():
+                if not (bound or other_bound) and set(gpus) & set(other):
+                    out.append((rank, other_rank, host, gpus, other))
+                    break
+            first[gpus] = (rank, bound)
+    return out
+
+
+_PHRASES = {
+    "divided": "each node's GPUs divided among its tasks in rank order",
+    "own": "each task keeps the GPUs Slurm bound to it",
+    "shared": "tasks share GPUs (fewer GPUs than the tasks that see them)",
+    "none": "no GPUs",
+    "unknown": "other tasks' GPUs unknown without MPI (each keeps what Slurm bound to it)",
+}
+
+
+def describe(kinds: Sequence[str], bind: Optional[str]) -> str:
+    """Returns one line saying how the job's ranks got their GPUs (kinds as Share.kind, plus
+    'unknown'; ``bind`` as SlurmGpus.bind)."""
+    text = "; ".join(_PHRASES[k] for k in KINDS if k in kinds)
+    return text + (f" (Slurm: SLURMD_TRES_BIND=gpu:{bind})" if bind else "")
