@@ -29,19 +29,21 @@ def srun_env(rank: int, hosts: List[str], counts: List[int], placement: List[str
 
 
 def run_job(envs: List[Dict[str, str]], hosts_by_rank: List[str], rank: int,
-            mpi_size: Optional[int] = None, smi: int = 4, **kwargs):
-    """Resolves rank ``rank`` of a job whose ranks see ``envs`` and run on ``hosts_by_rank``."""
+            mpi_size: Optional[int] = None, smi: int = 4, probe=None, **kwargs):
+    """Resolves rank ``rank`` of a job whose ranks see ``envs`` and run on ``hosts_by_rank``;
+    ``probe`` stands for nvidia-smi (default: ``smi`` GPUs)."""
     opts = make_options(**kwargs)
+    probe = probe or (lambda: (smi, False))
     if mpi_size == 1:  # every task started its own MPI: each sees a world of one
         env = envs[rank]
         records = [local_record(opts, env, detect_mpi_launch(env), 0, 1, hosts_by_rank[rank],
-                                probe=lambda: (smi, False))]
+                                probe=probe)]
         mine = 0
     else:
         records = [local_record(opts, env, detect_mpi_launch(env), r, len(envs),
-                                hosts_by_rank[r], probe=lambda: (smi, False))
+                                hosts_by_rank[r], probe=probe)
                    for r, env in enumerate(envs)]
         mine = rank
     the_plan = plan(opts, envs[rank])
     return resolve(opts, envs[rank], the_plan=the_plan, exchange=lambda: (mine, records),
-                   probe=lambda: (smi, False))
+                   probe=probe)

@@ -1,0 +1,342 @@
+"""GPUs as Slurm binds them: each row is a job as srun starts it (the variables every task
+sees, measured on Slurm 22.05), resolved for every rank through MPI's records and through
+Slurm's variables alone."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import pytest
+
+from mpi_resolver.binding import (SlurmGpus, allocate_nodes, allocate_own, allocate_uniform,
+                                  conflicts, describe, is_bound, task_gpus)
+from mpi_resolver.errors import MismatchError, ResolutionError
+from mpi_resolver.options import make_options
+from mpi_resolver.resolution import plan, resolve
+from tests.unit.jobs import run_job, srun_env
+
+pytestmark = pytest.mark.unit
+
+ONE_NODE = ["node1"] * 4
+
+
+def job(cvd: Sequence[Optional[str]], placement: Sequence[str] = ONE_NODE,
+        **gpu_vars: str) -> List[Dict[str, str]]:
+    """Every task's variables: CUDA_VISIBLE_DEVICES per task (None: unset) and Slurm's GPU
+    variables (the same on every task)."""
+    hosts = list(dict.fromkeys(placement))
+    counts = [placement.count(h) for h in hosts]
+    envs = []
+    for rank, value in enumerate(cvd):
+        env = srun_env(rank, hosts, counts, list(placement), **gpu_vars)
+        if value is not None:
+            env["CUDA_VISIBLE_DEVICES"] = value
+        envs.append(env)
+    return envs
+
+
+def via_mpi(envs, placement=ONE_NODE, **kwargs) -> List[str]:
+    """CUDA_VISIBLE_DEVICES of every rank, resolved with every rank's record (srun --mpi=pmix)."""
+    return [run_job(envs, list(placement), rank=r, **kwargs).visible_devices
+            for r in range(len(envs))]
+
+
+def via_slurm(envs, probe=None, **kwargs) -> List[str]:
+    """CUDA_VISIBLE_DEVICES of every rank from its own variables alone (source='slurm')."""
+    out = []
+    for env in envs:
+        opts = make_options(source="slurm", **kwargs)
+        res = resolve(opts, env, the_plan=plan(opts, env), probe=probe or _no_probe)
+        out.append(res.visible_devices)
+    return out
+
+
+def _no_probe():
+    raise AssertionError("nvidia-smi must not run: Slurm's variables say how many GPUs")
+
+
+# --------------------------------------------------------------------------------------------
+# The issue's table: one node with 4 GPUs
+# --------------------------------------------------------------------------------------------
+
+ROWS = [
+    # (srun options, what Slurm gives each task, Slurm's GPU variables, must give: via MPI,
+    #  via Slurm's variables alone)
+    pytest.param(["0", "1", "2", "3"], dict(SLURMD_TRES_BIND="gpu:per_task:1",
+                                            SLURM_GPUS_ON_NODE="4"),
+                 ["0", "1", "2", "3"], ["0", "1", "2", "3"], id="-n4 --gpus-per-task=1"),
+    pytest.param(["0", "1", "2", "3"], dict(SLURM_GPUS_ON_NODE="4"),
+                 ["0", "1", "2", "3"], ["0", "1", "2", "3"],
+                 id="per-task lists without SLURMD_TRES_BIND: fewer than SLURM_GPUS_ON_NODE"),
+    pytest.param(["0,1", "2,3"], dict(SLURMD_TRES_BIND="gpu:per_task:2",
+                                      SLURM_GPUS_ON_NODE="4"),
+                 ["0,1", "2,3"], ["0,1", "2,3"], id="-n2 --gpus-per-task=2"),
+    pytest.param(["0", "1", "2", "3"], dict(SLURMD_TRES_BIND="gpu:single:1",
+                                            SLURM_GPUS_ON_NODE="4"),
+                 ["0", "1", "2", "3"], ["0", "1", "2", "3"],
+                 id="-n4 --gpus=4 --gpu-bind=single:1"),
+    pytest.param(["0", "0", "1", "1"], dict(SLURMD_TRES_BIND="gpu:single:2",
+                                            SLURM_NTASKS_PER_TRES="2", SLURM_GPUS_ON_NODE="2"),
+                 ["0", "0", "1", "1"], ["0", "0", "1", "1"],
+                 id="-n4 --ntasks-per-gpu=2 --gpus=2: shared"),
+    pytest.param(["3", "1"], dict(SLURMD_TRES_BIND="gpu:map_gpu:3,1", SLURM_GPUS_ON_NODE="4"),
+                 ["3", "1"], ["3", "1"], id="-n2 --gpus-per-node=4 --gpu-bind=map_gpu:3,1"),
+    pytest.param(["0,1,2,3"] * 4, dict(SLURM_GPUS_ON_NODE="4"),
+                 ["0", "1", "2", "3"], ["0", "1", "2", "3"],
+                 id="-n4 --gpus-per-node=4: the node's list divided (TensorFlow parity)"),
+    pytest.param([None] * 4, dict(SLURMD_TRES_BIND="gpu:none", SLURM_GPUS_ON_NODE="4"),
+                 ["0", "1", "2", "3"], ["0", "1", "2", "3"],
+                 id="-n4 --gpus-per-task=1 --gpu-bind=none: from SLURM_GPUS_ON_NODE"),
+    pytest.param(["2,3", "2,3", "0,1", "0,1"], dict(SLURMD_TRES_BIND="gpu:closest",
+                                                    SLURM_GPUS_ON_NODE="4"),
+                 ["2", "3", "0", "1"], ["2,3", "2,3", "0,1", "0,1"],
+                 id="--gpu-bind=closest: pairs divide theirs via MPI, keep it without"),
+    pytest.param(["0,1", "1,2"], dict(SLURMD_TRES_BIND="gpu:mask_gpu:0x3,0x6",
+                                      SLURM_GPUS_ON_NODE="3"),
+                 ["0,1", "1,2"], ["0,1", "1,2"],
+                 id="--gpu-bind=mask_gpu overlapping masks: each keeps its own"),
+    pytest.param(["0"] * 2, {}, ["0", "0"], ["0", "0"],
+                 id="one GPU for two tasks without binding: shared, not dropped"),
+    pytest.param([""] * 2, {}, ["", ""], ["", ""], id="empty CUDA_VISIBLE_DEVICES: no GPUs"),
+]
+
+
+@pytest.mark.parametrize("cvd, gpu_vars, by_mpi, by_slurm", ROWS)
+def test_issue_table_one_node(cvd, gpu_vars, by_mpi, by_slurm):
+    envs = job(cvd, ONE_NODE[:len(cvd)], **gpu_vars)
+    assert via_mpi(envs, ONE_NODE[:len(cvd)], smi=99) == by_mpi
+    assert via_slurm(envs) == by_slurm
+
+
+@pytest.mark.parametrize("cvd, gpu_vars, by_mpi, by_slurm", ROWS)
+def test_a_rank_never_gets_a_gpu_outside_its_own_list_nor_none_where_it_has_some(
+        cvd, gpu_vars, by_mpi, by_slurm):
+    for given, got in list(zip(cvd, by_mpi)) + list(zip(cvd, by_slurm)):
+        if given is None:
+            continue
+        assert set(filter(None, got.split(","))) <= set(filter(None, given.split(",")))
+        assert bool(got) == bool(given)
+
+
+@pytest.mark.parametrize("cvd, gpu_vars, fragment", [
+    pytest.param(["0", "0", "1", "1"], dict(SLURMD_TRES_BIND="gpu:single:2",
+                                            SLURM_NTASKS_PER_TRES="2"),
+                 "2 tasks per GPU", id="--ntasks-per-gpu=2 says it is Slurm's sharing"),
+    pytest.param(["0", "0"], {}, "fewer than one each", id="one GPU for two tasks"),
+])
+def test_shared_gpus_give_one_note(cvd, gpu_vars, fragment):
+    envs = job(cvd, ONE_NODE[:len(cvd)], **gpu_vars)
+    res = run_job(envs, ONE_NODE[:len(cvd)], rank=1)
+    shared = [n for n in res.notes if "shared" in n]
+    assert len(shared) == 1 and fragment in shared[0], res.notes
+    opts = make_options(source="slurm")
+    alone = resolve(opts, envs[1], the_plan=plan(opts, envs[1]), probe=_no_probe)
+    assert [n for n in alone.notes if "shared" in n], alone.notes
+
+
+def test_no_note_where_nothing_is_shared():
+    envs = job(["0", "1", "2", "3"], SLURMD_TRES_BIND="gpu:per_task:1")
+    assert not [n for n in run_job(envs, ONE_NODE, rank=0).notes if "shared" in n]
+
+
+def test_gpu_bind_none_never_runs_nvidia_smi():
+    calls = []
+
+    def probe():
+        calls.append(1)
+        return 4, False
+
+    envs = job([None] * 4, SLURMD_TRES_BIND="gpu:none", SLURM_GPUS_ON_NODE="4")
+    assert via_mpi(envs, probe=probe) == ["0", "1", "2", "3"]
+    assert via_slurm(envs, probe=probe) == ["0", "1", "2", "3"]
+    assert calls == []
+
+
+# --------------------------------------------------------------------------------------------
+# Two nodes of different GPU counts (node1 4, node2 2)
+# --------------------------------------------------------------------------------------------
+
+TWO = ["node1", "node1", "node2", "node2"]
+THREE_ONE = ["node1", "node1", "node1", "node2"]
+
+
+@pytest.mark.parametrize("placement, cvd, gpu_vars, expected", [
+    pytest.param(TWO, ["0", "1", "0", "1"], dict(SLURMD_TRES_BIND="gpu:per_task:1"),
+                 ["0", "1", "0", "1"], id="--gpus-per-task=1 on both nodes"),
+    pytest.param(TWO, ["0,1", "0,1", "0,1", "0,1"], {}, ["0", "1", "0", "1"],
+                 id="--gpus-per-node=2 on both nodes: divided"),
+    pytest.param(TWO, ["0,1,2,3", "0,1,2,3", "0,1", "0,1"], {}, ["0", "1", "0", "1"],
+                 id="each node's own list, one GPU per task for every node"),
+    pytest.param(THREE_ONE, ["0", "1", "2", "0"], dict(SLURMD_TRES_BIND="gpu:per_task:1"),
+                 ["0", "1", "2", "0"], id="-n4 --gpus-per-task=1 placed 3,1"),
+    pytest.param(THREE_ONE, ["0,1,2,3"] * 3 + ["0,1"], {}, ["0", "1", "2", "0"],
+                 id="-n4 --gpus-per-node: 3 tasks divide 4, one task gets 1 like them"),
+])
+def test_two_nodes(placement, cvd, gpu_vars, expected):
+    envs = job(cvd, placement, **gpu_vars)
+    assert via_mpi(envs, placement) == expected
+
+
+def test_slurm_alone_cannot_know_other_ranks_bound_gpus():
+    envs = job(["0,1", "2,3"], ONE_NODE[:2], SLURMD_TRES_BIND="gpu:per_task:2")
+    opts = make_options(source="slurm")
+    res = resolve(opts, envs[1], the_plan=plan(opts, envs[1]), probe=_no_probe)
+    assert res.gpus_of(1) == (("2", "3"), "own")
+    assert res.gpus_of(0) == (None, "unknown")
+
+
+# --------------------------------------------------------------------------------------------
+# Explicit arguments
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cvd, gpu_vars, kwargs, expected", [
+    pytest.param(["0,1", "2,3"], dict(SLURMD_TRES_BIND="gpu:per_task:2"),
+                 dict(gpus_per_task=1), ["0", "2"], id="gpus_per_task 1 takes the first own"),
+    pytest.param(["0,1", "2,3"], dict(SLURMD_TRES_BIND="gpu:per_task:2"),
+                 dict(gpus_per_node=8), ["0,1", "2,3"],
+                 id="gpus_per_node cannot widen a per-task binding"),
+    pytest.param(["0,1", "2,3"], dict(SLURMD_TRES_BIND="gpu:per_task:2"),
+                 dict(gpus_per_task=0), ["", ""], id="gpus_per_task 0 hides them"),
+    pytest.param(["0"] * 2, {}, dict(gpus_per_task=1), ["0", "0"],
+                 id="gpus_per_task 1 on a shared GPU keeps it shared"),
+])
+def test_explicit_arguments_with_binding(cvd, gpu_vars, kwargs, expected):
+    envs = job(cvd, ONE_NODE[:len(cvd)], **gpu_vars)
+    assert via_mpi(envs, ONE_NODE[:len(cvd)], **kwargs) == expected
+    assert via_slurm(envs, **kwargs) == expected
+
+
+def test_gpus_per_node_ignored_for_bound_tasks_says_so():
+    envs = job(["0,1", "2,3"], ONE_NODE[:2], SLURMD_TRES_BIND="gpu:per_task:2")
+    res = run_job(envs, ONE_NODE[:2], rank=0, gpus_per_node=8)
+    assert any("gpus_per_node=8 is ignored" in n and "per_task:2" in n for n in res.notes)
+
+
+@pytest.mark.parametrize("cvd, gpu_vars, gpus_per_task, fragment", [
+    pytest.param(["0,1", "2,3"], dict(SLURMD_TRES_BIND="gpu:per_task:2"), 3, "gpus_per_task=3",
+                 id="more than Slurm bound to the task"),
+    pytest.param(["0"] * 2, {}, 2, "share 1", id="more than the shared list has"),
+])
+def test_explicit_gpus_per_task_above_the_list_is_an_error(cvd, gpu_vars, gpus_per_task,
+                                                           fragment):
+    envs = job(cvd, ONE_NODE[:len(cvd)], **gpu_vars)
+    with pytest.raises(ResolutionError, match="gpus_per_task") as excinfo:
+        via_mpi(envs, ONE_NODE[:len(cvd)], gpus_per_task=gpus_per_task)
+    assert fragment in str(excinfo.value) or "gpus_per_task" in str(excinfo.value)
+    with pytest.raises(ResolutionError, match="gpus_per_task"):
+        via_slurm(envs, gpus_per_task=gpus_per_task)
+
+
+# --------------------------------------------------------------------------------------------
+# The cross-check: lists that no Slurm binding gives
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cvd, gpu_vars, agree", [
+    pytest.param(["0,1", "1,2"], {}, False, id="overlapping lists without binding: refused"),
+    pytest.param(["0,1", "1,2"], dict(SLURMD_TRES_BIND="gpu:mask_gpu:0x3,0x6"), True,
+                 id="the same lists from --gpu-bind=mask_gpu: accepted"),
+    pytest.param(["0,1", "2,3"], {}, True,
+                 id="disjoint lists without binding (a per-task wrapper): accepted"),
+    pytest.param(["0,1", "0,1"], {}, True, id="the same list on both: accepted"),
+    pytest.param(["0,1,2", "1,2"], dict(SLURM_GPUS_ON_NODE="3"), True,
+                 id="one task given fewer than the node's GPUs is bound: accepted"),
+])
+def test_check_refuses_lists_no_slurm_binding_gives(cvd, gpu_vars, agree):
+    envs = job(cvd, ONE_NODE[:2], **gpu_vars)
+    if agree:
+        run_job(envs, ONE_NODE[:2], rank=0, verify=True)
+        return
+    with pytest.raises(MismatchError) as excinfo:
+        run_job(envs, ONE_NODE[:2], rank=0, verify=True)
+    text = str(excinfo.value)
+    assert "gpus" in text and "sees 1,2; rank 0 on node1 sees 0,1" in text
+    assert "no Slurm GPU binding" in text and "--gpu-bind" in text
+    assert [(d.rank, d.check) for d in excinfo.value.rows] == [(1, "gpus")]
+
+
+# --------------------------------------------------------------------------------------------
+# The pure pieces
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("env, expected", [
+    pytest.param({}, SlurmGpus(), id="no GPU variables"),
+    pytest.param({"SLURMD_TRES_BIND": "gpu:per_task:2"}, SlurmGpus(bind="per_task:2"),
+                 id="per_task"),
+    pytest.param({"SLURMD_TRES_BIND": "gpu:verbose,map_gpu:3,1"},
+                 SlurmGpus(bind="map_gpu:3,1"), id="verbose is dropped, commas kept"),
+    pytest.param({"SLURMD_TRES_BIND": "gpu:single:2"}, SlurmGpus(bind="single:2",
+                                                                 tasks_per_gpu=2),
+                 id="single:K gives K tasks per GPU"),
+    pytest.param({"SLURMD_TRES_BIND": "gpu:single:1", "SLURM_NTASKS_PER_TRES": "3"},
+                 SlurmGpus(bind="single:1", tasks_per_gpu=3),
+                 id="SLURM_NTASKS_PER_TRES wins over single:K"),
+    pytest.param({"SLURMD_TRES_BIND": "nic:closest"}, SlurmGpus(), id="another TRES only"),
+    pytest.param({"SLURM_GPUS_ON_NODE": "4", "SLURM_GPUS_PER_TASK": "2"},
+                 SlurmGpus(on_node=4, per_task=2), id="counts"),
+    pytest.param({"SLURM_GPUS_ON_NODE": "four", "SLURM_NTASKS_PER_TRES": "-1"}, SlurmGpus(),
+                 id="malformed counts are unset"),
+])
+def test_slurm_gpus_read(env, expected):
+    assert SlurmGpus.read(env) == expected
+
+
+@pytest.mark.parametrize("visible, slurm, bound", [
+    pytest.param(None, SlurmGpus(bind="per_task:1"), False, id="nothing visible is not bound"),
+    pytest.param(("0",), SlurmGpus(bind="per_task:1"), True, id="a binding is bound"),
+    pytest.param(("0",), SlurmGpus(bind="none"), False, id="gpu-bind=none is not bound"),
+    pytest.param(("0",), SlurmGpus(on_node=2), True, id="fewer than the node's: bound"),
+    pytest.param(("0", "1"), SlurmGpus(on_node=2), False, id="as many as the node's: not"),
+    pytest.param(("0", "1"), SlurmGpus(), False, id="no Slurm variables: not bound"),
+])
+def test_is_bound(visible, slurm, bound):
+    assert is_bound(visible, slurm) is bound
+
+
+@pytest.mark.parametrize("visible, slurm, probed, gpus_per_node, expected", [
+    pytest.param(None, SlurmGpus(), None, None, None, id="nothing known gives None"),
+    pytest.param(None, SlurmGpus(), 2, None, ("0", "1"), id="nvidia-smi's count from 0"),
+    pytest.param(None, SlurmGpus(), 0, None, (), id="nvidia-smi's 0 gives no GPUs"),
+    pytest.param(("2", "3"), SlurmGpus(), 8, None, ("2", "3"),
+                 id="CUDA_VISIBLE_DEVICES wins over nvidia-smi"),
+    pytest.param((), SlurmGpus(), 4, None, (), id="an empty CUDA_VISIBLE_DEVICES wins"),
+    pytest.param(None, SlurmGpus(on_node=3), 8, None, ("0", "1", "2"),
+                 id="SLURM_GPUS_ON_NODE wins over nvidia-smi"),
+    pytest.param(("2", "3", "5"), SlurmGpus(), None, 2, ("2", "3"),
+                 id="gpus_per_node takes that many from CUDA_VISIBLE_DEVICES"),
+    pytest.param(("2",), SlurmGpus(), None, 2, ("0", "1"),
+                 id="gpus_per_node above what CUDA_VISIBLE_DEVICES lists numbers from 0"),
+    pytest.param(None, SlurmGpus(), 8, 2, ("0", "1"), id="gpus_per_node wins over nvidia-smi"),
+    pytest.param(("2", "3"), SlurmGpus(), 8, 0, (), id="gpus_per_node 0 means no GPUs"),
+    pytest.param(("3",), SlurmGpus(bind="single:1"), None, 4, ("3",),
+                 id="gpus_per_node does not widen a bound task's list"),
+])
+def test_task_gpus(visible, slurm, probed, gpus_per_node, expected):
+    assert task_gpus(visible, slurm, probed, gpus_per_node) == expected
+
+
+def test_allocate_nodes_shares_one_object_for_nodes_alike():
+    lists = {f"n{i}": [("0", "1")] * 2 for i in range(1000)}
+    gpus = allocate_nodes(lists, None)
+    assert len({id(node) for node in gpus.nodes.values()}) == 1
+    assert gpus.at("n999", 1) == (("1",), "divided")
+
+
+def test_allocate_uniform_and_own_and_describe():
+    uniform = allocate_uniform(("0", "1", "2", "3"), {"a": 2, "b": 1}, None)
+    assert uniform.per_task == 2
+    assert [uniform.at("a", 1), uniform.at("b", 0)] == [(("2", "3"), "divided"),
+                                                        (("0", "1"), "divided")]
+    own = allocate_own(("5",), "a", 1, 2, SlurmGpus(bind="single:1"), None)
+    assert [own.at("a", 0), own.at("a", 1), own.at("b", 0)] == [
+        (None, "unknown"), (("5",), "own"), (None, "unknown")]
+    assert describe(["own", "unknown"], "single:1") == (
+        "each task keeps the GPUs Slurm bound to it; other tasks' GPUs unknown without MPI "
+        "(each keeps what Slurm bound to it) (Slurm: SLURMD_TRES_BIND=gpu:single:1)")
+    assert describe(["divided"], None) == "each node's GPUs divided among its tasks in rank order"
+
+
+def test_conflicts_names_the_first_overlapping_pair_per_rank():
+    lists = {"n1": [(0, ("0", "1"), False), (1, ("1", "2"), False), (2, ("1", "2"), False),
+                    (3, ("2", "3"), False)]}
+    assert conflicts(lists) == [(1, 0, "n1", ("1", "2"), ("0", "1")),
+                                (3, 1, "n1", ("2", "3"), ("1", "2"))]

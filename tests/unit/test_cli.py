@@ -1,0 +1,79 @@
+"""The command line's reports from Slurm's variables alone (no MPI): GPUs and how they were
+given. Launches under real srun and mpirun are in tests/cluster and tests/test_mpirun.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpi_resolver import cli
+from mpi_resolver.topology import RankRecord
+
+pytestmark = pytest.mark.unit
+
+STEP = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "node1",
+        "SLURM_STEP_TASKS_PER_NODE": "2", "SLURMD_NODENAME": "node1", "SLURM_LOCALID": "0",
+        "SLURM_GTIDS": "0,1", "PATH": "/nonexistent"}
+
+
+def show(monkeypatch, capsys, env, *args):
+    """Returns (exit status, stdout) of `mpi-resolver show --source slurm ARGS` in ``env``."""
+    for key in list(__import__("os").environ):
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    status = cli.main(["show", "--source", "slurm", *args])
+    return status, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, gpus, kinds, binding", [
+    pytest.param({"CUDA_VISIBLE_DEVICES": "2,3", "SLURMD_TRES_BIND": "gpu:per_task:2"},
+                 ["2,3", "?"], ["own", "unknown"], "SLURMD_TRES_BIND=gpu:per_task:2",
+                 id="per-task binding: this rank's own, the other rank's unknown"),
+    pytest.param({"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_GPUS_ON_NODE": "4"},
+                 ["0,1", "2,3"], ["divided", "divided"], "divided among its tasks",
+                 id="the node's list divided in rank order"),
+    pytest.param({"CUDA_VISIBLE_DEVICES": "0"}, ["0", "0"], ["shared", "shared"],
+                 "tasks share GPUs", id="one GPU for two tasks: shared"),
+    pytest.param({}, ["", ""], ["none", "none"], "no GPUs", id="CPU-only node"),
+])
+def test_show_json_names_every_ranks_gpus_and_how(monkeypatch, capsys, extra, gpus, kinds,
+                                                  binding):
+    status, out = show(monkeypatch, capsys, {**STEP, **extra}, "--json")
+    report = json.loads(out)
+    assert status == 0
+    assert [r["gpus"] for r in report["ranks"]] == gpus
+    assert [r["gpu_binding"] for r in report["ranks"]] == kinds
+    assert binding in report["gpu_binding"]
+
+
+def test_show_text_has_a_gpu_line_and_column(monkeypatch, capsys):
+    env = {**STEP, "CUDA_VISIBLE_DEVICES": "0", "SLURMD_TRES_BIND": "gpu:single:1"}
+    status, out = show(monkeypatch, capsys, env)
+    assert status == 0
+    assert "GPUs: each task keeps the GPUs Slurm bound to it" in out
+    assert "SLURMD_TRES_BIND=gpu:single:1" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("0 ", "1 "))]
+    assert rows == [["0", "node1", "worker", "0", "node1:8888", "0", "own"],
+                    ["1", "node1", "worker", "1", "node1:8889", "?", "unknown"]]
+
+
+def test_show_on_a_cpu_only_node_needs_no_gpus_per_node(monkeypatch, capsys):
+    status, out = show(monkeypatch, capsys, STEP, "--json")
+    assert status == 0
+    assert any("running on CPU" in n for n in json.loads(out)["notes"])
+
+
+@pytest.mark.parametrize("record, text", [
+    pytest.param(RankRecord(0, 1, "n1", None, visible=("0", "1")), "0,1", id="its list"),
+    pytest.param(RankRecord(0, 1, "n1", None, visible=()), "''", id="an empty list"),
+    pytest.param(RankRecord(0, 1, "n1", None, gpus_on_node=4), "4 (SLURM_GPUS_ON_NODE)",
+                 id="Slurm's count"),
+    pytest.param(RankRecord(0, 1, "n1", None, probed=2), "2 (nvidia-smi)", id="nvidia-smi"),
+    pytest.param(RankRecord(0, 1, "n1", None, probed=0, cpu_only=True), "none (CPU-only)",
+                 id="CPU-only"),
+    pytest.param(RankRecord(0, 1, "n1", None), "-", id="nothing: '-'"),
+])
+def test_check_table_says_what_each_rank_saw_of_its_gpus(record, text):
+    assert cli._gpu_text(record) == text
