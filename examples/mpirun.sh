@@ -11,8 +11,9 @@
 #                 gpu-b slots=2
 #             (slots = ranks that machine takes). HOSTFILE=local runs every rank here.
 #   PYTHON    the Python with TensorFlow, mpi4py and mpi_resolver, default `python` on PATH
-#   GPUS_PER_NODE  GPUs per machine for the preflight; default: nvidia-smi counts them, and
-#             0 when this machine has no nvidia-smi (CPU-only)
+#   GPUS_PER_NODE  GPUs per machine for the preflight; default: CUDA_VISIBLE_DEVICES, else
+#             nvidia-smi counts them (a machine with neither nvidia-smi nor /dev/nvidia* is
+#             CPU-only: 0 GPUs)
 #
 # Every machine must reach the others by the names mpirun sees, and the workers' ports
 # (train.py --port-base, 8888 by default, plus each rank's index on its machine) must be free.
@@ -56,12 +57,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     --port-base | --gpus-per-node) SHOW_ARGS+=("${args[i]}" "${args[i + 1]:-}"); i=$((i + 1)) ;;
   esac
 done
-if [[ " ${SHOW_ARGS[*]-} " != *" --gpus-per-node"* ]]; then
-  if [ -n "${GPUS_PER_NODE:-}" ]; then
-    SHOW_ARGS+=(--gpus-per-node "$GPUS_PER_NODE")
-  elif [ -z "${CUDA_VISIBLE_DEVICES:-}" ] && ! command -v nvidia-smi >/dev/null 2>&1; then
-    SHOW_ARGS+=(--gpus-per-node 0)  # CPU-only: no nvidia-smi to count GPUs with
-  fi
+if [[ " ${SHOW_ARGS[*]-} " != *" --gpus-per-node"* && -n "${GPUS_PER_NODE:-}" ]]; then
+  SHOW_ARGS+=(--gpus-per-node "$GPUS_PER_NODE")
 fi
 
 # 1. What the resolver makes of this launch: the ClusterSpec and each rank's task, address and
