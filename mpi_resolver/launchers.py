@@ -11,7 +11,8 @@ from .errors import FormatError, ResolutionError
 from .hostlist import expand_hostlist, expand_tasks_per_node
 
 __all__ = ["SlurmStep", "MpiLaunch", "detect_mpi_launch", "slurm_describes_ranks",
-           "parse_int", "optional_int", "SLURM_VARS", "VARIABLES"]
+           "batch_step_view", "parse_int", "optional_int", "SLURM_VARS", "VARIABLES",
+           "MPIRUN_LAUNCHERS"]
 
 #: The Slurm variables the resolver reads, with what each holds.
 SLURM_VARS = {
@@ -27,9 +28,14 @@ SLURM_VARS = {
 
 
 #: Every environment variable mpi_resolver reads (the resolver snapshots just these).
-VARIABLES = (*SLURM_VARS, *GPU_VARIABLES, "SLURM_JOB_ID", "SLURM_STEP_ID", "CUDA_VISIBLE_DEVICES",
-             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-             "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMIX_RANK")
+VARIABLES = (*SLURM_VARS, *GPU_VARIABLES, "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NTASKS",
+             "CUDA_VISIBLE_DEVICES", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+             "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_ID",
+             "MPI_LOCALRANKID", "PMIX_RANK")
+
+#: Launchers of their own (mpirun/mpiexec): inside a Slurm allocation their ranks inherit the
+#: Slurm variables of the launcher daemons that srun started, not ones that describe the ranks.
+MPIRUN_LAUNCHERS = ("openmpi", "hydra", "mvapich")
 
 
 def parse_int(value: Optional[str], *, name: str, minimum: int = 0,
@@ -133,9 +139,8 @@ class SlurmStep:
 class MpiLaunch:
     """The MPI launcher recognised from this process's variables."""
 
-    name: Optional[str]          # 'openmpi', 'hydra', 'pmix', 'pmi2' or None
+    name: Optional[str]          # 'openmpi', 'hydra', 'mvapich', 'pmix', 'pmi2' or None
     rank: Optional[int]          # the launcher's rank variable, when it has one
-    size: Optional[int]          # the launcher's size variable, when it has one
     local_rank: Optional[int]    # this process's index on its node, when the launcher says
 
     @property
@@ -155,33 +160,65 @@ def optional_int(env: Mapping[str, str], name: str) -> Optional[int]:
 def detect_mpi_launch(env: Mapping[str, str]) -> MpiLaunch:
     """Returns the MPI launcher that started this process, from its variables.
 
-    Open MPI's mpirun sets OMPI_COMM_WORLD_*; MPICH's and Intel MPI's Hydra set PMI_RANK,
-    PMI_SIZE and MPI_LOCALRANKID; ``srun --mpi=pmix`` sets PMIX_RANK; ``srun --mpi=pmi2`` sets
-    PMI_RANK and PMI_SIZE. ``srun --mpi=none`` sets none of them.
+    Open MPI's mpirun sets OMPI_COMM_WORLD_*; MVAPICH's mpirun_rsh MV2_COMM_WORLD_*; MPICH's
+    and Intel MPI's Hydra set PMI_RANK (older PMI: PMI_ID) and MPI_LOCALRANKID;
+    ``srun --mpi=pmix`` sets PMIX_RANK; ``srun --mpi=pmi2`` sets PMI_RANK. ``srun --mpi=none``
+    sets none of them.
     """
     if "OMPI_COMM_WORLD_RANK" in env:
         return MpiLaunch("openmpi", optional_int(env, "OMPI_COMM_WORLD_RANK"),
-                         optional_int(env, "OMPI_COMM_WORLD_SIZE"),
                          optional_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"))
-    if "PMI_RANK" in env and "MPI_LOCALRANKID" in env:
-        return MpiLaunch("hydra", optional_int(env, "PMI_RANK"), optional_int(env, "PMI_SIZE"),
+    if "MV2_COMM_WORLD_RANK" in env:
+        return MpiLaunch("mvapich", optional_int(env, "MV2_COMM_WORLD_RANK"),
+                         optional_int(env, "MV2_COMM_WORLD_LOCAL_RANK"))
+    pmi_rank = "PMI_RANK" if "PMI_RANK" in env else "PMI_ID" if "PMI_ID" in env else None
+    if pmi_rank is not None and "MPI_LOCALRANKID" in env:
+        return MpiLaunch("hydra", optional_int(env, pmi_rank),
                          optional_int(env, "MPI_LOCALRANKID"))
     slurm_local = optional_int(env, "SLURM_LOCALID")
     if "PMIX_RANK" in env:
-        return MpiLaunch("pmix", optional_int(env, "PMIX_RANK"), None, slurm_local)
-    if "PMI_RANK" in env:
-        return MpiLaunch("pmi2", optional_int(env, "PMI_RANK"), optional_int(env, "PMI_SIZE"),
-                         slurm_local)
-    return MpiLaunch(None, None, None, None)
+        return MpiLaunch("pmix", optional_int(env, "PMIX_RANK"), slurm_local)
+    if pmi_rank is not None:
+        return MpiLaunch("pmi2", optional_int(env, pmi_rank), slurm_local)
+    return MpiLaunch(None, None, None)
 
 
 def slurm_describes_ranks(env: Mapping[str, str], launch: MpiLaunch) -> bool:
     """Returns True when Slurm's step variables describe this process's MPI rank.
 
-    False outside a step, and under an mpirun/mpiexec (Open MPI, Hydra) started inside an
-    allocation: there every rank inherits SLURM_PROCID and SLURM_STEP_NUM_TASKS of the
-    launcher daemon that srun started on its node.
+    False outside a step, and under an mpirun/mpiexec (Open MPI, Hydra, MVAPICH) started
+    inside an allocation: there every rank inherits SLURM_PROCID and SLURM_STEP_NUM_TASKS of
+    the launcher daemon that srun started on its node.
     """
     if not SlurmStep.present(env):
         return False
-    return launch.name not in ("openmpi", "hydra")
+    return launch.name not in MPIRUN_LAUNCHERS
+
+
+def batch_step_view(env: Mapping[str, str]) -> Tuple[Mapping[str, str], Optional[str]]:
+    """Returns (the variables to resolve from, a note) for the batch step of an sbatch job.
+
+    The batch step is the job script itself (``python train.py`` without srun): SLURM_PROCID
+    is 0 but no SLURM_STEP_* variable is set, and SLURM_NTASKS is the whole job's. With one
+    task that is the job: resolved as one task on SLURMD_NODENAME, with a note. Elsewhere
+    ``env`` and None.
+
+    Raises:
+      ResolutionError: a batch step of a job of more than one task (they are not running).
+    """
+    if not SlurmStep.present(env) or "SLURM_JOB_ID" not in env or any(
+            k in env for k in ("SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST")):
+        return env, None
+    tasks = optional_int(env, "SLURM_NTASKS")
+    node = env.get("SLURMD_NODENAME")
+    if tasks not in (None, 1) or not node:
+        raise ResolutionError(
+            f"this is the batch step of Slurm job {env['SLURM_JOB_ID']} (SLURM_PROCID is set "
+            f"but no SLURM_STEP_* variable): the job script itself, started once, not the "
+            f"job's SLURM_NTASKS={env.get('SLURM_NTASKS', '?')} tasks. Start training with "
+            "srun inside the script (`srun --mpi=pmix python train.py`; with MPICH or Intel "
+            "MPI, `srun --mpi=pmi2`).")
+    view = dict(env, SLURM_STEP_NUM_TASKS="1", SLURM_STEP_NODELIST=node,
+                SLURM_STEP_TASKS_PER_NODE="1")
+    return view, (f"the batch step of Slurm job {env['SLURM_JOB_ID']} (python without srun): "
+                  f"resolved as one task on {node}; start more with srun.")

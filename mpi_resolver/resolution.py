@@ -15,7 +15,8 @@ from .errors import FormatError, MismatchError, ResolutionError
 from .gpus import parse_visible_devices, probe_gpus
 from .hostlist import check_host_name
 from .hosts import HostIndex
-from .launchers import MpiLaunch, SlurmStep, detect_mpi_launch, slurm_describes_ranks
+from .launchers import (MpiLaunch, SlurmStep, batch_step_view, detect_mpi_launch,
+                        slurm_describes_ranks)
 from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
                      expand_runs, runs_of, slurm_runs, tf_runs)
 from .options import Options
@@ -45,13 +46,15 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
     """Returns the sources to use.
 
     Raises:
-      ResolutionError: source='mpi' or verify=True where MPI cannot be started safely, or
-        verify=True where there is no Slurm step to check.
+      ResolutionError: source='mpi' or verify=True where MPI cannot be started safely,
+        verify=True where there is no Slurm step to check, or the batch step of a job of
+        several tasks (see launchers.batch_step_view).
     """
+    env, batch_note = batch_step_view(env)
     launch = detect_mpi_launch(env)
     in_step = SlurmStep.present(env)
     slurm_ranks = slurm_describes_ranks(env, launch)
-    notes: List[str] = []
+    notes: List[str] = [batch_note] if batch_note else []
     # MPI may be started unless this is a Slurm task without MPI wiring (srun --mpi=none):
     # there MPI_Init can abort the process or start a silent world of one.
     mpi_ok = opts.source != "slurm" and (have_comm or mpi_running or launch.wired or
@@ -86,7 +89,7 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
         verify = True
     elif opts.verify == "auto":
         verify = slurm_ranks and mpi_ok
-        if slurm_ranks and not mpi_ok and opts.source != "slurm":
+        if slurm_ranks and not mpi_ok and opts.source != "slurm" and not batch_note:
             notes.append(
                 "Slurm step without MPI wiring (no PMIX_RANK or PMI_RANK): the cross-check of "
                 "Slurm against MPI is skipped. Launch with `srun --mpi=pmix` to enable it, or "
@@ -177,6 +180,7 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
       ResolutionError, FormatError, MismatchError: with the variable or argument and the fix.
     """
     notes = list(the_plan.notes)
+    env, _ = batch_step_view(env)  # plan() noted it
     step = SlurmStep(env) if SlurmStep.present(env) else None
     rank, records = _exchanged(the_plan, exchange, step)
     if the_plan.use_slurm:

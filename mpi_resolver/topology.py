@@ -9,7 +9,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from .binding import SlurmGpus, conflicts, is_bound
 from .errors import FormatError, ResolutionError
 from .hosts import same_host
-from .launchers import MpiLaunch, SlurmStep, slurm_describes_ranks
+from .launchers import MPIRUN_LAUNCHERS, MpiLaunch, SlurmStep, slurm_describes_ranks
 from .layout import slurm_placement
 
 __all__ = ["RankRecord", "Difference", "compare", "likely_cause", "format_table", "make_record"]
@@ -156,7 +156,7 @@ def likely_cause(records: Sequence[RankRecord], diffs: Sequence[Difference],
                 "tasks: each task started its own MPI. This is `srun` without `--mpi=pmix` "
                 "(or an MPI that does not speak the step's PMI). Fix: `srun --mpi=pmix ...` "
                 "(see `srun --mpi=list`), or MpiDefault=pmix in slurm.conf.")
-    if launchers & {"openmpi", "hydra"} and records[0].procid is not None:
+    if launchers & set(MPIRUN_LAUNCHERS) and records[0].procid is not None:
         return ("mpirun/mpiexec was started inside a Slurm allocation (salloc or sbatch): "
                 "every rank inherits SLURM_PROCID and SLURM_STEP_NUM_TASKS of the launcher "
                 "daemon srun started on its node, so Slurm's variables describe the daemons, "

@@ -7,8 +7,10 @@ import re
 import pytest
 
 from mpi_resolver.errors import FormatError, ResolutionError
-from mpi_resolver.launchers import (MpiLaunch, SlurmStep, detect_mpi_launch, parse_int,
-                                    slurm_describes_ranks)
+from mpi_resolver.launchers import (MpiLaunch, SlurmStep, batch_step_view, detect_mpi_launch,
+                                    parse_int, slurm_describes_ranks)
+from mpi_resolver.options import make_options
+from mpi_resolver.resolution import plan, resolve
 
 pytestmark = pytest.mark.unit
 
@@ -38,6 +40,8 @@ HYDRA = {"PMI_RANK": "2", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0"}
 SRUN_PMIX = {**SLURM_TASK, "PMIX_RANK": "2", "PMIX_NAMESPACE": "slurm.pmix.42.0"}
 SRUN_PMI2 = {**SLURM_TASK, "PMI_RANK": "2", "PMI_SIZE": "4", "PMI_FD": "5"}
 SRUN_NONE = dict(SLURM_TASK)
+MVAPICH = {"MV2_COMM_WORLD_RANK": "5", "MV2_COMM_WORLD_SIZE": "8",
+           "MV2_COMM_WORLD_LOCAL_RANK": "1"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -45,28 +49,33 @@ SRUN_NONE = dict(SLURM_TASK)
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("env, expected", [
-    pytest.param(OPEN_MPI, MpiLaunch("openmpi", 3, 4, 1),
+    pytest.param(OPEN_MPI, MpiLaunch("openmpi", 3, 1),
                  id="Open MPI's mpirun is recognised by OMPI_COMM_WORLD_*"),
-    pytest.param({**OPEN_MPI, "PMIX_RANK": "3"}, MpiLaunch("openmpi", 3, 4, 1),
+    pytest.param({**OPEN_MPI, "PMIX_RANK": "3"}, MpiLaunch("openmpi", 3, 1),
                  id="Open MPI 5's mpirun also sets PMIX_RANK and is still openmpi"),
-    pytest.param({**SALLOC_DAEMON, **OPEN_MPI}, MpiLaunch("openmpi", 3, 4, 1),
+    pytest.param({**SALLOC_DAEMON, **OPEN_MPI}, MpiLaunch("openmpi", 3, 1),
                  id="Open MPI inside an allocation reads OMPI's rank, not SLURM_PROCID"),
-    pytest.param(HYDRA, MpiLaunch("hydra", 2, 4, 0),
+    pytest.param(HYDRA, MpiLaunch("hydra", 2, 0),
                  id="Hydra (MPICH, Intel MPI) is recognised by PMI_RANK and MPI_LOCALRANKID"),
-    pytest.param({**SALLOC_DAEMON, **HYDRA}, MpiLaunch("hydra", 2, 4, 0),
+    pytest.param({**SALLOC_DAEMON, **HYDRA}, MpiLaunch("hydra", 2, 0),
                  id="Hydra inside an allocation is still hydra"),
-    pytest.param(SRUN_PMIX, MpiLaunch("pmix", 2, None, 2),
+    pytest.param(SRUN_PMIX, MpiLaunch("pmix", 2, 2),
                  id="srun --mpi=pmix gives PMIX_RANK and SLURM_LOCALID"),
-    pytest.param(SRUN_PMI2, MpiLaunch("pmi2", 2, 4, 2),
+    pytest.param(SRUN_PMI2, MpiLaunch("pmi2", 2, 2),
                  id="srun --mpi=pmi2 gives PMI_RANK, PMI_SIZE and SLURM_LOCALID"),
-    pytest.param(SRUN_NONE, MpiLaunch(None, None, None, None),
+    pytest.param(SRUN_NONE, MpiLaunch(None, None, None),
                  id="srun --mpi=none gives no launcher"),
-    pytest.param({}, MpiLaunch(None, None, None, None), id="an empty environment is no launcher"),
+    pytest.param({}, MpiLaunch(None, None, None), id="an empty environment is no launcher"),
+    pytest.param(MVAPICH, MpiLaunch("mvapich", 5, 1), id="MVAPICH's mpirun_rsh"),
+    pytest.param({"PMI_ID": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1"},
+                 MpiLaunch("hydra", 3, 1), id="older Hydra's PMI_ID with MPI_LOCALRANKID"),
+    pytest.param({**SLURM_TASK, "PMI_ID": "2"}, MpiLaunch("pmi2", 2, 2),
+                 id="PMI_ID under srun: PMI wired by Slurm"),
     pytest.param({"OMPI_COMM_WORLD_RANK": "x", "OMPI_COMM_WORLD_SIZE": "",
                   "OMPI_COMM_WORLD_LOCAL_RANK": "-1"},
-                 MpiLaunch("openmpi", None, None, None),
+                 MpiLaunch("openmpi", None, None),
                  id="unreadable numbers become None instead of failing detection"),
-    pytest.param({"PMIX_RANK": " 5 "}, MpiLaunch("pmix", 5, None, None),
+    pytest.param({"PMIX_RANK": " 5 "}, MpiLaunch("pmix", 5, None),
                  id="spaces around a number are ignored"),
 ])
 def test_detect_mpi_launch(env, expected):
@@ -85,14 +94,14 @@ def test_wired_says_whether_mpi_can_connect(env, wired):
     assert detect_mpi_launch(env).wired is wired
 
 
-@pytest.mark.parametrize("env", [
-    pytest.param({"OMPI_COMM_WORLD_RANK": "²"}, id="a superscript two as Open MPI's rank"),
-    pytest.param({"PMIX_RANK": "0", "SLURM_LOCALID": "²"},
+@pytest.mark.parametrize("env, expected", [
+    pytest.param({"OMPI_COMM_WORLD_RANK": "²", "OMPI_COMM_WORLD_LOCAL_RANK": "1"},
+                 MpiLaunch("openmpi", None, 1), id="a superscript two as Open MPI's rank"),
+    pytest.param({"PMIX_RANK": "0", "SLURM_LOCALID": "²"}, MpiLaunch("pmix", 0, None),
                  id="a superscript two as SLURM_LOCALID"),
 ])
-def test_detect_mpi_launch_treats_non_decimal_digits_as_unreadable(env):
-    launch = detect_mpi_launch(env)
-    assert None in (launch.rank, launch.local_rank)
+def test_detect_mpi_launch_treats_non_decimal_digits_as_unreadable(env, expected):
+    assert detect_mpi_launch(env) == expected
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,6 +116,8 @@ def test_detect_mpi_launch_treats_non_decimal_digits_as_unreadable(env):
                  id="Open MPI's mpirun inside an allocation: Slurm describes the daemons"),
     pytest.param({**SALLOC_DAEMON, **HYDRA}, False,
                  id="Hydra inside an allocation: Slurm describes the daemons"),
+    pytest.param({**SALLOC_DAEMON, **MVAPICH}, False,
+                 id="MVAPICH's mpirun_rsh inside an allocation: Slurm describes the daemons"),
     pytest.param(OPEN_MPI, False, id="Open MPI outside Slurm: no step at all"),
     pytest.param(HYDRA, False, id="Hydra outside Slurm: no step at all"),
     pytest.param({}, False, id="a plain process outside Slurm"),
@@ -316,3 +327,48 @@ def test_every_variable_the_package_reads_is_in_VARIABLES():
     names = set(re.findall(r'"((?:SLURMD?|OMPI|PMIX?|MPI|CUDA)_[A-Z_]+)"', source))
     names.discard("SLURM_VARS")  # the name of a table, not a variable
     assert names and names <= set(VARIABLES), sorted(names - set(VARIABLES))
+
+
+# --------------------------------------------------------------------------------------------
+# The batch step of an sbatch job (the script itself, measured: no SLURM_STEP_* variables)
+# --------------------------------------------------------------------------------------------
+
+BATCH = {"SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NTASKS": "4",
+         "SLURM_NODELIST": "node[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)",
+         "SLURMD_NODENAME": "node1", "SLURM_GTIDS": "0"}
+
+
+@pytest.mark.parametrize("env", [
+    pytest.param(BATCH, id="sbatch -N2 --ntasks-per-node=2, python without srun"),
+    pytest.param(dict(BATCH, SLURMD_NODENAME=""), id="no node name either"),
+])
+def test_batch_step_of_several_tasks_is_a_clear_error(env):
+    for source in ("auto", "slurm"):
+        with pytest.raises(ResolutionError) as excinfo:
+            plan(make_options(source=source), env)
+        text = str(excinfo.value)
+        assert "batch step of Slurm job 7" in text and "SLURM_NTASKS=4" in text
+        assert "srun --mpi=pmix python train.py" in text and "--mpi=pmi2" in text
+
+
+@pytest.mark.parametrize("ntasks", [pytest.param("1", id="SLURM_NTASKS=1"),
+                                    pytest.param(None, id="SLURM_NTASKS unset")])
+def test_batch_step_of_one_task_resolves_as_one_task_with_a_note(ntasks):
+    env = {k: v for k, v in BATCH.items() if k != "SLURM_NTASKS"}
+    if ntasks:
+        env["SLURM_NTASKS"] = ntasks
+    opts = make_options(gpus_per_node=0)
+    the_plan = plan(opts, env)
+    res = resolve(opts, env, the_plan=the_plan)
+    assert res.cluster() == {"worker": ["node1:8888"]} and res.task == ("worker", 0)
+    assert res.notes == ["the batch step of Slurm job 7 (python without srun): resolved as "
+                         "one task on node1; start more with srun."]
+
+
+@pytest.mark.parametrize("env", [
+    pytest.param(SLURM_TASK, id="a task of srun"),
+    pytest.param(SALLOC_DAEMON, id="mpirun's daemons inside salloc (a step of their own)"),
+    pytest.param({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}, id="salloc's shell: no PROCID"),
+])
+def test_batch_step_view_leaves_other_processes_alone(env):
+    assert batch_step_view(env) == (env, None)
