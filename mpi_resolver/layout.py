@@ -11,13 +11,13 @@ Which GPUs each rank gets is binding.py's business.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import MismatchError, ResolutionError
 from .hosts import same_host
 
 __all__ = ["Runs", "tf_runs", "slurm_runs", "slurm_placement", "Layout", "build_layout_runs",
-           "assign_jobs", "count_per_host", "count_runs", "expand_runs", "runs_of",
+           "assign_jobs", "count_per_host", "count_runs", "expand_runs", "runs_of", "run_offsets",
            "check_own_placement"]
 
 
@@ -81,6 +81,15 @@ def slurm_placement(hosts: Sequence[str], counts: Sequence[int],
     return None if runs is None else expand_runs(runs)
 
 
+def run_offsets(runs: Runs) -> Iterator[Tuple[str, int, int]]:
+    """Yields (host, ranks in the run, index of its first rank among that host's ranks)."""
+    seen: Dict[str, int] = {}
+    for host, n in runs:
+        first = seen.get(host, 0)
+        yield host, n, first
+        seen[host] = first + n
+
+
 def count_per_host(placement: Sequence[str]) -> Dict[str, int]:
     """Returns {host: number of ranks on it}, hosts in order of first appearance."""
     return count_runs(runs_of(placement))
@@ -135,22 +144,17 @@ class Layout:
     @property
     def local_index(self) -> List[int]:
         """Returns every rank's index among the ranks on its host."""
-        seen: Dict[str, int] = {}
         out: List[int] = []
-        for host, n in self.runs:
-            first = seen.get(host, 0)
+        for _, n, first in run_offsets(self.runs):
             out.extend(range(first, first + n))
-            seen[host] = first + n
         return out
 
     def host_of(self, rank: int) -> Tuple[str, int]:
         """Returns (host, index among the ranks on that host) of ``rank``."""
-        seen: Dict[str, int] = {}
         start = 0
-        for host, n in self.runs:
+        for host, n, first in run_offsets(self.runs):
             if rank < start + n:
-                return host, seen.get(host, 0) + rank - start
-            seen[host] = seen.get(host, 0) + n
+                return host, first + rank - start
             start += n
         raise ResolutionError(f"rank {rank} is outside the job's {start} tasks.")
 
@@ -182,11 +186,8 @@ def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int) ->
         for host, n in runs:
             addresses += [host + s for s in suffixes[:n]]
     else:
-        seen: Dict[str, int] = {}
-        for host, n in runs:
-            first = seen.get(host, 0)
+        for host, n, first in run_offsets(runs):
             addresses += [host + s for s in suffixes[first:first + n]]
-            seen[host] = first + n
     return Layout(runs, port_base, job_slices, addresses, tasks)
 
 

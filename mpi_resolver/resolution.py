@@ -151,18 +151,29 @@ class Resolution:
         return {"cluster": self.cluster(), "task": {"type": task_type, "index": task_id}}
 
 
+def _discover(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: bool
+              ) -> Tuple[Optional[Tuple[str, ...]], SlurmGpus, Optional[int], bool]:
+    """Returns what this task finds out about its GPUs: (CUDA_VISIBLE_DEVICES entries, Slurm's
+    GPU variables, nvidia-smi's count, CPU-only); nvidia-smi runs only where ``may_probe`` and
+    neither CUDA_VISIBLE_DEVICES nor Slurm nor gpus_per_node says."""
+    visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+    slurm = SlurmGpus.read(env)
+    probed, cpu_only = None, False
+    if may_probe and needs_probe(visible, slurm, opts.gpus_per_node):
+        probed, cpu_only = probe()
+    return visible, slurm, probed, cpu_only
+
+
 def local_record(opts: Options, env: Mapping[str, str], launch: MpiLaunch, rank: int,
                  size: int, host: str, probe: Probe = probe_gpus) -> RankRecord:
-    """Returns this rank's record; nvidia-smi runs only on the node's first local rank, and
-    only where neither CUDA_VISIBLE_DEVICES nor Slurm nor gpus_per_node says."""
+    """Returns this rank's record; nvidia-smi runs only on the node's first local rank. An
+    error is carried in the record, so that every rank raises it."""
     error = None
     visible = probed = None
     cpu_only = False
     try:
-        visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
-        if needs_probe(visible, SlurmGpus.read(env), opts.gpus_per_node) and \
-                launch.local_rank in (0, None):
-            probed, cpu_only = probe()
+        visible, _, probed, cpu_only = _discover(opts, env, probe,
+                                                 launch.local_rank in (0, None))
     except ResolutionError as e:
         error = str(e)
     return make_record(rank, size, host, env, launch, visible, probed, error, cpu_only)
@@ -361,8 +372,7 @@ def _gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank
     """Returns the GPUs from this task's own variables (no MPI): its own list where Slurm
     bound GPUs to it, else its node's list, which every node is taken to have (as
     TensorFlow does)."""
-    visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
-    slurm = SlurmGpus.read(env)
+    visible, slurm, probed, cpu_only = _discover(opts, env, probe, True)
     host, index = layout.host_of(rank)
     if is_bound(visible, slurm):
         assert visible is not None  # is_bound says so
@@ -372,8 +382,6 @@ def _gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank
             return GpuAllocation(gpus.nodes, gpus.per_task,
                                  gpus.notes + (_ignored_note(opts.gpus_per_node, slurm.bind),))
         return gpus
-    probed, cpu_only = probe() if needs_probe(visible, slurm, opts.gpus_per_node) else (None,
-                                                                                       False)
     own = task_gpus(visible, slurm, probed, opts.gpus_per_node) or ()
     gpus = allocate_uniform(own, layout.tasks_per_host, opts.gpus_per_task)
     if cpu_only:
