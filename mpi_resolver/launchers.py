@@ -12,7 +12,7 @@ from .hostlist import expand_hostlist, expand_tasks_per_node
 
 __all__ = ["SlurmStep", "MpiLaunch", "detect_mpi_launch", "slurm_describes_ranks",
            "batch_step_view", "parse_int", "optional_int", "SLURM_VARS", "VARIABLES",
-           "MPIRUN_LAUNCHERS"]
+           "MPIRUN_LAUNCHERS", "srun_advice", "placement_fix"]
 
 #: The Slurm variables the resolver reads, with what each holds.
 SLURM_VARS = {
@@ -59,8 +59,26 @@ def parse_int(value: Optional[str], *, name: str, minimum: int = 0,
     return number
 
 
+def srun_advice(launcher: Optional[str]) -> str:
+    """Returns the srun launch that wires the MPI in use to a Slurm step: PMIx for Open MPI
+    (Debian's), PMI-2 for MPICH, Intel MPI and MVAPICH (they abort in MPI_Init under PMIx);
+    both, where the launcher does not tell (``srun --mpi=none``, no MPI yet)."""
+    if launcher in ("pmix", "openmpi"):
+        return "`srun --mpi=pmix`"
+    if launcher in ("pmi2", "hydra", "mvapich"):
+        return "`srun --mpi=pmi2`"
+    return "`srun --mpi=pmix` (Open MPI; `srun --mpi=pmi2` for MPICH, Intel MPI, MVAPICH)"
+
+
+def placement_fix(launcher: Optional[str]) -> str:
+    """Returns the fix where Slurm's variables cannot say on which node each rank runs."""
+    return (f"Launch with {srun_advice(launcher)} so that mpi_resolver learns placement from "
+            "MPI (source='auto'), or use --distribution=block.")
+
+
 _NOT_IN_STEP = ("Is this process a task of a Slurm step (started by srun)? Under sbatch or "
-                "salloc, start it with `srun --mpi=pmix ...`, or use source='mpi' under mpirun.")
+                f"salloc, start it with {srun_advice(None)}, or use source='mpi' under "
+                "mpirun.")
 
 
 @dataclass(frozen=True)
@@ -216,7 +234,7 @@ def batch_step_view(env: Mapping[str, str]) -> Tuple[Mapping[str, str], Optional
             f"this is the batch step of Slurm job {env['SLURM_JOB_ID']} (SLURM_PROCID is set "
             f"but no SLURM_STEP_* variable): the job script itself, started once, not the "
             f"job's SLURM_NTASKS={env.get('SLURM_NTASKS', '?')} tasks. Start training with "
-            "srun inside the script (`srun --mpi=pmix python train.py`; with MPICH or Intel "
+            "srun inside the script: `srun --mpi=pmix python train.py` (with MPICH or Intel "
             "MPI, `srun --mpi=pmi2`).")
     view = dict(env, SLURM_STEP_NUM_TASKS="1", SLURM_STEP_NODELIST=node,
                 SLURM_STEP_TASKS_PER_NODE="1")

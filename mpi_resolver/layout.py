@@ -192,10 +192,10 @@ def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int) ->
 
 
 def check_own_placement(runs: Runs, rank: int, nodename: Optional[str],
-                        gtids: Optional[Sequence[int]]) -> None:
+                        gtids: Optional[Sequence[int]], fix: str) -> None:
     """Raises MismatchError when this rank's own Slurm variables contradict ``runs``.
 
-    ``nodename`` is SLURMD_NODENAME, ``gtids`` SLURM_GTIDS.
+    ``nodename`` is SLURMD_NODENAME, ``gtids`` SLURM_GTIDS; ``fix`` ends the message.
     """
     if nodename is None:
         return
@@ -212,11 +212,8 @@ def check_own_placement(runs: Runs, rank: int, nodename: Optional[str],
         raise MismatchError(
             f"Slurm's step variables place rank {rank} on {mine} but "
             f"SLURMD_NODENAME={nodename}: the addresses would point at hosts where ranks do "
-            "not run. Launch with `srun --mpi=pmix` so that mpi_resolver learns placement "
-            "from MPI (source='auto'), or use --distribution=block.")
+            f"not run. {fix}")
     if gtids is not None and tuple(sorted(gtids)) != tuple(on_node):
         raise MismatchError(
             f"SLURM_GTIDS={','.join(map(str, gtids))} on {nodename}, but the step "
-            f"variables place ranks {','.join(map(str, on_node))} there. Launch with "
-            "`srun --mpi=pmix` so that mpi_resolver learns placement from MPI "
-            "(source='auto'), or use --distribution=block.")
+            f"variables place ranks {','.join(map(str, on_node))} there. {fix}")

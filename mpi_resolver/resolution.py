@@ -16,7 +16,7 @@ from .gpus import parse_visible_devices, probe_gpus
 from .hostlist import check_host_name
 from .hosts import HostIndex
 from .launchers import (MpiLaunch, SlurmStep, batch_step_view, detect_mpi_launch,
-                        slurm_describes_ranks)
+                        placement_fix, slurm_describes_ranks, srun_advice)
 from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
                      expand_runs, runs_of, slurm_runs, tf_runs)
 from .options import Options
@@ -67,7 +67,7 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
             raise ResolutionError(
                 "source='mpi', but this process is a Slurm task without MPI wiring (no "
                 "PMIX_RANK, PMI_RANK or OMPI_COMM_WORLD_RANK): starting MPI here would give "
-                "each task a world of its own. Launch with `srun --mpi=pmix`, or use "
+                f"each task a world of its own. Launch with {srun_advice(launch.name)}, or use "
                 "source='slurm'.")
     else:
         use_slurm = slurm_ranks
@@ -79,21 +79,21 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
         if not in_step:
             raise ResolutionError(
                 "verify=True: there is no Slurm step to check against MPI (SLURM_PROCID is "
-                "not set). Run under `srun --mpi=pmix`, or use verify='auto'.")
+                f"not set). Run under {srun_advice(launch.name)}, or use verify='auto'.")
         if not mpi_ok:
             why = ("source='slurm' never starts MPI" if opts.source == "slurm" else
                    "this Slurm task has no MPI wiring (srun --mpi=none?)")
             raise ResolutionError(
-                f"verify=True needs MPI, but {why}. Launch with `srun --mpi=pmix` and "
-                "source='auto', or use verify='auto'.")
+                f"verify=True needs MPI, but {why}. Launch with {srun_advice(launch.name)} "
+                "and source='auto', or use verify='auto'.")
         verify = True
     elif opts.verify == "auto":
         verify = slurm_ranks and mpi_ok
         if slurm_ranks and not mpi_ok and opts.source != "slurm" and not batch_note:
             notes.append(
                 "Slurm step without MPI wiring (no PMIX_RANK or PMI_RANK): the cross-check of "
-                "Slurm against MPI is skipped. Launch with `srun --mpi=pmix` to enable it, or "
-                "pass verify=False to silence this.")
+                f"Slurm against MPI is skipped. Launch with {srun_advice(launch.name)} to "
+                "enable it, or pass verify=False to silence this.")
     else:
         verify = False
     return Plan(use_slurm, (not use_slurm) or verify, verify, launch, tuple(notes))
@@ -253,7 +253,8 @@ def _slurm_runs(opts: Options, step: SlurmStep, records: Optional[List[RankRecor
                      for r in records]
         runs = runs_of(placement)
     else:
-        runs = _slurm_truth(opts, step, hosts, counts, rank, tf)
+        runs = _slurm_truth(opts, step, hosts, counts, rank, tf,
+                            detect_mpi_launch(step.env).name)
     note = _why_not_tf(expand_runs(runs), expand_runs(tf), step) if runs != tf else None
     return rank, runs, note
 
@@ -301,7 +302,7 @@ def _slurm_configuration(opts: Options, step: SlurmStep) -> Tuple[List[str], Lis
 
 
 def _slurm_truth(opts: Options, step: SlurmStep, hosts: List[str], counts: List[int],
-                 rank: int, tf: Runs) -> Runs:
+                 rank: int, tf: Runs, launcher: Optional[str]) -> Runs:
     """Returns where ranks run, from Slurm's variables alone; raises where they cannot say."""
     if opts.tasks_per_node is not None:
         return tf  # the caller declared the layout, as with TensorFlow
@@ -311,9 +312,8 @@ def _slurm_truth(opts: Options, step: SlurmStep, hosts: List[str], counts: List[
             f"SLURM_DISTRIBUTION={step.env.get('SLURM_DISTRIBUTION')!r}: Slurm's step "
             "variables do not say on which node each rank runs, and TensorFlow's "
             "block layout would give ranks addresses on hosts where they do not run. "
-            "Launch with `srun --mpi=pmix` so that mpi_resolver learns placement from MPI "
-            "(source='auto'), or use --distribution=block.")
-    check_own_placement(runs, rank, step.nodename(), step.gtids())
+            + placement_fix(launcher))
+    check_own_placement(runs, rank, step.nodename(), step.gtids(), placement_fix(launcher))
     return runs
 
 

@@ -9,7 +9,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from .binding import SlurmGpus, conflicts, is_bound
 from .errors import FormatError, ResolutionError
 from .hosts import same_host
-from .launchers import MPIRUN_LAUNCHERS, MpiLaunch, SlurmStep, slurm_describes_ranks
+from .launchers import (MPIRUN_LAUNCHERS, MpiLaunch, SlurmStep, slurm_describes_ranks,
+                        srun_advice)
 from .layout import slurm_placement
 
 __all__ = ["RankRecord", "Difference", "compare", "likely_cause", "format_table", "make_record"]
@@ -151,36 +152,37 @@ def likely_cause(records: Sequence[RankRecord], diffs: Sequence[Difference],
     size = len(records)
     checks = {d.check for d in diffs}
     launchers = {r.launcher for r in records}
+    srun = srun_advice(records[0].launcher if len(launchers) == 1 else None)
     if size == 1 and slurm_tasks is not None and slurm_tasks > 1:
         return (f"MPI sees a world of 1 process while Slurm says the step has {slurm_tasks} "
-                "tasks: each task started its own MPI. This is `srun` without `--mpi=pmix` "
-                "(or an MPI that does not speak the step's PMI). Fix: `srun --mpi=pmix ...` "
-                "(see `srun --mpi=list`), or MpiDefault=pmix in slurm.conf.")
+                "tasks: each task started its own MPI. This is srun without the --mpi plugin "
+                f"this MPI speaks (here: {records[0].launcher or 'none'}). Fix: "
+                f"{srun_advice(None)}; see `srun --mpi=list`.")
     if launchers & set(MPIRUN_LAUNCHERS) and records[0].procid is not None:
         return ("mpirun/mpiexec was started inside a Slurm allocation (salloc or sbatch): "
                 "every rank inherits SLURM_PROCID and SLURM_STEP_NUM_TASKS of the launcher "
                 "daemon srun started on its node, so Slurm's variables describe the daemons, "
                 "not the ranks. Fix: keep source='auto' (it uses MPI there), or launch with "
-                "`srun --mpi=pmix` instead of mpirun.")
+                f"{srun_advice(records[0].launcher)} instead of mpirun/mpiexec.")
     if slurm_tasks is not None and slurm_tasks < size:
         return (f"The Slurm step has {slurm_tasks} tasks but the MPI world has {size}: the "
                 "step is smaller than the MPI world (e.g. mpirun -n inside a smaller step). "
-                f"Fix: run {size} tasks with `srun -n {size} --mpi=pmix`, or start the ranks "
-                "with mpirun alone.")
+                f"Fix: run {size} tasks with {srun_advice(records[0].launcher)} -n {size}, or "
+                "start the ranks with mpirun alone.")
     if "step" in checks or (slurm_tasks is not None and slurm_tasks > size):
         return (f"The MPI world ({size} processes) is not the Slurm step ({slurm_tasks} tasks):"
                 " MPI is not wired to the step (several separate MPI worlds, ranks from "
-                "different steps, or a sub-communicator passed as comm). Fix: `srun --mpi=pmix`"
+                f"different steps, or a sub-communicator passed as comm). Fix: {srun}"
                 " and comm=MPI.COMM_WORLD.")
     if "rank" in checks:
         return ("MPI numbers the ranks differently from Slurm's task ids (a reordered "
                 "communicator, or MPI not wired to the step). Fix: pass comm=MPI.COMM_WORLD "
-                "and launch with `srun --mpi=pmix`.")
+                f"and launch with {srun}.")
     if "host" in checks:
         return ("Ranks run on other hosts than Slurm's step variables say: MPI is not wired to "
-                "the step, or SLURM_DISTRIBUTION does not describe the real placement. Fix: "
-                "`srun --mpi=pmix`; mpi_resolver then builds the ClusterSpec from where ranks "
-                "really run.")
+                f"the step, or SLURM_DISTRIBUTION does not describe the real placement. Fix: "
+                f"{srun}; mpi_resolver then builds the ClusterSpec from where ranks really "
+                "run.")
     if "gpus" in checks:
         return ("Ranks on one node see different but overlapping CUDA_VISIBLE_DEVICES, which "
                 "no Slurm GPU binding gives (SLURMD_TRES_BIND is unset): a wrapper script or "

@@ -55,8 +55,8 @@ def test_host_names_that_do_not_sort_as_strings():
 
 MISMATCH_CASES = [
     # (name, per-rank env changes, MPI size seen, expected words in the cause)
-    ("srun without --mpi=pmix: each task is an MPI world of one",
-     {}, 1, "srun` without `--mpi=pmix"),
+    ("srun without the --mpi plugin the MPI speaks: each task is an MPI world of one",
+     {}, 1, "srun without the --mpi plugin this MPI speaks"),
     ("mpirun inside salloc: Slurm's variables describe the launcher daemons",
      {"mpirun": True}, None, "inside a Slurm allocation"),
     ("a Slurm step with fewer tasks than the MPI world",

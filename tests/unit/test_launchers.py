@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from mpi_resolver.errors import FormatError, ResolutionError
+from mpi_resolver.errors import FormatError, MismatchError, ResolutionError
 from mpi_resolver.launchers import (MpiLaunch, SlurmStep, batch_step_view, detect_mpi_launch,
-                                    parse_int, slurm_describes_ranks)
+                                    parse_int, slurm_describes_ranks, srun_advice)
 from mpi_resolver.options import make_options
-from mpi_resolver.resolution import plan, resolve
+from mpi_resolver.resolution import local_record, plan, resolve
 
 pytestmark = pytest.mark.unit
 
@@ -372,3 +372,56 @@ def test_batch_step_of_one_task_resolves_as_one_task_with_a_note(ntasks):
 ])
 def test_batch_step_view_leaves_other_processes_alone(env):
     assert batch_step_view(env) == (env, None)
+
+
+# --------------------------------------------------------------------------------------------
+# Advice that fits the MPI in use: PMIx for Open MPI, PMI-2 for MPICH, Intel MPI, MVAPICH
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("launcher, advice", [
+    pytest.param("pmix", "`srun --mpi=pmix`", id="srun --mpi=pmix"),
+    pytest.param("openmpi", "`srun --mpi=pmix`", id="Open MPI's mpirun"),
+    pytest.param("pmi2", "`srun --mpi=pmi2`", id="srun --mpi=pmi2 (MPICH, Intel MPI)"),
+    pytest.param("hydra", "`srun --mpi=pmi2`", id="MPICH's or Intel MPI's mpiexec"),
+    pytest.param("mvapich", "`srun --mpi=pmi2`", id="MVAPICH's mpirun_rsh"),
+    pytest.param(None, "`srun --mpi=pmix` (Open MPI; `srun --mpi=pmi2` for MPICH, Intel MPI, "
+                       "MVAPICH)", id="unknown: both"),
+])
+def test_srun_advice(launcher, advice):
+    assert srun_advice(launcher) == advice
+
+
+def _mpich_ranks(envs, hosts):
+    opts = make_options(verify=True, gpus_per_node=0)
+    records = [local_record(opts, env, detect_mpi_launch(env), r, len(envs), hosts[r])
+               for r, env in enumerate(envs)]
+    return opts, records
+
+
+@pytest.mark.parametrize("env_of, says, never", [
+    pytest.param(lambda r: {**SLURM_TASK, "SLURM_PROCID": str(3 - r), "PMI_RANK": str(r),
+                            "PMI_SIZE": "4"},
+                 "`srun --mpi=pmi2`", "--mpi=pmix", id="MPICH under srun --mpi=pmi2, renumbered"),
+    pytest.param(lambda r: {**SALLOC_DAEMON, "PMI_RANK": str(r), "PMI_SIZE": "4",
+                            "MPI_LOCALRANKID": str(r % 2)},
+                 "`srun --mpi=pmi2` instead of mpirun/mpiexec", "--mpi=pmix",
+                 id="MPICH's mpiexec inside salloc"),
+    pytest.param(lambda r: {**SLURM_TASK, "SLURM_PROCID": str(3 - r), "PMIX_RANK": str(r)},
+                 "`srun --mpi=pmix`", "--mpi=pmi2", id="Open MPI under srun --mpi=pmix"),
+])
+def test_mismatch_advice_names_the_srun_plugin_of_the_mpi_in_use(env_of, says, never):
+    envs = [env_of(r) for r in range(4)]
+    hosts = ["n1", "n1", "n1", "n2"]
+    opts, records = _mpich_ranks(envs, hosts)
+    with pytest.raises(MismatchError) as excinfo:
+        resolve(opts, envs[0], the_plan=plan(opts, envs[0]), exchange=lambda: (0, records))
+    cause = str(excinfo.value).split("Likely cause:", 1)[1]
+    assert says in cause and never not in cause, cause
+
+
+def test_unwired_slurm_step_advice_names_both_plugins():
+    the_plan = plan(make_options(), SRUN_NONE)
+    assert any("`srun --mpi=pmix` (Open MPI; `srun --mpi=pmi2` for MPICH" in n
+               for n in the_plan.notes)
+    with pytest.raises(ResolutionError, match="--mpi=pmi2` for MPICH"):
+        plan(make_options(verify=True), SRUN_NONE)

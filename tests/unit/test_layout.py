@@ -164,7 +164,7 @@ CYCLIC = ["h1", "h2", "h1", "h1"]
     pytest.param(3, "h1", None, id="a right node name without gtids"),
 ])
 def test_check_own_placement_accepts_agreeing_variables(rank, nodename, gtids):
-    assert check_own_placement(runs_of(CYCLIC), rank, nodename, gtids) is None
+    assert check_own_placement(runs_of(CYCLIC), rank, nodename, gtids, "FIX") is None
 
 
 @pytest.mark.parametrize("placement, rank, nodename, gtids, variable", [
@@ -180,5 +180,6 @@ def test_check_own_placement_accepts_agreeing_variables(rank, nodename, gtids):
                  id="dotted names that share a first label are two hosts"),
 ])
 def test_check_own_placement_raises_mismatch(placement, rank, nodename, gtids, variable):
-    with pytest.raises(MismatchError, match=variable):
-        check_own_placement(runs_of(placement), rank, nodename, gtids)
+    with pytest.raises(MismatchError, match=variable) as excinfo:
+        check_own_placement(runs_of(placement), rank, nodename, gtids, "THE FIX.")
+    assert str(excinfo.value).endswith("THE FIX.")
