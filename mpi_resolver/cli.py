@@ -7,7 +7,6 @@ import json
 import os
 import shlex
 import sys
-import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from .binding import SlurmGpus, describe
@@ -15,11 +14,12 @@ from .errors import FormatError, MismatchError, ResolutionError
 from .launchers import detect_mpi_launch, optional_int
 from .options import make_options, parse_jobs
 from .resolution import Resolution, plan, resolve
+from .tables import text_table
 from .topology import RankRecord
 
 __all__ = ["main"]
 
-_SILENT_RANK_DELAY = 1.0  # seconds
+_REPORT_WAIT = 10.0  # seconds a failing rank waits for the others before it exits
 
 _DESCRIPTION = """\
 Show how mpi_resolver maps this job onto TensorFlow: the ClusterSpec, each rank's task,
@@ -88,16 +88,10 @@ def _gpu_text(r: RankRecord) -> str:
     return "-"
 
 
-def _table(rows: Sequence[Dict[str, Any]], columns: Sequence[str]) -> str:
-    cells = [list(columns)] + [[str(row[c]) for c in columns] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
-
-
 def _record_rows(records: Sequence[RankRecord]) -> List[Dict[str, Any]]:
-    return [{"rank": r.rank, "mpi host": r.host, "SLURM_PROCID": r.procid or "-",
-             "SLURMD_NODENAME": r.nodename or "-", "tasks (Slurm)": r.num_tasks or "-",
-             "GPUs": _gpu_text(r), "GPU bind": r.gpu_bind or "-"} for r in records]
+    return [{"rank": r.rank, "mpi host": r.host, "SLURM_PROCID": r.procid,
+             "SLURMD_NODENAME": r.nodename, "tasks (Slurm)": r.num_tasks,
+             "GPUs": _gpu_text(r), "GPU bind": r.gpu_bind} for r in records]
 
 
 def _report_show(res: Resolution, as_json: bool, bind: Optional[str]) -> str:
@@ -110,7 +104,7 @@ def _report_show(res: Resolution, as_json: bool, bind: Optional[str]) -> str:
     lines = [f"source: {res.source}   cross-checked with MPI: "
              f"{'yes' if res.verified else 'no'}   tasks: {res.num_tasks}",
              "ClusterSpec: " + json.dumps(res.cluster()), f"GPUs: {binding}", "",
-             _table(ranks, ("rank", "host", "task_type", "task_id", "address", "gpus",
+             text_table(ranks, ("rank", "host", "task_type", "task_id", "address", "gpus",
                             "gpu_binding"))]
     lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)
@@ -128,7 +122,7 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
             "ranks": _ranks(res) if res else None}, indent=2, default=list)
     lines = []
     if records:
-        lines += ["What each rank sees:", _table(_record_rows(records), (
+        lines += ["What each rank sees:", text_table(_record_rows(records), (
             "rank", "mpi host", "SLURM_PROCID", "SLURMD_NODENAME", "tasks (Slurm)", "GPUs",
             "GPU bind")), ""]
     if error is not None:
@@ -140,12 +134,16 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
     return "\n".join(lines)
 
 
-def _failed(status: int, rank: Optional[int]) -> int:
-    """Returns ``status``; a rank other than 0 first waits a moment, because mpirun ends the
-    whole job when the first rank exits non-zero, and rank 0 has the report to print."""
-    if rank not in (0, None):
-        sys.stdout.flush()
-        time.sleep(_SILENT_RANK_DELAY)
+def _failed(status: int, together: bool) -> int:
+    """Returns ``status`` once this rank's output is out. ``together``: where MPI runs, first
+    wait (bounded) until every rank gets here, rank 0 with its report printed, because mpirun
+    ends the whole job when the first rank exits non-zero."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if together:
+        from .mpi import wait_for_all
+
+        wait_for_all(_REPORT_WAIT)
     return status
 
 
@@ -178,12 +176,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except MismatchError as e:
             if rank in (0, None):
                 print(_report_check(None, records, e, args.json, bind))
-            return _failed(1, rank)
+            return _failed(1, together=True)
     except (ResolutionError, FormatError) as e:
         if rank in (0, None) or in_exchange:
             prefix = "" if rank is None else f"rank {rank}: "
             print(f"mpi-resolver: error: {prefix}{e}", file=sys.stderr)
-        return _failed(2, None if in_exchange else rank)
+        return _failed(2, together=not in_exchange)  # after a timeout, some never come
     if args.command == "tf-config":
         config = json.dumps(res.tf_config(), separators=(",", ":"))
         print(f"export TF_CONFIG={shlex.quote(config)}" if args.export else config)

@@ -15,7 +15,7 @@ from .resolution import local_record
 from .topology import RankRecord
 
 __all__ = ["import_mpi", "mpi_initialized", "world", "exchange", "exchange_records",
-           "record_exchange", "RECORD_BYTES"]
+           "record_exchange", "wait_for_all", "RECORD_BYTES"]
 
 #: Bytes each rank sends in the exchange (a length prefix and its JSON record).
 RECORD_BYTES = 1024
@@ -50,6 +50,14 @@ def world(comm: Any = None) -> Tuple[Any, int, int]:
     if comm is None:
         comm = import_mpi().COMM_WORLD
     return comm, comm.Get_rank(), comm.Get_size()
+
+
+def wait_for_all(seconds: float) -> None:
+    """Waits, at most ``seconds``, until every rank of COMM_WORLD gets here; returns at once
+    where this process has not started MPI."""
+    if not mpi_initialized():
+        return
+    _wait(import_mpi().COMM_WORLD.Ibarrier(), time.monotonic() + seconds)
 
 
 def _ranges(ranks: List[int]) -> str:
@@ -97,14 +105,14 @@ def exchange(comm: Any, payload: bytes, timeout: float) -> List[bytes]:
     deadline = start + timeout
     one = bytearray(b"\x01")
     if rank == 0:
-        notes = [(r, comm.Irecv([bytearray(1), MPI.BYTE], source=r, tag=_TAG_ARRIVE))
+        arrivals = [(r, comm.Irecv([bytearray(1), MPI.BYTE], source=r, tag=_TAG_ARRIVE))
                  for r in range(1, size)]
     else:
-        notes = [(0, comm.Isend([one, MPI.BYTE], dest=0, tag=_TAG_ARRIVE))]
+        arrivals = [(0, comm.Isend([one, MPI.BYTE], dest=0, tag=_TAG_ARRIVE))]
     gather = comm.Iallgather([send, MPI.BYTE], [recv, MPI.BYTE])
     if not _wait(gather, deadline):
-        raise ResolutionError(_timeout_message(comm, MPI, rank, notes, timeout))
-    for _, request in notes:
+        raise ResolutionError(_timeout_message(comm, MPI, rank, arrivals, timeout))
+    for _, request in arrivals:
         _wait(request, time.monotonic() + max(1.0, timeout))
     out = []
     for r in range(size):
@@ -114,12 +122,12 @@ def exchange(comm: Any, payload: bytes, timeout: float) -> List[bytes]:
     return out
 
 
-def _timeout_message(comm: Any, MPI: Any, rank: int, notes: list, timeout: float) -> str:
+def _timeout_message(comm: Any, MPI: Any, rank: int, arrivals: list, timeout: float) -> str:
     """Returns the timeout error text; rank 0 tells the others which ranks never arrived."""
     fix = ("They may have died, be stuck before creating the resolver, or be slow to start; "
            "raise timeout= (--timeout) if start-up is just slow.")
     if rank == 0:
-        missing = [r for r, request in notes if not request.Test()]
+        missing = [r for r, request in arrivals if not request.Test()]
         verdict = json.dumps(missing[:10000]).encode()
         arrived = sorted(set(range(1, comm.Get_size())) - set(missing))
         sends = [comm.Isend([verdict, MPI.BYTE], dest=r, tag=_TAG_VERDICT) for r in arrived]

@@ -245,7 +245,7 @@ def _slurm_runs(opts: Options, step: SlurmStep, records: Optional[List[RankRecor
     if rank >= total:
         raise ResolutionError(
             f"SLURM_PROCID={rank} is outside the step's {total} tasks (0..{total - 1}).")
-    tf = tf_runs(dict(zip(hosts, counts)))
+    tf_assumed = tf_runs(dict(zip(hosts, counts)))
     if records is not None:  # where MPI ranks run, named as Slurm names the nodes
         index = HostIndex(hosts)
         names: Dict[str, str] = {}
@@ -253,9 +253,10 @@ def _slurm_runs(opts: Options, step: SlurmStep, records: Optional[List[RankRecor
                      for r in records]
         runs = runs_of(placement)
     else:
-        runs = _slurm_truth(opts, step, hosts, counts, rank, tf,
+        runs = _slurm_truth(opts, step, hosts, counts, rank, tf_assumed,
                             detect_mpi_launch(step.env).name)
-    note = _why_not_tf(expand_runs(runs), expand_runs(tf), step) if runs != tf else None
+    note = (_why_not_tf(expand_runs(runs), expand_runs(tf_assumed), step)
+            if runs != tf_assumed else None)
     return rank, runs, note
 
 
@@ -302,10 +303,11 @@ def _slurm_configuration(opts: Options, step: SlurmStep) -> Tuple[List[str], Lis
 
 
 def _slurm_truth(opts: Options, step: SlurmStep, hosts: List[str], counts: List[int],
-                 rank: int, tf: Runs, launcher: Optional[str]) -> Runs:
-    """Returns where ranks run, from Slurm's variables alone; raises where they cannot say."""
+                 rank: int, tf_assumed: Runs, launcher: Optional[str]) -> Runs:
+    """Returns where ranks run, from Slurm's variables alone; raises where they cannot say.
+    ``tf_assumed``: TensorFlow's layout, used where the caller declared tasks_per_node."""
     if opts.tasks_per_node is not None:
-        return tf  # the caller declared the layout, as with TensorFlow
+        return tf_assumed  # the caller declared the layout, as with TensorFlow
     runs = slurm_runs(hosts, counts, step.distribution())
     if runs is None:
         raise MismatchError(
@@ -333,7 +335,8 @@ def _mismatch(records: List[RankRecord], step: Optional[SlurmStep]) -> None:
 
 
 def _why_not_tf(placement: Sequence[str], tf: Sequence[str], step: SlurmStep) -> str:
-    """Returns the one-line note that says why the layout differs from TensorFlow's."""
+    """Returns the one-line note that says why the layout differs from TensorFlow's
+    (``placement``: where ranks run; ``tf``: where TensorFlow's resolver puts them)."""
     first = next(i for i, (a, b) in enumerate(zip(placement, tf)) if a != b)
     nodes = step.env.get("SLURM_STEP_NODELIST", "?")
     nodes = nodes if len(nodes) <= 80 else nodes[:77] + "..."

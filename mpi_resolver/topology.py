@@ -9,6 +9,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from .binding import SlurmGpus, conflicts, is_bound
 from .errors import FormatError, ResolutionError
 from .hosts import same_host
+from .tables import text_table
 from .launchers import (MPIRUN_LAUNCHERS, MpiLaunch, SlurmStep, slurm_describes_ranks,
                         srun_advice)
 from .layout import slurm_placement
@@ -111,7 +112,7 @@ def compare(records: Sequence[RankRecord], step: Optional[SlurmStep]) -> List[Di
             diffs.append(Difference(r.rank, "step", "not a Slurm task", f"rank {r.rank}"))
             continue
         if r.num_tasks != str(size):
-            diffs.append(Difference(r.rank, "size", f"{r.num_tasks} tasks",
+            diffs.append(Difference(r.rank, "size", f"{r.num_tasks or '?'} tasks",
                                     f"{size} process{'es' if size != 1 else ''}"))
         if r.procid != str(r.rank):
             diffs.append(Difference(r.rank, "rank", f"SLURM_PROCID={r.procid}",
@@ -194,10 +195,6 @@ def likely_cause(records: Sequence[RankRecord], diffs: Sequence[Difference],
 
 def format_table(diffs: Sequence[Difference], limit: int = 50) -> str:
     """Returns the differences as an aligned text table (at most ``limit`` rows)."""
-    rows = [("rank", "check", "Slurm says", "MPI says")]
-    rows += [(str(d.rank), d.check, d.slurm, d.mpi) for d in diffs[:limit]]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    if len(diffs) > limit:
-        lines.append(f"... and {len(diffs) - limit} more rows")
-    return "\n".join(lines)
+    return text_table([{"rank": d.rank, "check": d.check, "Slurm says": d.slurm,
+                        "MPI says": d.mpi} for d in diffs],
+                      ("rank", "check", "Slurm says", "MPI says"), limit)
