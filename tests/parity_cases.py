@@ -85,15 +85,19 @@ def _hostlist(prefix_groups: List[tuple]) -> str:
 
 
 def generate(n: int = 400, seed: int = 20261122) -> List[Case]:
-    """Returns ``n`` seeded cases: 1-64 hosts, padding or not, several prefixes, even and
-    uneven tasks per node, typical jobs, port bases, GPUs given or discovered."""
+    """Returns ``n`` seeded cases: 1-64 hosts, padding or not, several prefixes (the names
+    users have: dotted ``hpc.n1``, IP-like ``10.0.0.7``, dashes, long zero-padded ``nid000001``),
+    even and uneven tasks per node, typical jobs, port bases, GPUs given or discovered; each
+    task also sees SLURMD_NODENAME and SLURM_GTIDS, as every real srun sets them."""
     rng = random.Random(seed)
     cases = []
     for i in range(n):
         groups, hosts = [], []
-        for prefix in rng.sample(["n", "gpu", "t02n", "cpu-", "a"], rng.randint(1, 3)):
+        for prefix in rng.sample(["n", "gpu", "t02n", "cpu-", "a", "hpc.n", "10.0.0.",
+                                  "rack1-n", "nid"], rng.randint(1, 3)):
             count = rng.choice([1, 1, 2, 3, 5, 8, 16, 30])
             width = rng.choice([0, 2, 3]) if rng.random() < 0.6 else 0
+            width = 6 if prefix == "nid" else 0 if prefix == "10.0.0." else width
             lo = rng.choice([0, 1, 7, 9, 95])
             hi = lo + count - 1
             width = max(width, 0)
@@ -114,9 +118,13 @@ def generate(n: int = 400, seed: int = 20261122) -> List[Case]:
             counts = [rng.randint(1, 4) for _ in hosts]
         total = sum(counts)
         rank = rng.randrange(total)
+        placement = [h for h, k in zip(hosts, counts) for _ in range(k)]
         env = {"SLURM_PROCID": str(rank), "SLURM_STEP_NUM_TASKS": str(total),
                "SLURM_STEP_NODELIST": nodelist,
-               "SLURM_STEP_TASKS_PER_NODE": _compress_counts(counts)}
+               "SLURM_STEP_TASKS_PER_NODE": _compress_counts(counts),
+               "SLURMD_NODENAME": placement[rank],
+               "SLURM_GTIDS": ",".join(str(r) for r, h in enumerate(placement)
+                                       if h == placement[rank])}
         kwargs: Dict[str, Any] = {}
         job_kind = rng.choice(["none", "worker", "ps", "chief"])
         if job_kind == "worker":
