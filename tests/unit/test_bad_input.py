@@ -6,6 +6,7 @@ ClusterSpec. Runs the pure resolution (what MPIClusterResolver and the command l
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict
 
 import pytest
@@ -145,7 +146,7 @@ SLURM_VALUE = st.one_of(st.text(max_size=12),
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(procid=SLURM_VALUE, tasks=SLURM_VALUE, nodes=SLURM_VALUE, per_node=SLURM_VALUE,
        visible=st.one_of(st.none(), SLURM_VALUE))
-def test_random_slurm_variables_give_a_sound_spec_or_a_resolution_error(
+def test_random_slurm_variables_give_a_sound_spec_or_an_error_naming_the_variable(
         procid, tasks, nodes, per_node, visible):
     env = {"SLURM_PROCID": procid, "SLURM_STEP_NUM_TASKS": tasks,
            "SLURM_STEP_NODELIST": nodes, "SLURM_STEP_TASKS_PER_NODE": per_node}
@@ -153,7 +154,12 @@ def test_random_slurm_variables_give_a_sound_spec_or_a_resolution_error(
         env["CUDA_VISIBLE_DEVICES"] = visible
     try:
         res = resolve_slurm(env)
-    except ResolutionError:
+    except ResolutionError as e:
+        text = str(e)
+        assert any(f"{name}=" in text or f"{name}:" in text for name in env), text
+        # Malformed values are FormatErrors; the one other error is a rank outside the step.
+        assert isinstance(e, FormatError) or re.match(
+            r"SLURM_PROCID=\d+ is outside the step's \d+ tasks", text), (type(e), text)
         return
     addresses = res.layout.addresses
     assert len(addresses) == int(tasks) and len(set(addresses)) == len(addresses)
