@@ -21,7 +21,7 @@ BLOCK = ["node1", "node1", "node1", "node2"]      # srun -N2 -n4
 CYCLIC = ["node1", "node2", "node1", "node1"]     # srun -N2 -n4 --distribution=cyclic
 
 
-def test_agreeing_job_is_verified_and_equals_tensorflow_layout():
+def test_agreeing_job_is_verified_with_slurms_block_layout():
     envs = [srun_env(r, ["node1", "node2"], [3, 1], BLOCK) for r in range(4)]
     res = run_job(envs, BLOCK, rank=1)
     assert res.verified and res.source == "slurm"
