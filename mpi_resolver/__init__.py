@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import FormatError, MismatchError, MissingDependencyError, ResolutionError
+from .errors import (ExchangeTimeout, FormatError, MismatchError, MissingDependencyError,
+                     ResolutionError)
 
 __all__ = ["MPIClusterResolver", "ResolutionError", "FormatError", "MismatchError",
-           "MissingDependencyError"]
+           "MissingDependencyError", "ExchangeTimeout"]
 __version__ = "0.1.0"
 
 

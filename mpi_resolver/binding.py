@@ -21,7 +21,7 @@ from .errors import ResolutionError
 
 __all__ = ["GPU_VARIABLES", "SlurmGpus", "is_bound", "needs_probe", "task_gpus", "Share",
            "NodeGpus", "GpuAllocation", "allocate_nodes", "allocate_uniform", "allocate_own",
-           "conflicts", "describe"]
+           "conflicts", "describe", "divided_fit", "group_lists", "NO_LIMIT"]
 
 Gpus = Tuple[str, ...]
 
@@ -36,6 +36,8 @@ GPU_VARIABLES = {
 }
 
 KINDS = ("divided", "own", "shared", "none", "unknown")
+#: Larger than any count of GPUs: "no limit" in a minimum.
+NO_LIMIT = 1 << 40
 
 
 def _count(value: Optional[str]) -> Optional[int]:
@@ -220,28 +222,25 @@ def _shared_note(host: str, share: Share, ranks: int, per_gpu: Optional[int]) ->
 
 
 def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[int], *,
-                   tasks_per_gpu: Optional[int] = None) -> GpuAllocation:
+                   tasks_per_gpu: Optional[int] = None,
+                   divided_per_task: Optional[int] = None) -> GpuAllocation:
     """Returns every rank's GPUs from the lists all ranks reported (MPI), node by node.
 
     ``lists[host]`` holds the list of each rank on ``host``, in rank order. Nodes whose ranks
     all see one list divide it with one ``per_task`` for the job: ``gpus_per_task``, or the
     smallest len(list) // ranks of those nodes (TensorFlow's gpus_per_node // tasks where
-    nodes are alike, and the same number of GPUs for every task where they are not).
+    nodes are alike, and the same number of GPUs for every task where they are not);
+    ``divided_per_task`` gives that smallest number where ``lists`` hold only some nodes.
 
     Raises:
       ResolutionError: an explicit gpus_per_task more than a list can give its ranks.
     """
     explicit = gpus_per_task is not None
-    groups: Dict[str, Dict[Gpus, List[int]]] = {}
-    for host, per_rank in lists.items():
-        by_list: Dict[Gpus, List[int]] = {}
-        for index, gpus in enumerate(per_rank):
-            by_list.setdefault(gpus, []).append(index)
-        groups[host] = by_list
+    groups = {host: group_lists(per_rank) for host, per_rank in lists.items()}
     if gpus_per_task is None:
-        fits = [len(g) // len(r) for by_list in groups.values() if len(by_list) == 1
-                for g, r in by_list.items() if len(g) >= len(r) > 0]
-        gpus_per_task = min(fits, default=0)
+        fit = divided_per_task if divided_per_task is not None else min(
+            (divided_fit(by_list) for by_list in groups.values()), default=NO_LIMIT)
+        gpus_per_task = 0 if fit >= NO_LIMIT else fit
     nodes: Dict[str, NodeGpus] = {}
     alike: Dict[Tuple[Gpus, int], NodeGpus] = {}  # many nodes are alike: one object for them
     notes: List[str] = []
@@ -268,6 +267,24 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
             shares.append(share)
         nodes[host] = NodeGpus(tuple(shares), tuple(slots))
     return GpuAllocation(nodes, gpus_per_task, tuple(notes))
+
+
+def group_lists(per_rank: Sequence[Gpus]) -> Dict[Gpus, List[int]]:
+    """Returns {list: indices of the ranks that see it} for one node's ranks."""
+    by_list: Dict[Gpus, List[int]] = {}
+    for index, gpus in enumerate(per_rank):
+        by_list.setdefault(gpus, []).append(index)
+    return by_list
+
+
+def divided_fit(by_list: Mapping[Gpus, Sequence[int]]) -> int:
+    """Returns the GPUs per task a node can give where its ranks divide one list
+    (len(list) // ranks), or a number larger than any such count where they do not."""
+    if len(by_list) == 1:
+        (gpus, ranks), = by_list.items()
+        if len(gpus) >= len(ranks) > 0:
+            return len(gpus) // len(ranks)
+    return NO_LIMIT
 
 
 def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int],

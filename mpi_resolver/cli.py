@@ -10,7 +10,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from .binding import SlurmGpus, describe
-from .errors import FormatError, MismatchError, ResolutionError
+from .errors import ExchangeTimeout, MismatchError, ResolutionError
 from .launchers import detect_mpi_launch, optional_int
 from .options import make_options, parse_jobs
 from .resolution import Resolution, plan, resolve
@@ -155,7 +155,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bind = SlurmGpus.read(env).bind
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
     rank = launch.rank if launch.rank is not None else optional_int(env, "SLURM_PROCID")
-    in_exchange = False
     try:
         opts = make_options(
             jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
@@ -163,31 +162,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             source=args.source, verify=True if args.command == "check" else "auto",
             timeout=args.timeout)
         the_plan = plan(opts, env)
-        records: Optional[List[RankRecord]] = None
-        if the_plan.use_mpi:
-            from .mpi import record_exchange
 
-            in_exchange = True  # a timeout here is this rank's own: every rank reports it
-            rank, records = record_exchange(opts, env, the_plan)()
-            in_exchange = False
+        def transport():
+            nonlocal rank
+            from .mpi import MpiTransport, world
+
+            comm, rank, _ = world()
+            return MpiTransport(comm, opts.timeout)
+
         try:
-            res = resolve(opts, env, the_plan=the_plan,
-                          exchange=lambda: (rank, records))
+            res = resolve(opts, env, the_plan=the_plan, transport=transport, details=True)
         except MismatchError as e:
             if rank in (0, None):
-                print(_report_check(None, records, e, args.json, bind))
+                print(_report_check(None, e.records, e, args.json, bind))
             return _failed(1, together=True)
-    except (ResolutionError, FormatError) as e:
-        if rank in (0, None) or in_exchange:
+    except ResolutionError as e:
+        own = isinstance(e, ExchangeTimeout)  # each rank's own: every rank reports it
+        if rank in (0, None) or own:
             prefix = "" if rank is None else f"rank {rank}: "
             print(f"mpi-resolver: error: {prefix}{e}", file=sys.stderr)
-        return _failed(2, together=not in_exchange)  # after a timeout, some never come
+        return _failed(2, together=not own)  # after a timeout, some ranks never come
     if args.command == "tf-config":
         config = json.dumps(res.tf_config(), separators=(",", ":"))
         print(f"export TF_CONFIG={shlex.quote(config)}" if args.export else config)
         return 0
     if res.rank == 0:
-        print(_report_check(res, records, None, args.json, bind) if args.command == "check"
+        print(_report_check(res, res.records, None, args.json, bind) if args.command == "check"
               else _report_show(res, args.json, bind))
     return 0
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["ResolutionError", "FormatError", "MismatchError", "MissingDependencyError"]
+from typing import Optional, Sequence
+
+__all__ = ["ResolutionError", "FormatError", "MismatchError", "MissingDependencyError",
+           "ExchangeTimeout"]
 
 
 class ResolutionError(RuntimeError):
@@ -19,13 +22,21 @@ class FormatError(ResolutionError, ValueError):
 class MismatchError(ResolutionError):
     """Slurm's view of the job and MPI's (or this rank's own variables) disagree.
 
-    ``rows`` holds the per-rank differences (see ``topology.Difference``) when there are any.
+    ``rows`` holds the per-rank differences (see ``topology.Difference``) when there are any;
+    ``records`` every rank's record (``topology.RankRecord``) where the exchange gathered them.
     """
 
-    def __init__(self, message: str, rows: tuple = ()) -> None:
+    def __init__(self, message: str, rows: Sequence[object] = (),
+                 records: Optional[Sequence[object]] = None) -> None:
         super().__init__(message)
         self.rows = tuple(rows)
+        self.records = None if records is None else list(records)
 
 
 class MissingDependencyError(ResolutionError, ImportError):
     """An optional dependency (TensorFlow, mpi4py) is not installed."""
+
+
+class ExchangeTimeout(ResolutionError):
+    """The MPI exchange did not complete within the timeout; the message names the ranks that
+    never came where rank 0 could tell. Each rank raises its own."""

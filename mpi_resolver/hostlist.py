@@ -91,11 +91,15 @@ def _expand_range(items: List[Tuple[int, int, int]]) -> List[str]:
     return values
 
 
-def _expand_host_expression(expr: str, hostlist: str) -> List[str]:
-    """Expands one comma-free expression such as ``rack[1-2]-n[01-02]``."""
+Expression = Tuple[List[str], List[List[Tuple[int, int, int]]]]  # texts, groups' range items
+
+
+def _parse_expression(expr: str, hostlist: str) -> Tuple[Expression, int]:
+    """Returns one comma-free expression such as ``rack[1-2]-n[01-02]`` parsed, and how many
+    names it expands to (nothing is built yet)."""
     pieces = _GROUP_SPLIT.split(expr)  # text, [group], text, [group], ..., text
     if len(pieces) == 1:
-        return [check_host_name(expr, what=f"hostlist {hostlist!r}")]
+        return ([check_host_name(expr, what=f"hostlist {hostlist!r}")], []), 1
     if pieces[-1]:
         raise FormatError(
             f"hostlist {hostlist!r}: {pieces[-1]!r} follows the last ']' in {expr!r}; Slurm "
@@ -112,6 +116,14 @@ def _expand_host_expression(expr: str, hostlist: str) -> List[str]:
         raise FormatError(
             f"hostlist {hostlist!r}: {expr!r} expands to {total} hosts, more than the limit of "
             f"{MAX_HOSTS} (mpi_resolver.hostlist.MAX_HOSTS).")
+    return (texts, parsed), total
+
+
+def _expand_expression(expression: Expression) -> List[str]:
+    """Returns the names of a parsed expression."""
+    texts, parsed = expression
+    if not parsed:
+        return texts
     groups = [_expand_range(items) for items in parsed]
     if len(groups) == 1:
         prefix = texts[0]
@@ -136,17 +148,22 @@ def expand_hostlist(hostlist: str) -> List[str]:
         raise FormatError(f"hostlist must be a string, got {type(hostlist).__name__}.")
     if not hostlist:
         raise FormatError("hostlist is empty; expected host names such as 'n[1-4],m1'.")
-    hosts: List[str] = []
+    expressions, total = [], 0
     for part in _split_top_level(hostlist):
         if not part:
             raise FormatError(
                 f"hostlist {hostlist!r} has an empty element (a stray ','); expected names "
                 "separated by single commas.")
-        hosts.extend(_expand_host_expression(part, hostlist))
-        if len(hosts) > MAX_HOSTS:
+        expression, count = _parse_expression(part, hostlist)
+        expressions.append(expression)
+        total += count
+        if total > MAX_HOSTS:  # checked before any name is built
             raise FormatError(
                 f"hostlist {hostlist!r} expands to more than {MAX_HOSTS} hosts, the limit of "
                 "mpi_resolver.hostlist.MAX_HOSTS.")
+    hosts: List[str] = []
+    for expression in expressions:
+        hosts.extend(_expand_expression(expression))
     return hosts
 
 

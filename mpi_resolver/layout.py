@@ -18,6 +18,7 @@ from .hosts import same_host
 
 __all__ = ["Runs", "tf_runs", "slurm_runs", "slurm_placement", "Layout", "build_layout_runs",
            "assign_jobs", "count_per_host", "count_runs", "expand_runs", "runs_of", "run_offsets",
+           "host_of_rank", "ranks_on",
            "check_own_placement"]
 
 
@@ -90,6 +91,31 @@ def run_offsets(runs: Runs) -> Iterator[Tuple[str, int, int]]:
         seen[host] = first + n
 
 
+def host_of_rank(runs: Runs, rank: int) -> Tuple[str, int]:
+    """Returns (host, index among the ranks on that host) of ``rank``.
+
+    Raises:
+      ResolutionError: ``rank`` is outside the runs.
+    """
+    start = 0
+    for host, n, first in run_offsets(runs):
+        if rank < start + n:
+            return host, first + rank - start
+        start += n
+    raise ResolutionError(f"rank {rank} is outside the job's {start} tasks.")
+
+
+def ranks_on(runs: Runs, host: str) -> List[int]:
+    """Returns the ranks that ``runs`` put on ``host``, in order."""
+    out: List[int] = []
+    start = 0
+    for h, n in runs:
+        if h == host:
+            out.extend(range(start, start + n))
+        start += n
+    return out
+
+
 def count_per_host(placement: Sequence[str]) -> Dict[str, int]:
     """Returns {host: number of ranks on it}, hosts in order of first appearance."""
     return count_runs(runs_of(placement))
@@ -151,12 +177,7 @@ class Layout:
 
     def host_of(self, rank: int) -> Tuple[str, int]:
         """Returns (host, index among the ranks on that host) of ``rank``."""
-        start = 0
-        for host, n, first in run_offsets(self.runs):
-            if rank < start + n:
-                return host, first + rank - start
-            start += n
-        raise ResolutionError(f"rank {rank} is outside the job's {start} tasks.")
+        return host_of_rank(self.runs, rank)
 
     def task_of(self, rank: int) -> Tuple[str, int]:
         """Returns (task_type, task_id) of ``rank``."""

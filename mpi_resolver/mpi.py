@@ -1,26 +1,24 @@
-"""One exchange of every rank's record over MPI, bounded by a timeout; mpi4py is imported lazily."""
+"""The MPI edge: mpi4py imported lazily, and the exchange's transport on its own duplicate of
+the communicator, every wait bounded by one deadline (see protocol.py for the steps)."""
 
 from __future__ import annotations
 
 import json
 import sys
-import socket
 import time
-from dataclasses import replace
-from typing import Any, Callable, List, Mapping, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .errors import MissingDependencyError, ResolutionError
-from .options import Options
-from .resolution import local_record
-from .topology import RankRecord
+from .errors import ExchangeTimeout, MissingDependencyError, ResolutionError
 
-__all__ = ["import_mpi", "mpi_initialized", "world", "exchange", "exchange_records",
-           "record_exchange", "wait_for_all", "RECORD_BYTES"]
+__all__ = ["import_mpi", "mpi_initialized", "world", "MpiTransport", "wait_for_all"]
 
-#: Bytes each rank sends in the exchange (a length prefix and its JSON record).
-RECORD_BYTES = 1024
+# Tags of the failure path only (see MpiTransport._missing): the one time mpi_resolver sends
+# on the user's communicator is when the exchange's own duplicate of it could not be made.
 _TAG_ARRIVE = 30571
 _TAG_VERDICT = 30572
+_TAG_NODE = 1  # on the duplicate, which no one else uses
+_FIX = ("They may have died, be stuck before creating the resolver, or be slow to start; "
+        "raise timeout= (--timeout) if start-up is just slow.")
 
 
 def import_mpi() -> Any:
@@ -82,98 +80,156 @@ def _wait(request: Any, deadline: float, status: Any = None) -> bool:
     return True
 
 
-def exchange(comm: Any, payload: bytes, timeout: float) -> List[bytes]:
-    """Returns every rank's ``payload``, in rank order, from ONE collective (Iallgather).
-
-    Each rank also sends rank 0 a one-byte note that it arrived, so that on a timeout the
-    ranks can say which ranks never came.
+class MpiTransport:
+    """protocol.Transport over MPI: its own duplicate of ``comm`` (MPI_Comm_idup, bounded by
+    ``timeout``), so that none of its messages can match the user's; non-blocking
+    collectives, each waited for against one deadline. ``collectives`` and ``received``
+    (bytes) count what it did.
 
     Raises:
-      ResolutionError: ``payload`` is longer than RECORD_BYTES - 4, or the exchange did not
-        complete within ``timeout`` seconds (naming the ranks that did not answer).
+      ExchangeTimeout: the ranks did not all arrive within ``timeout`` seconds (naming the
+        ones that did not, as far as rank 0 can tell).
     """
-    MPI = import_mpi()
-    rank, size = comm.Get_rank(), comm.Get_size()
-    if len(payload) > RECORD_BYTES - 4:
-        raise ResolutionError(
-            f"rank {rank}'s record is {len(payload)} bytes, more than {RECORD_BYTES - 4}.")
-    send = bytearray(RECORD_BYTES)
-    send[:4] = len(payload).to_bytes(4, "little")
-    send[4:4 + len(payload)] = payload
-    recv = bytearray(RECORD_BYTES * size)
-    start = time.monotonic()
-    deadline = start + timeout
-    one = bytearray(b"\x01")
-    if rank == 0:
-        arrivals = [(r, comm.Irecv([bytearray(1), MPI.BYTE], source=r, tag=_TAG_ARRIVE))
-                 for r in range(1, size)]
-    else:
-        arrivals = [(0, comm.Isend([one, MPI.BYTE], dest=0, tag=_TAG_ARRIVE))]
-    gather = comm.Iallgather([send, MPI.BYTE], [recv, MPI.BYTE])
-    if not _wait(gather, deadline):
-        raise ResolutionError(_timeout_message(comm, MPI, rank, arrivals, timeout))
-    for _, request in arrivals:
-        _wait(request, time.monotonic() + max(1.0, timeout))
-    out = []
-    for r in range(size):
-        chunk = recv[r * RECORD_BYTES:(r + 1) * RECORD_BYTES]
-        n = int.from_bytes(chunk[:4], "little")
-        out.append(bytes(chunk[4:4 + n]))
-    return out
 
+    def __init__(self, comm: Any, timeout: float) -> None:
+        self._MPI = import_mpi()
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.timeout = timeout
+        self._deadline = time.monotonic() + timeout
+        self.collectives = 1
+        self.received = 0
+        dup, request = comm.Idup()
+        if not _wait(request, self._deadline):
+            # An MPI collective cannot be cancelled: the pending duplicate is left behind, as
+            # the job cannot go on without the missing ranks anyway.
+            raise ExchangeTimeout(self._missing(comm))
+        self._comm = dup
 
-def _timeout_message(comm: Any, MPI: Any, rank: int, arrivals: list, timeout: float) -> str:
-    """Returns the timeout error text; rank 0 tells the others which ranks never arrived."""
-    fix = ("They may have died, be stuck before creating the resolver, or be slow to start; "
-           "raise timeout= (--timeout) if start-up is just slow.")
-    if rank == 0:
-        missing = [r for r, request in arrivals if not request.Test()]
-        verdict = json.dumps(missing[:10000]).encode()
-        arrived = sorted(set(range(1, comm.Get_size())) - set(missing))
-        sends = [comm.Isend([verdict, MPI.BYTE], dest=r, tag=_TAG_VERDICT) for r in arrived]
-        for request in sends:
-            _wait(request, time.monotonic() + 1.0)
-    else:
-        buf = bytearray(1 << 17)
-        status = MPI.Status()
-        request = comm.Irecv([buf, MPI.BYTE], source=0, tag=_TAG_VERDICT)
-        grace = min(5.0, max(1.0, timeout / 5))
-        if _wait(request, time.monotonic() + grace, status):
-            missing = json.loads(bytes(buf[:status.Get_count(MPI.BYTE)]))
+    def close(self) -> None:
+        """Frees the duplicate (every request of the exchange has completed by then)."""
+        comm, self._comm = self._comm, None
+        if comm is not None:
+            comm.Free()
+
+    def _done(self, request: Any, what: str) -> None:
+        if not _wait(request, self._deadline):
+            raise ExchangeTimeout(
+                f"the MPI exchange of mpi_resolver did not complete within {self.timeout:g} s:"
+                f" every rank arrived, but {what} stalled (a rank died or is stuck, or the "
+                f"MPI network is stalled). {_FIX}")
+
+    def allreduce_min(self, values: Sequence[int]) -> List[int]:
+        """protocol.Transport.allreduce_min."""
+        MPI = self._MPI
+        send = bytearray(b"".join(int(v).to_bytes(8, "little", signed=True) for v in values))
+        recv = bytearray(len(send))
+        self.collectives += 1
+        self._done(self._comm.Iallreduce([send, len(values), MPI.INT64_T],
+                                         [recv, len(values), MPI.INT64_T], op=MPI.MIN),
+                   "a reduction")
+        self.received += len(recv)
+        return [int.from_bytes(recv[i:i + 8], "little", signed=True)
+                for i in range(0, len(recv), 8)]
+
+    def allgather(self, payload: bytes, width: int) -> List[bytes]:
+        """protocol.Transport.allgather (fixed ``width`` + 4 bytes per rank on the wire)."""
+        if len(payload) > width:
+            raise ResolutionError(
+                f"rank {self.rank}'s record is {len(payload)} bytes, more than {width}.")
+        MPI, slot = self._MPI, width + 4
+        send = bytearray(slot)
+        send[:4] = len(payload).to_bytes(4, "little")
+        send[4:4 + len(payload)] = payload
+        recv = bytearray(slot * self.size)
+        self.collectives += 1
+        self._done(self._comm.Iallgather([send, MPI.BYTE], [recv, MPI.BYTE]), "a gather")
+        self.received += len(recv)
+        out = []
+        for r in range(self.size):
+            n = int.from_bytes(recv[r * slot:r * slot + 4], "little")
+            out.append(bytes(recv[r * slot + 4:r * slot + 4 + n]))
+        return out
+
+    def allgatherv(self, payload: bytes, counts: Sequence[int]) -> List[bytes]:
+        """protocol.Transport.allgatherv."""
+        MPI = self._MPI
+        displs, total = [], 0
+        for n in counts:
+            displs.append(total)
+            total += n
+        recv = bytearray(max(total, 1))
+        self.collectives += 1
+        self._done(self._comm.Iallgatherv([bytearray(payload), len(payload), MPI.BYTE],
+                                          [recv, (list(counts), displs), MPI.BYTE]),
+                   "a gather of host names")
+        self.received += total
+        return [bytes(recv[d:d + n]) for d, n in zip(displs, counts)]
+
+    def exchange(self, peers: Sequence[int], payload: bytes) -> Dict[int, bytes]:
+        """protocol.Transport.exchange: point to point, at most RECORD_BYTES from each."""
+        from .protocol import RECORD_BYTES
+
+        MPI = self._MPI
+        buffers = {p: bytearray(RECORD_BYTES) for p in peers}
+        statuses = {p: MPI.Status() for p in peers}
+        receives = [(p, self._comm.Irecv([buffers[p], MPI.BYTE], source=p, tag=_TAG_NODE))
+                    for p in peers]
+        sends = [self._comm.Isend([bytearray(payload), MPI.BYTE], dest=p, tag=_TAG_NODE)
+                 for p in peers]
+        out = {}
+        try:
+            for p, request in receives:
+                if not _wait(request, self._deadline, statuses[p]):
+                    raise ExchangeTimeout(
+                        f"the MPI exchange of mpi_resolver did not complete within "
+                        f"{self.timeout:g} s: rank {p}, on this rank's node, did not send its "
+                        f"record. {_FIX}")
+                n = statuses[p].Get_count(MPI.BYTE)
+                out[p] = bytes(buffers[p][:n])
+                self.received += n
+            for request in sends:
+                self._done(request, "a send to a rank of this node")
+        finally:
+            for _, request in receives:
+                if not request.Test():
+                    request.Cancel()
+        return out
+
+    def _missing(self, comm: Any) -> str:
+        """Returns the text for a duplicate that did not complete: rank 0 learns who arrived
+        from one-byte notes on the user's communicator (the exchange's failure path only),
+        and tells the others."""
+        MPI, rank, size = self._MPI, self.rank, self.size
+        grace = min(5.0, max(1.0, self.timeout / 5))
+        missing: Optional[List[int]] = None
+        if rank == 0:
+            notes = [(r, comm.Irecv([bytearray(1), MPI.BYTE], source=r, tag=_TAG_ARRIVE))
+                     for r in range(1, size)]
+            end = time.monotonic() + grace
+            for _, request in notes:
+                _wait(request, end)
+            missing = [r for r, request in notes if not request.Test()]
+            for r, request in notes:
+                if r in missing:
+                    request.Cancel()
+            verdict = json.dumps(missing[:10000]).encode()
+            sends = [comm.Isend([verdict, MPI.BYTE], dest=r, tag=_TAG_VERDICT)
+                     for r in range(1, size) if r not in missing]
+            for request in sends:
+                _wait(request, time.monotonic() + 1.0)
         else:
-            request.Cancel()
-            return (f"the MPI exchange of mpi_resolver did not complete within {timeout:g} s: "
-                    "rank 0 did not answer either, so which ranks are missing is unknown. "
-                    + fix)
-    if not missing:
-        return (f"the MPI exchange of mpi_resolver did not complete within {timeout:g} s, "
-                "though every rank arrived; the MPI network may be stalled. " + fix)
-    return (f"the MPI exchange of mpi_resolver did not complete within {timeout:g} s: "
-            f"rank(s) {_ranges(missing)} did not reach it. " + fix)
-
-
-def exchange_records(comm: Any, record: RankRecord, timeout: float) -> List[RankRecord]:
-    """Returns every rank's RankRecord, in rank order (one exchange; see ``exchange``).
-
-    A record too long to send (a very long CUDA_VISIBLE_DEVICES) is replaced by one that
-    carries the error, so that every rank raises instead of waiting.
-    """
-    payload = record.to_json().encode()
-    if len(payload) > RECORD_BYTES - 4:
-        payload = replace(record, visible=None, error=(
-            f"its record is {len(payload)} bytes, more than the {RECORD_BYTES - 4} the "
-            "exchange allows (CUDA_VISIBLE_DEVICES too long?); pass gpus_per_node."
-        )).to_json().encode()
-    return [RankRecord.from_json(p.decode()) for p in exchange(comm, payload, timeout)]
-
-
-def record_exchange(opts: Options, env: Mapping[str, str], plan: Any,
-                    comm: Any = None) -> Callable[[], Tuple[int, List[RankRecord]]]:
-    """Returns exchange() for resolution.resolve: it starts MPI (``comm`` or COMM_WORLD),
-    makes this rank's record and returns (this rank, every rank's record)."""
-    def run() -> Tuple[int, List[RankRecord]]:
-        communicator, rank, size = world(comm)
-        record = local_record(opts, env, plan.launch, rank, size, socket.gethostname())
-        return rank, exchange_records(communicator, record, opts.timeout)
-
-    return run
+            comm.Isend([bytearray(b"\x01"), MPI.BYTE], dest=0, tag=_TAG_ARRIVE)
+            buf, status = bytearray(1 << 17), MPI.Status()
+            request = comm.Irecv([buf, MPI.BYTE], source=0, tag=_TAG_VERDICT)
+            if _wait(request, time.monotonic() + grace, status):
+                missing = json.loads(bytes(buf[:status.Get_count(MPI.BYTE)]))
+            else:
+                request.Cancel()
+        head = f"the MPI exchange of mpi_resolver did not complete within {self.timeout:g} s: "
+        if missing is None:
+            return (head + "rank 0 did not answer either, so which ranks are missing is "
+                    "unknown. " + _FIX)
+        if not missing:
+            return (head + "every rank arrived, but the exchange's communicator could not be "
+                    "made; the MPI network may be stalled. " + _FIX)
+        return head + f"rank(s) {_ranges(missing)} did not reach it. " + _FIX

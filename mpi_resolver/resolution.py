@@ -6,11 +6,13 @@ line (which must not import TensorFlow) and MPIClusterResolver give the same ans
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import socket
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .binding import (GpuAllocation, SlurmGpus, allocate_nodes, allocate_own, allocate_uniform,
-                      is_bound, needs_probe, task_gpus)
+from .binding import (NO_LIMIT, GpuAllocation, SlurmGpus, allocate_nodes, allocate_own,
+                      allocate_uniform, conflicts, divided_fit, group_lists, is_bound,
+                      needs_probe, task_gpus)
 from .errors import FormatError, MismatchError, ResolutionError
 from .gpus import parse_visible_devices, probe_gpus
 from .hostlist import check_host_name
@@ -20,14 +22,13 @@ from .launchers import (MpiLaunch, SlurmStep, batch_step_view, detect_mpi_launch
 from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
                      expand_runs, runs_of, slurm_runs, tf_runs)
 from .options import Options
+from .protocol import RECORD_BYTES, MpiFacts, Transport, gather_facts
 from .topology import RankRecord, compare, format_table, likely_cause, make_record
 
 __all__ = ["Plan", "plan", "Resolution", "resolve", "local_record"]
 
 #: probe() -> (GPUs on this node, True when it is CPU-only); see gpus.probe_gpus.
 Probe = Callable[[], Tuple[int, bool]]
-#: exchange() -> (this rank's MPI rank, every rank's record in rank order); raises on timeout.
-Exchange = Callable[[], Tuple[int, List[RankRecord]]]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,12 @@ class Plan:
     verify: bool             # Slurm and MPI are compared
     launch: MpiLaunch
     notes: Tuple[str, ...]   # one-line logs (why a source was chosen, a skipped check)
+
+    @property
+    def uses(self) -> str:
+        """Returns what the resolution reads: 'slurm' or 'mpi', '+check' where it compares
+        Slurm with MPI."""
+        return ("slurm" if self.use_slurm else "mpi") + ("+check" if self.verify else "")
 
 
 def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
@@ -165,73 +172,46 @@ def _discover(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: bo
 
 
 def local_record(opts: Options, env: Mapping[str, str], launch: MpiLaunch, rank: int,
-                 size: int, host: str, probe: Probe = probe_gpus) -> RankRecord:
+                 size: int, host: str, probe: Probe = probe_gpus, *,
+                 plan: Optional[str] = None, error: Optional[str] = None) -> RankRecord:
     """Returns this rank's record; nvidia-smi runs only on the node's first local rank. An
-    error is carried in the record, so that every rank raises it."""
-    error = None
+    error (``error``, or one met here) is carried in the record, so that every rank raises it;
+    a record too long for the exchange is replaced by one that says so."""
     visible = probed = None
     cpu_only = False
-    try:
-        visible, _, probed, cpu_only = _discover(opts, env, probe,
-                                                 launch.local_rank in (0, None))
-    except ResolutionError as e:
-        error = str(e)
-    return make_record(rank, size, host, env, launch, visible, probed, error, cpu_only)
+    if error is None:
+        try:
+            visible, _, probed, cpu_only = _discover(opts, env, probe,
+                                                     launch.local_rank in (0, None))
+        except ResolutionError as e:
+            error = str(e)
+    record = make_record(rank, size, host, env, launch, visible, probed, error, cpu_only, plan)
+    length = len(record.to_json().encode())
+    if length > RECORD_BYTES:
+        record = replace(record, visible=None, error=(
+            f"its record is {length} bytes, more than the {RECORD_BYTES} the exchange allows "
+            "(CUDA_VISIBLE_DEVICES too long?); pass gpus_per_node."))
+    return record
 
 
-def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
-            exchange: Optional[Exchange] = None, probe: Probe = probe_gpus) -> Resolution:
-    """Returns this rank's Resolution: launcher variables and MPI records -> cross-check ->
-    placement -> layout -> GPUs.
+@dataclass(frozen=True)
+class _SlurmView:
+    """What Slurm's step variables say of the job, read once."""
 
-    ``exchange()`` is called once, when ``the_plan`` uses MPI. ``probe()`` counts this node's
-    GPUs where nothing else says (Slurm's variables alone).
+    rank: int
+    hosts: List[str]
+    counts: List[int]
+    tf_assumed: Runs       # where TensorFlow's resolver puts the ranks
+    runs: Optional[Runs]   # where Slurm put them, where its variables say
+    declared: bool         # tasks_per_node was given: the layout is the caller's
+
+
+def _read_slurm(opts: Options, step: SlurmStep) -> _SlurmView:
+    """Returns what Slurm's step variables say, checked against each other.
 
     Raises:
-      ResolutionError, FormatError, MismatchError: with the variable or argument and the fix.
+      ResolutionError, FormatError: a variable missing, malformed or contradicting another.
     """
-    notes = list(the_plan.notes)
-    env, _ = batch_step_view(env)  # plan() noted it
-    step = SlurmStep(env) if SlurmStep.present(env) else None
-    rank, records = _exchanged(the_plan, exchange, step)
-    if the_plan.use_slurm:
-        rank, runs, note = _slurm_runs(opts, step or SlurmStep(env), records)
-        notes += [note] if note else []
-    else:
-        assert records is not None and rank is not None  # use_mpi: see plan()
-        runs = _mpi_runs(opts, records)
-    jobs = opts.jobs if opts.jobs is not None else {"worker": sum(n for _, n in runs)}
-    layout = build_layout_runs(runs, jobs=jobs, port_base=opts.port_base)
-    if records is not None:
-        gpus = _gpus_from_records(opts, layout, records)
-    else:
-        gpus = _gpus_from_slurm(opts, env, layout, rank, probe)
-    notes += gpus.notes
-    return Resolution(rank, layout, gpus, "slurm" if the_plan.use_slurm else "mpi", records,
-                      the_plan.verify, notes)
-
-
-def _exchanged(the_plan: Plan, exchange: Optional[Exchange], step: Optional[SlurmStep]
-               ) -> Tuple[Optional[int], Optional[List[RankRecord]]]:
-    """Returns (MPI rank, every rank's record), or (None, None) where MPI is not used; raises
-    the first rank's local error, or MismatchError where the plan verifies and ranks differ."""
-    if not the_plan.use_mpi:
-        return None, None
-    if exchange is None:
-        raise ResolutionError("internal: MPI is needed but no exchange was given.")
-    mpi_rank, records = exchange()
-    for r in records:
-        if r.error:
-            raise ResolutionError(f"rank {r.rank} on {r.host}: {r.error}")
-    if the_plan.verify:
-        _mismatch(records, step)
-    return mpi_rank, records
-
-
-def _slurm_runs(opts: Options, step: SlurmStep, records: Optional[List[RankRecord]]
-                ) -> Tuple[int, Runs, Optional[str]]:
-    """Returns (rank, where ranks run as runs, a note where that is not TensorFlow's layout),
-    from Slurm's step variables, placed where MPI says ranks run when ``records`` are given."""
     rank = step.procid()
     hosts, counts = _slurm_configuration(opts, step)
     total = sum(counts)
@@ -246,25 +226,123 @@ def _slurm_runs(opts: Options, step: SlurmStep, records: Optional[List[RankRecor
         raise ResolutionError(
             f"SLURM_PROCID={rank} is outside the step's {total} tasks (0..{total - 1}).")
     tf_assumed = tf_runs(dict(zip(hosts, counts)))
-    if records is not None:  # where MPI ranks run, named as Slurm names the nodes
-        index = HostIndex(hosts)
-        names: Dict[str, str] = {}
-        placement = [names.get(r.host) or names.setdefault(r.host, index.find(r.host) or r.host)
-                     for r in records]
-        runs = runs_of(placement)
+    if opts.tasks_per_node is not None:
+        runs: Optional[Runs] = tf_assumed  # the caller declared the layout, as in TensorFlow
     else:
-        runs = _slurm_truth(opts, step, hosts, counts, rank, tf_assumed,
-                            detect_mpi_launch(step.env).name)
-    note = (_why_not_tf(expand_runs(runs), expand_runs(tf_assumed), step)
-            if runs != tf_assumed else None)
-    return rank, runs, note
+        runs = slurm_runs(hosts, counts, step.distribution())
+    return _SlurmView(rank, hosts, counts, tf_assumed, runs, opts.tasks_per_node is not None)
 
 
-def _mpi_runs(opts: Options, records: List[RankRecord]) -> Runs:
-    """Returns where MPI ranks run, as runs, checked against a given tasks_per_node."""
-    for r in records:
-        check_host_name(r.host, what=f"host name of MPI rank {r.rank}")
-    placement = [r.host for r in records]
+def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
+            transport: Optional[Callable[[], Transport]] = None, probe: Probe = probe_gpus,
+            hostname: Callable[[], str] = socket.gethostname,
+            details: bool = False) -> Resolution:
+    """Returns this rank's Resolution: Slurm's variables and the MPI exchange -> cross-check
+    -> placement -> layout -> GPUs.
+
+    ``transport()`` starts MPI and is called once, where ``the_plan`` uses MPI (see
+    protocol.py); ``details`` gathers every rank's record even where all agree (the command
+    line's reports). ``probe()`` counts this node's GPUs where nothing else says.
+
+    Raises:
+      ResolutionError, FormatError, MismatchError: with the variable or argument and the fix;
+        every rank of an exchange raises alike.
+    """
+    notes = list(the_plan.notes)
+    env, _ = batch_step_view(env)  # plan() noted it
+    step = SlurmStep(env) if SlurmStep.present(env) else None
+    if not the_plan.use_mpi:
+        view = _read_slurm(opts, step or SlurmStep(env))
+        runs = _slurm_truth(view, step or SlurmStep(env), the_plan.launch.name)
+        layout = _layout(opts, runs)
+        gpus = _gpus_from_slurm(opts, env, layout, view.rank, probe)
+        note = _why_not_tf(runs, view.tf_assumed, step or SlurmStep(env))
+        return Resolution(view.rank, layout, gpus, "slurm", None, False,
+                          notes + ([note] if note else []) + list(gpus.notes))
+    facts, view = _exchange(opts, env, the_plan, step, transport, probe, hostname, details)
+    if the_plan.use_slurm:
+        assert view is not None and step is not None  # a rank whose read failed raised above
+        rank = view.rank
+        if facts.hosts is None:
+            assert view.runs is not None  # protocol: Slurm's placement held on every rank
+            runs = view.runs
+        else:  # where MPI ranks run, named as Slurm names the nodes
+            index = HostIndex(view.hosts)
+            names: Dict[str, str] = {}
+            runs = runs_of([names.get(h) or names.setdefault(h, index.find(h) or h)
+                            for h in facts.hosts])
+        note = _why_not_tf(runs, view.tf_assumed, step)
+        notes += [note] if note else []
+    else:
+        rank = facts.rank
+        assert facts.hosts is not None  # without Slurm, the protocol gathers every host
+        runs = _mpi_runs(opts, facts.hosts)
+    layout = _layout(opts, runs)
+    if facts.records is not None:
+        gpus = _gpus_from_records(opts, layout, facts.records)
+    else:
+        gpus = _gpus_from_node(opts, layout.host_of(rank)[0], facts.node, facts.per_task)
+    return Resolution(rank, layout, gpus, "slurm" if the_plan.use_slurm else "mpi",
+                      facts.records, the_plan.verify, notes + list(gpus.notes))
+
+
+def _layout(opts: Options, runs: Runs) -> Layout:
+    jobs = opts.jobs if opts.jobs is not None else {"worker": sum(n for _, n in runs)}
+    return build_layout_runs(runs, jobs=jobs, port_base=opts.port_base)
+
+
+def _exchange(opts: Options, env: Mapping[str, str], the_plan: Plan,
+              step: Optional[SlurmStep], transport: Optional[Callable[[], Transport]],
+              probe: Probe, hostname: Callable[[], str], details: bool
+              ) -> Tuple[MpiFacts, Optional[_SlurmView]]:
+    """Returns what the MPI exchange says, and Slurm's view where the plan reads it; raises
+    alike on every rank: a rank's own error, or MismatchError where Slurm and MPI (or the
+    ranks' plans) disagree."""
+    if transport is None:
+        raise ResolutionError("internal: MPI is needed but no transport was given.")
+    view, error = None, None
+    if the_plan.use_slurm:
+        try:
+            view = _read_slurm(opts, step or SlurmStep(env))
+        except ResolutionError as e:  # every rank must learn it: carried in the record
+            error = f"{type(e).__name__}: {e}"
+    t = transport()
+    try:
+        mine = local_record(opts, env, the_plan.launch, t.rank, t.size, hostname(), probe,
+                            plan=the_plan.uses, error=error)
+        facts = gather_facts(t, mine, slurm_runs=view.runs if view else None,
+                             node_summary=lambda node: _node_summary(opts, node),
+                             details=details)
+    finally:
+        close = getattr(t, "close", None)
+        if close is not None:
+            close()
+    if facts.records is not None and (the_plan.verify or any(
+            r.plan != facts.records[0].plan for r in facts.records)):
+        _mismatch(facts.records, step)  # the table says more than a rank's own error
+    checked = facts.records if facts.records is not None else facts.node
+    for r in checked:
+        if r.error:
+            raise ResolutionError(f"rank {r.rank} on {r.host}: {r.error}")
+    return facts, view
+
+
+def _node_summary(opts: Options, node: List[RankRecord]) -> Tuple[int, bool]:
+    """Returns (the GPUs per task this node's ranks could divide, or NO_LIMIT; whether the
+    node has a problem every rank must see: GPU lists that conflict, or cannot be given)."""
+    try:
+        lists = _task_lists(opts, [r.host for r in node], node)[node[0].host]
+        allocate_nodes({node[0].host: lists}, opts.gpus_per_task)
+    except ResolutionError:
+        return NO_LIMIT, True
+    return divided_fit(group_lists(lists)), bool(_gpu_conflicts(node))
+
+
+def _mpi_runs(opts: Options, placement: List[str]) -> Runs:
+    """Returns where MPI ranks run (``placement``: every rank's host), as runs, checked
+    against a given tasks_per_node."""
+    for rank, host in enumerate(placement):
+        check_host_name(host, what=f"host name of MPI rank {rank}")
     if opts.tasks_per_node is not None:
         _check_declared(opts.tasks_per_node, placement)
     return runs_of(placement)
@@ -302,21 +380,19 @@ def _slurm_configuration(opts: Options, step: SlurmStep) -> Tuple[List[str], Lis
     return hosts, counts
 
 
-def _slurm_truth(opts: Options, step: SlurmStep, hosts: List[str], counts: List[int],
-                 rank: int, tf_assumed: Runs, launcher: Optional[str]) -> Runs:
-    """Returns where ranks run, from Slurm's variables alone; raises where they cannot say.
-    ``tf_assumed``: TensorFlow's layout, used where the caller declared tasks_per_node."""
-    if opts.tasks_per_node is not None:
-        return tf_assumed  # the caller declared the layout, as with TensorFlow
-    runs = slurm_runs(hosts, counts, step.distribution())
-    if runs is None:
+def _slurm_truth(view: _SlurmView, step: SlurmStep, launcher: Optional[str]) -> Runs:
+    """Returns where ranks run, from Slurm's variables alone, checked against this rank's own
+    SLURMD_NODENAME and SLURM_GTIDS; raises MismatchError where they cannot say."""
+    if view.runs is None:
         raise MismatchError(
             f"SLURM_DISTRIBUTION={step.env.get('SLURM_DISTRIBUTION')!r}: Slurm's step "
             "variables do not say on which node each rank runs, and TensorFlow's "
             "block layout would give ranks addresses on hosts where they do not run. "
             + placement_fix(launcher))
-    check_own_placement(runs, rank, step.nodename(), step.gtids(), placement_fix(launcher))
-    return runs
+    if not view.declared:
+        check_own_placement(view.runs, view.rank, step.nodename(), step.gtids(),
+                            placement_fix(launcher))
+    return view.runs
 
 
 def _mismatch(records: List[RankRecord], step: Optional[SlurmStep]) -> None:
@@ -331,12 +407,15 @@ def _mismatch(records: List[RankRecord], step: Optional[SlurmStep]) -> None:
     raise MismatchError(
         f"Slurm and MPI disagree about this job ({len(diffs)} "
         f"difference{'s' if len(diffs) != 1 else ''}).\n"
-        f"{format_table(diffs)}\nLikely cause: {cause}", diffs)
+        f"{format_table(diffs)}\nLikely cause: {cause}", diffs, records)
 
 
-def _why_not_tf(placement: Sequence[str], tf: Sequence[str], step: SlurmStep) -> str:
-    """Returns the one-line note that says why the layout differs from TensorFlow's
-    (``placement``: where ranks run; ``tf``: where TensorFlow's resolver puts them)."""
+def _why_not_tf(runs: Runs, tf_assumed: Runs, step: SlurmStep) -> Optional[str]:
+    """Returns the one-line note that says why the layout (``runs``: where ranks run) differs
+    from TensorFlow's (``tf_assumed``), or None where it does not."""
+    if runs == tf_assumed:
+        return None
+    placement, tf = expand_runs(runs), expand_runs(tf_assumed)
     first = next(i for i, (a, b) in enumerate(zip(placement, tf)) if a != b)
     nodes = step.env.get("SLURM_STEP_NODELIST", "?")
     nodes = nodes if len(nodes) <= 80 else nodes[:77] + "..."
@@ -393,35 +472,69 @@ def _gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank
     return gpus
 
 
-def _gpus_from_records(opts: Options, layout: Layout,
-                       records: List[RankRecord]) -> GpuAllocation:
-    """Returns every rank's GPUs from every rank's record (binding.allocate_nodes's rule)."""
-    placement = layout.placement
-    probed: Dict[str, Tuple[int, bool]] = {}
+def _task_lists(opts: Options, placement: Sequence[str], records: Sequence[RankRecord]
+                ) -> Dict[str, List[Tuple[str, ...]]]:
+    """Returns {host: the GPU list of each of its ranks, in rank order} (binding.task_gpus),
+    nvidia-smi's count coming from the rank of that host that ran it.
+
+    Raises:
+      ResolutionError: a host none of whose ranks could say.
+    """
+    probed: Dict[str, int] = {}
     for host, r in zip(placement, records):
         if r.probed is not None:
-            probed.setdefault(host, (r.probed, r.cpu_only))
+            probed.setdefault(host, r.probed)
     lists: Dict[str, List[Tuple[str, ...]]] = {}
-    bound: List[Optional[str]] = []  # SLURMD_TRES_BIND of the first rank Slurm bound GPUs to
-    per_gpu = None
     for host, r in zip(placement, records):
-        slurm = r.slurm_gpus()
-        gpus = task_gpus(r.visible, slurm, probed.get(host, (None, False))[0],
-                         opts.gpus_per_node)
+        gpus = task_gpus(r.visible, r.slurm_gpus(), probed.get(host), opts.gpus_per_node)
         if gpus is None:
             raise ResolutionError(
                 f"no rank on {host} reported its GPUs (CUDA_VISIBLE_DEVICES and "
                 "SLURM_GPUS_ON_NODE unset, and no local rank 0 ran nvidia-smi); set "
                 "gpus_per_node or CUDA_VISIBLE_DEVICES.")
         lists.setdefault(host, []).append(gpus)
-        if not bound and is_bound(r.visible, slurm):
-            bound.append(slurm.bind)
-        per_gpu = per_gpu or slurm.tasks_per_gpu
-    gpus = allocate_nodes(lists, opts.gpus_per_task, tasks_per_gpu=per_gpu)
-    notes = list(gpus.notes)
-    cpu_hosts = [h for h, (_, cpu_only) in probed.items() if cpu_only]
+    return lists
+
+
+def _gpu_notes(opts: Options, placement: Sequence[str],
+               records: Sequence[RankRecord]) -> List[str]:
+    """Returns the notes on CPU-only hosts and on gpus_per_node ignored for bound tasks."""
+    notes = []
+    cpu_hosts = list(dict.fromkeys(h for h, r in zip(placement, records) if r.cpu_only))
     if cpu_hosts:
         notes.append(_cpu_only_note(cpu_hosts))
-    if opts.gpus_per_node is not None and bound:
-        notes.append(_ignored_note(opts.gpus_per_node, bound[0]))
-    return GpuAllocation(gpus.nodes, gpus.per_task, tuple(notes))
+    bound = next((r for r in records if is_bound(r.visible, r.slurm_gpus())), None)
+    if opts.gpus_per_node is not None and bound is not None:
+        notes.append(_ignored_note(opts.gpus_per_node, bound.gpu_bind))
+    return notes
+
+
+def _allocate(opts: Options, placement: Sequence[str], records: Sequence[RankRecord],
+              divided_per_task: Optional[int] = None) -> GpuAllocation:
+    """Returns the GPUs of the ranks of ``records`` (binding.allocate_nodes), with notes."""
+    gpus = allocate_nodes(_task_lists(opts, placement, records), opts.gpus_per_task,
+                          tasks_per_gpu=max((r.tasks_per_gpu or 0 for r in records),
+                                            default=0) or None,
+                          divided_per_task=divided_per_task)
+    return GpuAllocation(gpus.nodes, gpus.per_task,
+                         gpus.notes + tuple(_gpu_notes(opts, placement, records)))
+
+
+def _gpus_from_records(opts: Options, layout: Layout,
+                       records: List[RankRecord]) -> GpuAllocation:
+    """Returns every rank's GPUs from every rank's record."""
+    return _allocate(opts, layout.placement, records)
+
+
+def _gpus_from_node(opts: Options, host: str, node: List[RankRecord],
+                    per_task: Optional[int]) -> GpuAllocation:
+    """Returns the GPUs of this rank's node (``node``: its ranks' records, named ``host``),
+    with ``per_task`` the job's GPUs per task of divided lists (from the exchange)."""
+    return _allocate(opts, [host] * len(node), node,
+                     None if per_task is None or per_task >= NO_LIMIT else per_task)
+
+
+def _gpu_conflicts(node: Sequence[RankRecord]) -> list:
+    """Returns the GPU conflicts among one node's ranks (see topology's GPU check)."""
+    return conflicts({"node": [(r.rank, r.visible, is_bound(r.visible, r.slurm_gpus()))
+                               for r in node if r.visible is not None]})

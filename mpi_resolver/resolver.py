@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 from .errors import MissingDependencyError
 from .launchers import VARIABLES
 from .logs import log_once
-from .mpi import mpi_initialized, record_exchange
+from .mpi import MpiTransport, mpi_initialized, world
 from .options import make_options
 from .resolution import Resolution, plan, resolve
 
@@ -100,8 +100,9 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
                             source=source, verify=verify, timeout=timeout)
         env = _environment()
         the_plan = plan(opts, env, have_comm=comm is not None, mpi_running=mpi_initialized())
-        self._resolution = resolve(opts, env, the_plan=the_plan,
-                                   exchange=record_exchange(opts, env, the_plan, comm))
+        self._resolution = resolve(
+            opts, env, the_plan=the_plan,
+            transport=lambda: MpiTransport(world(comm)[0], opts.timeout))
         for note in self._resolution.notes:
             log_once(note)
         self._cluster_spec = None

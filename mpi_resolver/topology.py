@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .binding import SlurmGpus, conflicts, is_bound
 from .errors import FormatError, ResolutionError
@@ -14,7 +14,8 @@ from .launchers import (MPIRUN_LAUNCHERS, MpiLaunch, SlurmStep, slurm_describes_
                         srun_advice)
 from .layout import slurm_placement
 
-__all__ = ["RankRecord", "Difference", "compare", "likely_cause", "format_table", "make_record"]
+__all__ = ["RankRecord", "Difference", "compare", "own_differences", "likely_cause",
+           "format_table", "make_record", "slurm_hosts"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class RankRecord:
     gpus_on_node: Optional[int] = None  # SLURM_GPUS_ON_NODE,
     tasks_per_gpu: Optional[int] = None  # SLURM_NTASKS_PER_TRES (or single:K),
     slurm_gpus_per_task: Optional[int] = None  # SLURM_GPUS_PER_TASK
+    plan: Optional[str] = None          # what that rank's plan reads: Plan.uses
     error: Optional[str] = None         # an error that rank hit before the exchange
 
     def slurm_gpus(self) -> SlurmGpus:
@@ -62,7 +64,8 @@ class RankRecord:
 
 def make_record(rank: int, size: int, host: str, env: Mapping[str, str], launch: MpiLaunch,
                 visible: Optional[Tuple[str, ...]], probed: Optional[int],
-                error: Optional[str], cpu_only: bool = False) -> RankRecord:
+                error: Optional[str], cpu_only: bool = False,
+                plan: Optional[str] = None) -> RankRecord:
     """Returns this rank's record from its environment and what it found out locally."""
     step = SlurmStep(env)
     in_step = SlurmStep.present(env)
@@ -73,7 +76,8 @@ def make_record(rank: int, size: int, host: str, env: Mapping[str, str], launch:
         nodename=env.get("SLURMD_NODENAME"), step=step.digest() if in_step else None,
         slurm_ranks=slurm_describes_ranks(env, launch), visible=visible, probed=probed,
         cpu_only=cpu_only, gpu_bind=gpus.bind, gpus_on_node=gpus.on_node,
-        tasks_per_gpu=gpus.tasks_per_gpu, slurm_gpus_per_task=gpus.per_task, error=error)
+        tasks_per_gpu=gpus.tasks_per_gpu, slurm_gpus_per_task=gpus.per_task, plan=plan,
+        error=error)
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ class Difference:
     mpi: str
 
 
-def _slurm_hosts(step: Optional[SlurmStep]) -> Optional[List[str]]:
+def slurm_hosts(step: Optional[SlurmStep]) -> Optional[List[str]]:
     """Returns Slurm's host per rank from the step variables, or None where unknown."""
     if step is None:
         return None
@@ -96,40 +100,53 @@ def _slurm_hosts(step: Optional[SlurmStep]) -> Optional[List[str]]:
         return None
 
 
+def own_differences(r: RankRecord, size: int,
+                    slurm_host_of: Optional[Callable[[int], str]]) -> List[Difference]:
+    """Returns what one rank's own record contradicts: its Slurm task id against its MPI rank,
+    the step's task count against the MPI size, and the node Slurm puts it on (SLURMD_NODENAME,
+    else ``slurm_host_of(task id)`` where Slurm's variables say) against the host it runs on.
+
+    Each rank can check this alone; ``compare`` runs it for every rank.
+    """
+    if r.procid is None:
+        return [Difference(r.rank, "step", "not a Slurm task", f"rank {r.rank}")]
+    diffs = []
+    if r.num_tasks != str(size):
+        diffs.append(Difference(r.rank, "size", f"{r.num_tasks or '?'} tasks",
+                                f"{size} process{'es' if size != 1 else ''}"))
+    if r.procid != str(r.rank):
+        diffs.append(Difference(r.rank, "rank", f"SLURM_PROCID={r.procid}", f"rank {r.rank}"))
+    slurm_host = r.nodename
+    if slurm_host is None and slurm_host_of is not None and r.procid.isdigit() \
+            and int(r.procid) < size:
+        slurm_host = slurm_host_of(int(r.procid))
+    if slurm_host is not None and not same_host(slurm_host, r.host):
+        diffs.append(Difference(r.rank, "host", slurm_host, r.host))
+    return diffs
+
+
 def compare(records: Sequence[RankRecord], step: Optional[SlurmStep]) -> List[Difference]:
     """Returns every difference between Slurm's variables and what MPI reports, rank by rank.
 
     ``records`` are all ranks' records (one per MPI rank); ``step`` is this rank's view of the
     step variables, used for the job-wide placement (every rank of one step sees the same).
     """
-    diffs: List[Difference] = []
     size = len(records)
-    placement = _slurm_hosts(step)
+    placement = slurm_hosts(step)
     if placement is not None and len(placement) != size:
-        placement = None  # the size row below says why
+        placement = None  # the size row says why
+    host_of = None if placement is None else placement.__getitem__
+    diffs = [d for r in records for d in own_differences(r, size, host_of)]
+    first = records[0]
     for r in records:
-        if r.procid is None:
-            diffs.append(Difference(r.rank, "step", "not a Slurm task", f"rank {r.rank}"))
-            continue
-        if r.num_tasks != str(size):
-            diffs.append(Difference(r.rank, "size", f"{r.num_tasks or '?'} tasks",
-                                    f"{size} process{'es' if size != 1 else ''}"))
-        if r.procid != str(r.rank):
-            diffs.append(Difference(r.rank, "rank", f"SLURM_PROCID={r.procid}",
-                                    f"rank {r.rank}"))
-        slurm_host = r.nodename
-        if slurm_host is None and placement is not None and r.procid.isdigit() \
-                and int(r.procid) < size:
-            slurm_host = placement[int(r.procid)]
-        if slurm_host is not None and not same_host(slurm_host, r.host):
-            diffs.append(Difference(r.rank, "host", slurm_host, r.host))
-    steps = {r.step for r in records if r.step is not None}
-    if len(steps) > 1:
-        first = records[0].step
+        if r.plan != first.plan:
+            diffs.append(Difference(r.rank, "plan", f"rank 0 resolves from {first.plan}",
+                                    f"this rank from {r.plan}"))
+    if len({r.step for r in records if r.step is not None}) > 1:
         for r in records:
-            if r.step != first:
+            if r.step != first.step:
                 diffs.append(Difference(r.rank, "step", f"step {r.step}",
-                                        f"same MPI world as rank 0 (step {first})"))
+                                        f"same MPI world as rank 0 (step {first.step})"))
     diffs.extend(_gpu_differences(records))
     return sorted(diffs, key=lambda d: (d.rank, d.check))
 

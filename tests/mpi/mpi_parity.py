@@ -119,7 +119,9 @@ def test_mpirun_inside_allocation_uses_mpi_and_says_so(caplog):
     assert "describe its launcher daemons" in caplog.text
 
 
-def test_one_collective_and_nvidia_smi_once_per_node(tmp_path_factory):
+def test_few_collectives_on_a_duplicate_and_nvidia_smi_once_per_node(tmp_path_factory):
+    """source='mpi' on one node: the exchange's fixed steps (protocol.py), all on its own
+    duplicate of the communicator; the ranks of the node swap records point to point."""
     from tests.conftest import write_fake_nvidia_smi
 
     smi = write_fake_nvidia_smi(tmp_path_factory.mktemp(f"smi{RANK}"), SIZE)
@@ -138,6 +140,8 @@ def test_one_collective_and_nvidia_smi_once_per_node(tmp_path_factory):
         resolver.master()
         resolver.cluster_spec()
         assert os.environ["CUDA_VISIBLE_DEVICES"] == str(RANK)
-    assert counting.collectives == ["Iallgather"]
+    assert counting.collectives == ["Idup", "Iallreduce", "Iallgather", "Iallgatherv",
+                                    "Iallreduce"]
+    assert counting.messages.count("Isend") == counting.messages.count("Irecv") == SIZE - 1
     probes = COMM.allgather(calls.exists() and len(calls.read_text().split()))
     assert sum(p or 0 for p in probes) == 1  # one node: nvidia-smi ran once, on local rank 0

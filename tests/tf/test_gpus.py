@@ -8,7 +8,6 @@ from unittest import mock
 
 import pytest
 
-from mpi_resolver.errors import ResolutionError
 from tests.conftest import write_fake_nvidia_smi
 from tests.parity_cases import observe
 

@@ -1,13 +1,13 @@
-"""Fake jobs for the unit tables: every rank's variables as srun gives them, and the pure
-resolution of one rank with the records the real MPI exchange would deliver."""
+"""Fake jobs for the unit tables: every rank's variables as srun gives them, and every rank's
+resolution run in a thread of a fake MPI world (the real protocol, a fake transport)."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+import threading
+from typing import Any, Dict, List, Optional
 
-from mpi_resolver.launchers import detect_mpi_launch
 from mpi_resolver.options import make_options
-from mpi_resolver.resolution import local_record, plan, resolve
+from mpi_resolver.resolution import plan, resolve
 
 
 def srun_env(rank: int, hosts: List[str], counts: List[int], placement: List[str],
@@ -28,22 +28,95 @@ def srun_env(rank: int, hosts: List[str], counts: List[int], placement: List[str
     return env
 
 
+class ThreadWorld:
+    """An MPI world of ``size`` ranks as threads of this process, with the protocol.Transport
+    of each rank: every rank runs exactly the code it runs under real MPI."""
+
+    def __init__(self, size: int, timeout: float = 20.0) -> None:
+        self.size = size
+        self.timeout = timeout
+        self._barrier = threading.Barrier(size, timeout=timeout)
+        self._slots: List[Any] = [None] * size
+        self._mail: Dict[tuple, bytes] = {}
+        self._cond = threading.Condition()
+        self.collectives = [0] * size
+        self.messages = [0] * size
+
+    def transport(self, rank: int) -> "_ThreadTransport":
+        return _ThreadTransport(self, rank)
+
+
+class _ThreadTransport:
+    def __init__(self, world: ThreadWorld, rank: int) -> None:
+        self.world, self.rank, self.size = world, rank, world.size
+
+    def _all(self, value: Any) -> List[Any]:
+        w = self.world
+        w._slots[self.rank] = value
+        w._barrier.wait()
+        out = list(w._slots)
+        w._barrier.wait()
+        w.collectives[self.rank] += 1
+        return out
+
+    def allreduce_min(self, values):
+        return [min(column) for column in zip(*self._all(list(values)))]
+
+    def allgather(self, payload, width):
+        return self._all(bytes(payload))
+
+    def allgatherv(self, payload, counts):
+        return self._all(bytes(payload))
+
+    def exchange(self, peers, payload):
+        w = self.world
+        with w._cond:
+            for p in peers:
+                w._mail[(self.rank, p)] = bytes(payload)
+            w.messages[self.rank] += len(peers)
+            w._cond.notify_all()
+            if not w._cond.wait_for(lambda: all((p, self.rank) in w._mail for p in peers),
+                                    timeout=w.timeout):
+                raise TimeoutError("a peer never sent its record")
+            return {p: w._mail.pop((p, self.rank)) for p in peers}
+
+
+def run_world(envs: List[Dict[str, str]], hosts_by_rank: List[str], probe=None,
+              smi: int = 4, details: bool = False, **kwargs) -> List[Any]:
+    """Resolves every rank of a job whose ranks see ``envs`` and run on ``hosts_by_rank``, each
+    in a thread of one ThreadWorld; returns each rank's Resolution or the exception it raised.
+    ``probe`` stands for nvidia-smi (default: ``smi`` GPUs)."""
+    probe = probe or (lambda: (smi, False))
+    world = ThreadWorld(len(envs))
+    out: List[Any] = [None] * len(envs)
+
+    def one(rank: int) -> None:
+        try:
+            opts = make_options(**kwargs)
+            out[rank] = resolve(opts, envs[rank], the_plan=plan(opts, envs[rank]),
+                                transport=lambda: world.transport(rank), probe=probe,
+                                hostname=lambda: hosts_by_rank[rank], details=details)
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            out[rank] = e
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(len(envs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    run_world.last = world  # type: ignore[attr-defined]
+    return out
+
+
 def run_job(envs: List[Dict[str, str]], hosts_by_rank: List[str], rank: int,
             mpi_size: Optional[int] = None, smi: int = 4, probe=None, **kwargs):
-    """Resolves rank ``rank`` of a job whose ranks see ``envs`` and run on ``hosts_by_rank``;
-    ``probe`` stands for nvidia-smi (default: ``smi`` GPUs)."""
-    opts = make_options(**kwargs)
-    probe = probe or (lambda: (smi, False))
-    if mpi_size == 1:  # every task started its own MPI: each sees a world of one
-        env = envs[rank]
-        records = [local_record(opts, env, detect_mpi_launch(env), 0, 1, hosts_by_rank[rank],
-                                probe=probe)]
-        mine = 0
+    """Returns rank ``rank``'s Resolution (or raises its exception) of ``run_world``; with
+    ``mpi_size=1`` that rank alone, as a world of one (srun without MPI wiring)."""
+    if mpi_size == 1:
+        env = dict(envs[rank])
+        result = run_world([env], [hosts_by_rank[rank]], probe=probe, smi=smi, **kwargs)[0]
     else:
-        records = [local_record(opts, env, detect_mpi_launch(env), r, len(envs),
-                                hosts_by_rank[r], probe=probe)
-                   for r, env in enumerate(envs)]
-        mine = rank
-    the_plan = plan(opts, envs[rank])
-    return resolve(opts, envs[rank], the_plan=the_plan, exchange=lambda: (mine, records),
-                   probe=probe)
+        result = run_world(envs, hosts_by_rank, probe=probe, smi=smi, **kwargs)[rank]
+    if isinstance(result, Exception):
+        raise result
+    return result

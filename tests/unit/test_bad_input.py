@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from mpi_resolver.errors import FormatError, MismatchError, ResolutionError
 from mpi_resolver.launchers import detect_mpi_launch
 from mpi_resolver.options import make_options
-from mpi_resolver.resolution import local_record, plan, resolve
+from mpi_resolver.resolution import plan, resolve
+from tests.unit.jobs import run_world
 
 pytestmark = pytest.mark.unit
 
@@ -131,12 +132,10 @@ def test_bad_arguments(what, kwargs, words):
 
 @pytest.mark.parametrize("host", ["", "bad host", "node1:8888", "n\x01", "nöde"])
 def test_host_names_that_cannot_be_in_an_address(host):
-    env = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}
-    opts = make_options(source="mpi", gpus_per_node=0)
-    records = [local_record(opts, env, detect_mpi_launch(env), r, 2, h)
-               for r, h in enumerate(["good", host])]
-    with pytest.raises(FormatError, match="host name of MPI rank 1"):
-        resolve(opts, env, the_plan=plan(opts, env), exchange=lambda: (0, records))
+    envs = [{"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "2"} for r in range(2)]
+    results = run_world(envs, ["good", host], source="mpi", gpus_per_node=0)
+    for result in results:  # every rank says so
+        assert isinstance(result, FormatError) and "host name of MPI rank 1" in str(result)
 
 
 SLURM_VALUE = st.one_of(st.text(max_size=12),

@@ -12,7 +12,7 @@ from mpi_resolver.errors import MismatchError, ResolutionError
 from mpi_resolver.launchers import detect_mpi_launch
 from mpi_resolver.options import make_options
 from mpi_resolver.resolution import local_record, plan, resolve
-from tests.unit.jobs import run_job, srun_env
+from tests.unit.jobs import run_job, run_world, srun_env
 
 pytestmark = pytest.mark.unit
 
@@ -132,7 +132,8 @@ def test_source_slurm_placement_from_variables_alone(distribution, placement_ok)
                      SLURM_DISTRIBUTION=distribution) for r in range(4)]
     for rank in range(4):
         opts = make_options(source="slurm", gpus_per_node=0)
-        call = lambda: resolve(opts, envs[rank], the_plan=plan(opts, envs[rank]))  # noqa: E731
+        def call(opts=opts, rank=rank):
+            return resolve(opts, envs[rank], the_plan=plan(opts, envs[rank]))
         if placement_ok:
             res = call()
             assert res.layout.placement == actual
@@ -173,11 +174,8 @@ def test_gpu_probe_runs_once_per_node_and_its_failure_reaches_every_rank():
         calls.append(1)
         raise ResolutionError("nvidia-smi was not found on PATH; set gpus_per_node")
 
-    opts = make_options()
-    records = [local_record(opts, env, detect_mpi_launch(env), r, 4, placement[r], probe=probe)
-               for r, env in enumerate(envs)]
+    results = run_world(envs, placement, probe=probe)
     assert len(calls) == 2  # local rank 0 of each node
-    for rank in range(4):
-        with pytest.raises(ResolutionError, match="rank 0 on node1: nvidia-smi"):
-            resolve(opts, envs[rank], the_plan=plan(opts, envs[rank]),
-                    exchange=lambda: (rank, records))
+    for result in results:
+        assert isinstance(result, ResolutionError), result
+        assert "rank 0 on node1: nvidia-smi" in str(result)

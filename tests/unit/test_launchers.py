@@ -10,7 +10,8 @@ from mpi_resolver.errors import FormatError, MismatchError, ResolutionError
 from mpi_resolver.launchers import (MpiLaunch, SlurmStep, batch_step_view, detect_mpi_launch,
                                     parse_int, slurm_describes_ranks, srun_advice)
 from mpi_resolver.options import make_options
-from mpi_resolver.resolution import local_record, plan, resolve
+from mpi_resolver.resolution import plan, resolve
+from tests.unit.jobs import run_world
 
 pytestmark = pytest.mark.unit
 
@@ -391,13 +392,6 @@ def test_srun_advice(launcher, advice):
     assert srun_advice(launcher) == advice
 
 
-def _mpich_ranks(envs, hosts):
-    opts = make_options(verify=True, gpus_per_node=0)
-    records = [local_record(opts, env, detect_mpi_launch(env), r, len(envs), hosts[r])
-               for r, env in enumerate(envs)]
-    return opts, records
-
-
 @pytest.mark.parametrize("env_of, says, never", [
     pytest.param(lambda r: {**SLURM_TASK, "SLURM_PROCID": str(3 - r), "PMI_RANK": str(r),
                             "PMI_SIZE": "4"},
@@ -411,12 +405,11 @@ def _mpich_ranks(envs, hosts):
 ])
 def test_mismatch_advice_names_the_srun_plugin_of_the_mpi_in_use(env_of, says, never):
     envs = [env_of(r) for r in range(4)]
-    hosts = ["n1", "n1", "n1", "n2"]
-    opts, records = _mpich_ranks(envs, hosts)
-    with pytest.raises(MismatchError) as excinfo:
-        resolve(opts, envs[0], the_plan=plan(opts, envs[0]), exchange=lambda: (0, records))
-    cause = str(excinfo.value).split("Likely cause:", 1)[1]
-    assert says in cause and never not in cause, cause
+    results = run_world(envs, ["n1", "n1", "n1", "n2"], verify=True, gpus_per_node=0)
+    for result in results:  # every rank raises, with the same advice
+        assert isinstance(result, MismatchError), result
+        cause = str(result).split("Likely cause:", 1)[1]
+        assert says in cause and never not in cause, cause
 
 
 def test_unwired_slurm_step_advice_names_both_plugins():

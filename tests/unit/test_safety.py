@@ -60,8 +60,8 @@ def hook(event, args):
         events.append(["run", [os.fsdecode(a) for a in args[1]]])
     elif event in ("os.putenv", "os.unsetenv"):
         events.append([event, os.fsdecode(args[0])])
-    elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.remove", "os.rename", "os.mkdir",
-                   "shutil.rmtree", "socket.connect", "socket.bind"):
+    elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.remove",
+                   "os.rename", "os.mkdir", "shutil.rmtree", "socket.connect", "socket.bind"):
         events.append([event, repr(args)[:200]])
     elif event == "open":
         path, mode, flags = args

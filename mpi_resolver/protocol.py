@@ -1,0 +1,138 @@
+"""The MPI exchange, step by step, with the communication injected (pure but for ``Transport``).
+
+A few collectives whatever the job's size, and every rank's record only where something
+disagrees:
+
+1. every rank reduces one vector (MIN): its plan, its own checks against Slurm, its step,
+   whether it hit an error: every rank takes the same decision from it;
+2. where they agree, where ranks run comes from Slurm's (now verified) variables, or, without
+   Slurm or where they cannot say, from one gather of 12 bytes per rank plus the name of one
+   rank per host;
+3. the ranks of each node swap their records, point to point, for the node's GPUs;
+4. one more reduction: the job's GPUs per task, and whether any node's GPU lists conflict;
+5. where anything disagrees (or ``details`` asks): one gather of every rank's record, from
+   which every rank builds the same per-rank table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+
+from .hosts import same_host
+from .layout import Runs, host_of_rank, ranks_on
+from .topology import RankRecord, own_differences
+
+__all__ = ["Transport", "MpiFacts", "gather_facts", "RECORD_BYTES"]
+
+#: Bytes a record may take in the gather of every rank's record.
+RECORD_BYTES = 1024
+_HOST_ENTRY = 12  # bytes per rank in the host table: 8 of hash, 4 of name length
+
+
+class Transport(Protocol):
+    """The communication ``gather_facts`` needs; mpi.MpiTransport is the real one."""
+
+    rank: int
+    size: int
+
+    def allreduce_min(self, values: Sequence[int]) -> List[int]:
+        """Returns the element-wise minimum of every rank's ``values``."""
+
+    def allgather(self, payload: bytes, width: int) -> List[bytes]:
+        """Returns every rank's ``payload`` (at most ``width`` bytes each), in rank order."""
+
+    def allgatherv(self, payload: bytes, counts: Sequence[int]) -> List[bytes]:
+        """Returns every rank's ``payload``; ``counts[r]`` is rank r's length."""
+
+    def exchange(self, peers: Sequence[int], payload: bytes) -> Dict[int, bytes]:
+        """Sends ``payload`` to each of ``peers`` and returns what each of them sent."""
+
+
+@dataclass
+class MpiFacts:
+    """What the exchange told this rank."""
+
+    rank: int
+    size: int
+    records: Optional[List[RankRecord]]  # every rank's record (step 5), else None
+    hosts: Optional[List[str]]           # every rank's host (step 2 or 5), else None: Slurm's
+    node: List[RankRecord]               # the records of this rank's node, in rank order
+    per_task: Optional[int]              # the job's GPUs per task of divided lists (step 4)
+
+
+def _host_hash(host: str) -> bytes:
+    return hashlib.blake2b(host.encode("utf-8", "surrogateescape"), digest_size=8).digest()
+
+
+def _vector(mine: RankRecord, size: int, slurm_runs: Optional[Runs]) -> List[int]:
+    """Returns step 1's vector: [plan, -plan, step, -step, own checks ok, no error,
+    Slurm's placement holds here]."""
+    plans = ("slurm", "slurm+check", "mpi", "mpi+check")
+    code = plans.index(mine.plan) if mine.plan in plans else len(plans)
+    step = int(mine.step, 16) if mine.step else -1
+    fits = slurm_runs is not None and sum(n for _, n in slurm_runs) == size
+    host_of = (lambda r: host_of_rank(slurm_runs, r)[0]) if fits else None  # noqa: E731
+    ok = not (mine.plan or "").endswith("+check") or not own_differences(mine, size, host_of)
+    placed = host_of is not None and same_host(host_of(mine.rank), mine.host)
+    return [code, -code, step, -step, int(ok), int(mine.error is None), int(placed)]
+
+
+def _host_table(transport: Transport, host: str) -> List[str]:
+    """Returns every rank's host (step 2): 12 bytes per rank, then one name per host."""
+    name = host.encode("utf-8", "surrogateescape")
+    table = transport.allgather(_host_hash(host) + len(name).to_bytes(4, "little"),
+                                _HOST_ENTRY)
+    first: Dict[bytes, int] = {}
+    for r, entry in enumerate(table):
+        first.setdefault(entry[:8], r)
+    counts = [int.from_bytes(entry[8:12], "little") if first[entry[:8]] == r else 0
+              for r, entry in enumerate(table)]
+    mine_first = first[table[transport.rank][:8]] == transport.rank
+    names = transport.allgatherv(name if mine_first else b"", counts)
+    by_hash = {h: names[r].decode("utf-8", "surrogateescape") for h, r in first.items()}
+    return [by_hash[entry[:8]] for entry in table]
+
+
+def gather_facts(transport: Transport, mine: RankRecord, *, slurm_runs: Optional[Runs],
+                 node_summary: Callable[[List[RankRecord]], Tuple[int, bool]],
+                 details: bool = False) -> MpiFacts:
+    """Returns what every rank's records say, through the steps of the module docstring.
+
+    ``slurm_runs``: where Slurm's variables put every rank, where they say (the plan verifies
+    them); ``node_summary(node records)`` returns (the GPUs per task that node's
+    ranks could each take, or binding.NO_LIMIT; whether the node has a problem that every rank
+    must see in the full table: conflicting GPU lists, or GPUs that cannot be allocated).
+    """
+    rank, size = transport.rank, transport.size
+    payload = mine.to_json().encode()
+    if not details:
+        agreed = transport.allreduce_min(_vector(mine, size, slurm_runs))
+        details = not (agreed[0] == -agreed[1] and agreed[2] == -agreed[3]
+                       and agreed[4] == agreed[5] == 1)
+    if details:
+        records = [RankRecord.from_json(p.decode()) for p in
+                   transport.allgather(payload, RECORD_BYTES)]
+        hosts = [r.host for r in records]
+        node = [r for r in records if r.host == mine.host]
+        return MpiFacts(rank, size, records, hosts, node, None)
+    if agreed[6] == 1 and slurm_runs is not None:  # Slurm's placement holds on every rank
+        hosts = None
+        peers = ranks_on(slurm_runs, host_of_rank(slurm_runs, rank)[0])
+    else:
+        hosts = _host_table(transport, mine.host)
+        peers = [r for r, h in enumerate(hosts) if h == hosts[rank]]
+    peers = [r for r in peers if r != rank]
+    sent = transport.exchange(peers, payload)
+    node = sorted([mine] + [RankRecord.from_json(p.decode()) for p in sent.values()],
+                  key=lambda r: r.rank)
+    per_task, conflict = node_summary(node)
+    own_name = hosts is None or hosts[rank] == mine.host  # a hash shared by two names?
+    final = transport.allreduce_min([per_task, int(not conflict), int(own_name)])
+    if final[1] == 1 and final[2] == 1:
+        return MpiFacts(rank, size, None, hosts, node, final[0])
+    records = [RankRecord.from_json(p.decode()) for p in
+               transport.allgather(payload, RECORD_BYTES)]
+    return MpiFacts(rank, size, records, [r.host for r in records],
+                    [r for r in records if r.host == mine.host], None)
