@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .binding import SlurmGpus, conflicts, is_bound
@@ -48,7 +48,8 @@ class RankRecord:
 
     def to_json(self) -> str:
         """Returns the record as compact JSON."""
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return json.dumps({f.name: getattr(self, f.name) for f in _FIELDS},
+                          separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "RankRecord":
@@ -60,6 +61,9 @@ class RankRecord:
             return cls(**data)
         except (ValueError, TypeError, AttributeError) as e:
             raise FormatError(f"a rank sent an unreadable record ({e}): {text[:200]!r}") from e
+
+
+_FIELDS = fields(RankRecord)
 
 
 def make_record(rank: int, size: int, host: str, env: Mapping[str, str], launch: MpiLaunch,
