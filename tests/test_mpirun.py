@@ -128,3 +128,46 @@ def test_rank_that_dies_before_the_resolver_ends_the_job_instead_of_hanging():
                           cwd=ROOT)
     assert proc.returncode != 0
     assert time.monotonic() - start < 30, proc.stdout + proc.stderr
+
+
+DIVERGENT = """
+import json, os, socket, sys, time
+from mpi4py import MPI
+from mpi_resolver.mpi import MpiTransport
+from mpi_resolver.options import make_options
+from mpi_resolver.resolution import plan, resolve
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+env = dict(os.environ)
+if rank == 3:  # this rank alone sees a Slurm step wired by PMIx: it would cross-check
+    env.pop("OMPI_COMM_WORLD_RANK")
+    env.update(SLURM_PROCID="3", SLURM_STEP_NUM_TASKS="4", PMIX_RANK="3",
+               SLURM_STEP_NODELIST=socket.gethostname(), SLURM_STEP_TASKS_PER_NODE="4")
+opts = make_options(timeout=30, gpus_per_node=0)
+the_plan = plan(opts, env)
+start = time.monotonic()
+try:
+    resolve(opts, env, the_plan=the_plan, transport=lambda: MpiTransport(comm, 30.0))
+    out = "resolved"
+except Exception as e:
+    out = f"{type(e).__name__}: {e}"
+print(json.dumps({"rank": rank, "uses": the_plan.uses, "out": out,
+                  "after": time.monotonic() - start}), flush=True)
+"""
+
+
+def test_ranks_whose_plans_differ_all_fail_at_once_instead_of_waiting():
+    """mpirun -n 4 where rank 3 alone sees a Slurm step (it would cross-check; the others
+    resolve from MPI): every rank raises MismatchError naming rank 3's plan, well within the
+    30 s timeout, and none goes on as if all were well."""
+    proc = subprocess.run(["mpirun", "-n", "4", sys.executable, "-c", DIVERGENT],
+                          capture_output=True, text=True, timeout=120, env=mpirun_env(),
+                          cwd=ROOT)
+    lines = sorted((json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")),
+                   key=lambda line: line["rank"])
+    assert [line["rank"] for line in lines] == [0, 1, 2, 3], proc.stdout + proc.stderr
+    assert [line["uses"] for line in lines] == ["mpi", "mpi", "mpi", "slurm+check"]
+    for line in lines:
+        assert line["out"].startswith("MismatchError: "), line
+        assert "3     plan" in line["out"] and "this rank from slurm+check" in line["out"]
+        assert line["after"] < 20, line  # the timeout is 30 s: nobody waited for it
