@@ -179,3 +179,16 @@ def test_gpu_probe_runs_once_per_node_and_its_failure_reaches_every_rank():
     for result in results:
         assert isinstance(result, ResolutionError), result
         assert "rank 0 on node1: nvidia-smi" in str(result)
+
+
+def test_a_rank_whose_plan_differs_within_one_step_fails_every_rank():
+    """Same step (same digest), but rank 3 also sees Hydra's variables, so it resolves from MPI
+    without cross-checking while the others cross-check: every rank raises, with a 'plan'
+    row for rank 3, rather than some ranks checking and one not."""
+    envs = [srun_env(r, ["node1", "node2"], [3, 1], BLOCK) for r in range(4)]
+    envs[3].update(PMI_RANK="3", MPI_LOCALRANKID="0")
+    results = run_world(envs, BLOCK, gpus_per_node=0)
+    for result in results:
+        assert isinstance(result, MismatchError), result
+        assert [(d.rank, d.check) for d in result.rows] == [(3, "plan")], result.rows
+        assert "Ranks see different launcher variables (rank(s) 3" in str(result)
