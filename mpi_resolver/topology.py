@@ -180,6 +180,13 @@ def likely_cause(records: Sequence[RankRecord], diffs: Sequence[Difference],
                 "tasks: each task started its own MPI. This is srun without the --mpi plugin "
                 f"this MPI speaks (here: {records[0].launcher or 'none'}). Fix: "
                 f"{srun_advice(None)}; see `srun --mpi=list`.")
+    if "plan" in checks:
+        odd = sorted({d.rank for d in diffs if d.check == "plan"})
+        return (f"Ranks see different launcher variables (rank(s) {', '.join(map(str, odd[:8]))}"
+                " differ from rank 0), so they would not resolve the job alike: some from "
+                "Slurm's step, some from MPI alone. Fix: start every rank the same way, with "
+                f"one launcher ({srun} or one mpirun), and do not change SLURM_*, PMI*, or "
+                "OMPI_* variables per rank.")
     if launchers & set(MPIRUN_LAUNCHERS) and records[0].procid is not None:
         return ("mpirun/mpiexec was started inside a Slurm allocation (salloc or sbatch): "
                 "every rank inherits SLURM_PROCID and SLURM_STEP_NUM_TASKS of the launcher "
@@ -196,13 +203,6 @@ def likely_cause(records: Sequence[RankRecord], diffs: Sequence[Difference],
                 " MPI is not wired to the step (several separate MPI worlds, ranks from "
                 f"different steps, or a sub-communicator passed as comm). Fix: {srun}"
                 " and comm=MPI.COMM_WORLD.")
-    if "plan" in checks:
-        odd = sorted({d.rank for d in diffs if d.check == "plan"})
-        return (f"Ranks see different launcher variables (rank(s) {', '.join(map(str, odd[:8]))}"
-                " differ from rank 0), so they would not resolve the job alike: some from "
-                "Slurm's step, some from MPI alone. Fix: start every rank the same way, with "
-                f"one launcher ({srun} or one mpirun), and do not change SLURM_*, PMI*, or "
-                "OMPI_* variables per rank.")
     if "rank" in checks:
         return ("MPI numbers the ranks differently from Slurm's task ids (a reordered "
                 "communicator, or MPI not wired to the step). Fix: pass comm=MPI.COMM_WORLD "
