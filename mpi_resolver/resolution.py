@@ -341,11 +341,17 @@ def _node_summary(opts: Options, node: List[RankRecord]) -> Tuple[int, bool]:
 def _mpi_runs(opts: Options, placement: List[str]) -> Runs:
     """Returns where MPI ranks run (``placement``: every rank's host), as runs, checked
     against a given tasks_per_node."""
-    for rank, host in enumerate(placement):
-        check_host_name(host, what=f"host name of MPI rank {rank}")
+    runs = runs_of(placement)
+    start = 0
+    checked = set()
+    for host, n in runs:  # each host once, named by its first rank
+        if host not in checked:
+            check_host_name(host, what=f"host name of MPI rank {start}")
+            checked.add(host)
+        start += n
     if opts.tasks_per_node is not None:
         _check_declared(opts.tasks_per_node, placement)
-    return runs_of(placement)
+    return runs
 
 
 def _slurm_configuration(opts: Options, step: SlurmStep) -> Tuple[List[str], List[int]]:

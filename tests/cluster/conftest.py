@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict, Iterator, Mapping, Optional, Sequence
 
 import pytest
 
@@ -31,6 +31,8 @@ RANK_ENV: Dict[str, str] = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 GPUS_PER_NODE = 4
+#: GPUs that Slurm itself allocates and binds (GRES) in ``gres_cluster``: nodes that differ.
+GRES_GPUS: Dict[str, int] = {"node1": 4, "node2": 2}
 _TOOLS = ("srun", "sbatch", "salloc", "mpirun", "slurmctld", "slurmd", "munged")
 
 
@@ -52,9 +54,14 @@ def _require_cluster_tools() -> None:
                     "openmpi-bin libpmix2 (bash scripts/setup.sh)")
 
 
-def _started(nodes) -> Iterator[SlurmCluster]:
+def _started(nodes: Sequence[str], gpus: Optional[Mapping[str, int]] = None,
+             gres: Optional[Mapping[str, int]] = None) -> Iterator[SlurmCluster]:
+    """Starts a cluster (fake nvidia-smi with GPUS_PER_NODE GPUs on every node unless ``gpus``
+    says otherwise; Slurm GRES GPUs per ``gres``); stops it after the session."""
     _require_cluster_tools()
-    c = SlurmCluster(nodes=nodes, gpus={n: GPUS_PER_NODE for n in nodes})
+    if gpus is None:
+        gpus = {n: GPUS_PER_NODE for n in nodes}
+    c = SlurmCluster(nodes=nodes, gpus=gpus, gres=gres)
     try:
         c.start()
         yield c
@@ -66,6 +73,20 @@ def _started(nodes) -> Iterator[SlurmCluster]:
 def cluster() -> Iterator[SlurmCluster]:
     """node1 and node2, 4 fake GPUs each (fake nvidia-smi per node)."""
     yield from _started(("node1", "node2"))
+
+
+@pytest.fixture(scope="session")
+def gres_cluster() -> Iterator[SlurmCluster]:
+    """node1 with 4 and node2 with 2 GPUs that Slurm allocates and binds itself (GRES: it sets
+    CUDA_VISIBLE_DEVICES, SLURMD_TRES_BIND, SLURM_GPUS_ON_NODE ... per task), plus a fake
+    nvidia-smi with the same counts, so that tests can assert it was NOT called."""
+    yield from _started(("node1", "node2"), gpus=GRES_GPUS, gres=GRES_GPUS)
+
+
+@pytest.fixture(scope="session")
+def cpu_cluster() -> Iterator[SlurmCluster]:
+    """cpu1 and cpu2: no GRES, no nvidia-smi (CPU-only nodes); started only by its tests."""
+    yield from _started(("cpu1", "cpu2"), gpus={})
 
 
 @pytest.fixture(scope="session")

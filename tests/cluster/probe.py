@@ -9,22 +9,26 @@ Usage (under srun, sbatch, salloc or mpirun)::
 For each set of kwargs, every rank writes ONE line of JSON to stdout, in one write call (print
 interleaves under mpirun)::
 
-    {"variant", "kwargs", "rank", "host", "mpi_size", "mpi_rank", "slurm": {...}, "source",
-     "verified", "task_type", "task_id", "cluster", "address", "cuda_visible_devices",
-     "master", "num_accelerators", "stable", "tf_config", "notes", "resolved_rank",
-     "tf": {...} | null}
+    {"variant", "kwargs", "rank", "host", "mpi_size", "mpi_rank", "slurm": {...},
+     "original_cvd", "slurm_gpu": {...}, "source", "verified", "task_type", "task_id",
+     "cluster", "address", "cuda_visible_devices", "master", "num_accelerators", "stable",
+     "tf_config", "notes", "resolved_rank", "tf": {...} | null}
 
 ``rank`` is the launcher's rank of this process (OMPI_COMM_WORLD_RANK under mpirun, else
 SLURM_PROCID, PMIX_RANK or PMI_RANK), read from the environment and not from mpi_resolver.
 ``mpi_size`` is COMM_WORLD's size when MPI has been started in this process, else null.
+``original_cvd`` is CUDA_VISIBLE_DEVICES as the launcher gave it (null when unset), before
+any resolver narrowed it; ``slurm_gpu`` holds Slurm's GPU variables as the launcher gave
+them (SLURM_GPU_KEYS; null where unset).
 ``tf`` holds the same fields from TensorFlow's own SlurmClusterResolver with the same
 arguments, in the same process and from the same environment, when mpi_resolver resolved from
 Slurm's variables (source 'slurm'); TensorFlow's exception is recorded as {"error": ...}.
 
-On an exception the line is {"variant", "kwargs", "rank", "host", "mpi_size", "error_type",
-"error"}; the probe goes on with the next kwargs and exits 3 at the end (4 if the exception
-was not a ResolutionError). Before exiting, ranks that started MPI wait (bounded) for each
-other, so that mpirun does not kill a rank that has not written its line yet.
+On an exception the line is {"variant", "kwargs", "rank", "host", "mpi_size", "mpi_rank",
+"slurm", "original_cvd", "slurm_gpu", "error_type", "error"}; the probe goes on with the next
+kwargs and exits 3 at the end (4 if the exception was not a ResolutionError). Before
+exiting, ranks that started MPI wait (bounded) for each other, so that mpirun does not kill a
+rank that has not written its line yet.
 """
 
 from __future__ import annotations
@@ -40,10 +44,16 @@ import traceback
 CVD = "CUDA_VISIBLE_DEVICES"
 SLURM_KEYS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURMD_NODENAME", "SLURM_STEP_NODELIST",
               "SLURM_STEP_TASKS_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_GTIDS")
+#: Slurm's GPU variables (what it allocated and bound to this task), reported as given.
+SLURM_GPU_KEYS = ("CUDA_VISIBLE_DEVICES", "SLURMD_TRES_BIND", "SLURM_STEP_GPUS",
+                  "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK", "SLURM_JOB_GPUS",
+                  "SLURM_NTASKS_PER_TRES", "SLURM_LOCALID", "SLURMD_NODENAME")
 TF_ARGS = ("jobs", "port_base", "gpus_per_node", "gpus_per_task", "tasks_per_node",
            "auto_set_gpu", "rpc_layer")
 #: CUDA_VISIBLE_DEVICES as the launcher gave it, before any resolver narrowed it.
 ORIGINAL_CVD = os.environ.get(CVD)
+#: Slurm's GPU variables as the launcher gave them (a resolver may rewrite CUDA_VISIBLE_DEVICES).
+ORIGINAL_SLURM_GPU = {k: os.environ.get(k) for k in SLURM_GPU_KEYS}
 
 
 def launcher_rank():
@@ -130,6 +140,8 @@ def resolve(variant, kwargs, with_tf):
     line["mpi_size"] = world.Get_size() if world is not None else None
     line["mpi_rank"] = world.Get_rank() if world is not None else None
     line["slurm"] = {k: os.environ.get(k) for k in SLURM_KEYS}
+    line["original_cvd"] = ORIGINAL_CVD
+    line["slurm_gpu"] = dict(ORIGINAL_SLURM_GPU)
     emit(json.dumps(line))
     return status
 

@@ -4,9 +4,27 @@ Stdlib only; needs root and Debian's slurm-wlm, munge, openmpi-bin and iproute2.
 a network namespace joined to a private bridge, running its own slurmd under
 ``unshare --uts --mount`` with its own hostname, spool, /etc/hosts and fake-GPU bin directory.
 
+Two kinds of pretend GPUs, usable together:
+
+- ``gpus={"node1": 4}``: a fake ``nvidia-smi`` on that node's PATH (Slurm knows nothing of it;
+  it counts its calls, see ``nvidia_smi_calls``).
+- ``gres={"node1": 4}``: real Slurm GRES. slurm.conf gets ``GresTypes=gpu`` and ``Gres=gpu:4``
+  on the node's line; gres.conf (beside slurm.conf, where Slurm looks for it) says
+  ``AutoDetect=off`` and ``NodeName=node1 Name=gpu File=/dev/tty[0-3]``: existing device files
+  (Slurm 22.05 numbers the GPUs by their position in File, not by the file names: tty[4-7]
+  also gives 0-3). Slurm then allocates GPUs to jobs and binds them to tasks itself
+  (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURMD_TRES_BIND, SLURM_GPUS_ON_NODE, ...), and
+  each srun step still starts in about 0.15 s.
+
+The head (the host namespace: slurmctld and the client commands, on the bridge address) has a
+host name of its own, ``head_name`` (``mpirhead<unique>``), in /etc/hosts and in every node's
+hosts file: what a node uses to reach back to a launcher on the head (MPICH's
+``mpiexec -localhost NAME``).
+
 Command line (for shell demos)::
 
     python slurm_cluster.py start --nodes node1,node2 --dir DIR   # prints export lines
+    python slurm_cluster.py start --gres node1=4,node2=2 --dir DIR
     python slurm_cluster.py stop --dir DIR
 """
 from __future__ import annotations
@@ -117,10 +135,13 @@ def _free_subnet() -> str:
 
 
 def _remove_hosts_lines(marker: str) -> None:
-    """Remove exactly the /etc/hosts lines carrying marker (edited in place)."""
+    """Remove exactly the /etc/hosts lines ending in marker (edited in place).
+
+    Whole-marker match: the marker of cluster 1 ('... 123-1') is a prefix of cluster 10's.
+    """
     with open(HOSTS) as f:
         lines = f.readlines()
-    keep = [line for line in lines if marker not in line]
+    keep = [line for line in lines if not line.rstrip().endswith(marker)]
     if keep != lines:
         with open(HOSTS, "w") as f:
             f.writelines(keep)
@@ -131,7 +152,7 @@ class SlurmCluster:
 
     def __init__(self, nodes: Sequence[str] = ("node1", "node2"), *, cpus_per_node: int = 8,
                  workdir: str | None = None, gpus: Mapping[str, int] | None = None,
-                 port: int | None = None) -> None:
+                 gres: Mapping[str, int] | None = None, port: int | None = None) -> None:
         """Describe the cluster; nothing runs until start().
 
         Args:
@@ -139,6 +160,8 @@ class SlurmCluster:
             cpus_per_node: CPUs declared per node (more than the real ones is fine).
             workdir: directory for all state (kept after stop); default a temp dir (removed).
             gpus: fake GPU count per node name; nodes not named get no nvidia-smi.
+            gres: Slurm GRES GPU count per node name (1-64): Slurm allocates and binds them
+                (device files /dev/tty0..N-1); nodes not named have no GRES.
             port: slurmctld port (slurmd uses port+1); default a free one in 20000-32000.
         """
         if not nodes or len(set(nodes)) != len(nodes):
@@ -146,19 +169,29 @@ class SlurmCluster:
         for n in nodes:
             if not re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,40}", n):
                 raise ValueError(f"bad node name {n!r}")
-        if gpus and set(gpus) - set(nodes):
-            raise ValueError(f"gpus names unknown nodes: {sorted(set(gpus) - set(nodes))}")
+        for what, counts in (("gpus", gpus), ("gres", gres)):
+            if counts and set(counts) - set(nodes):
+                unknown = sorted(set(counts) - set(nodes))
+                raise ValueError(f"{what} names unknown nodes: {unknown}")
+        for n, count in (gres or {}).items():
+            if not (isinstance(count, int) and 1 <= count <= 64):
+                raise ValueError(f"gres: {n}={count!r}: expected 1-64 GPUs")
         self.node_names: list[str] = list(nodes)
         self.cpus_per_node = cpus_per_node
         self.gpus: dict[str, int] = dict(gpus or {})
+        self.gres: dict[str, int] = dict(gres or {})
         self._port = port
         self._owns_workdir = workdir is None
         self.workdir = os.path.abspath(workdir) if workdir else tempfile.mkdtemp(prefix="mpir-slurm-")
         k = next(_instances)
         self.tag = f"{os.getpid()}-{k}"
         self._ifbase = f"m{os.getpid():x}x{k:x}"  # interface names: at most 15 characters
+        #: the head's host name (its bridge address) in /etc/hosts and every node's hosts file
+        self.head_name = f"mpirhead{os.getpid():x}x{k:x}"
         self.state: dict[str, Any] = {"workdir": self.workdir, "owns_workdir": self._owns_workdir,
-                                      "pids": [], "netns": [], "links": [], "hosts_marker": None}
+                                      "pids": [], "netns": [], "links": [], "hosts_marker": None,
+                                      "head_name": self.head_name, "gpus": self.gpus,
+                                      "gres": self.gres}
         self.env: dict[str, str] = {}
         self.rsh_agent = os.path.join(self.workdir, "rsh-agent")
         self._addr: dict[str, str] = {}
@@ -226,7 +259,8 @@ class SlurmCluster:
     def run(self, args: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
             input: str | None = None, cwd: str | None = None,
             check: bool = False) -> subprocess.CompletedProcess[str]:
-        """Run a client command (srun, sbatch, mpirun, ...) in the host namespace with self.env.
+        """Run a client command (srun, sbatch, mpirun, ...) in the host namespace with self.env
+        (this process's environment without Slurm's, MPI's and CUDA_VISIBLE_DEVICES) + env.
 
         Text mode, stdout/stderr captured. On timeout the whole process group gets SIGTERM,
         then SIGKILL after 3 s, and subprocess.TimeoutExpired (with the output so far) is raised.
@@ -349,8 +383,9 @@ class SlurmCluster:
             _sh(["ip", "-n", ns, "addr", "add", f"{self._addr[n]}/24", "dev", "eth0"])
             _sh(["ip", "-n", ns, "link", "set", "eth0", "up"])
             _sh(["ip", "-n", ns, "link", "set", "lo", "up"])
-        entries = "".join(f"{self._addr[n]}\t{n}\t# mpir-harness {self.tag}\n" for n in self.node_names)
         marker = f"# mpir-harness {self.tag}"
+        entries = "".join(f"{self._addr[n]}\t{n}\t{marker}\n" for n in self.node_names)
+        entries += f"{self.bridge_addr}\t{self.head_name}\t{marker}\n"
         with _locked():
             self.state["hosts_marker"] = marker
             self._save()
@@ -366,10 +401,12 @@ class SlurmCluster:
                                           if "# mpir-harness" not in l))  # no other cluster's
 
     def _write_files(self, port: int) -> None:
-        """slurm.conf, mpi.conf, cgroup.conf, plugstack.conf and the fake nvidia-smi scripts."""
+        """slurm.conf, mpi.conf, cgroup.conf, plugstack.conf, gres.conf and the fake nvidia-smi."""
         w = self.workdir
         nodes = "\n".join(f"NodeName={n} NodeHostname={n} NodeAddr={self._addr[n]} "
-                          f"CPUs={self.cpus_per_node} State=UNKNOWN" for n in self.node_names)
+                          f"CPUs={self.cpus_per_node}"
+                          + (f" Gres=gpu:{self.gres[n]}" if n in self.gres else "")
+                          + " State=UNKNOWN" for n in self.node_names)
         ctl = socket.gethostname().split(".")[0]
         conf = f"""\
 ClusterName=mpir{self.tag.replace('-', 'x')}
@@ -405,6 +442,7 @@ InactiveLimit=0
 KillWait=5
 MinJobAge=60
 MailProg=/bin/true
+{"GresTypes=gpu" if self.gres else "# no GresTypes: no GRES"}
 {nodes}
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
@@ -413,6 +451,10 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             "mpi.conf": f"PMIxCliTmpDirBase={w}/spool/pmix\nPMIxEnv=PMIX_SECURITY_MODE=native\n",
             "cgroup.conf": "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n",
             "plugstack.conf": "",
+            # Slurm reads gres.conf from slurm.conf's directory (-f / SLURM_CONF)
+            "gres.conf": "AutoDetect=off\n" + "".join(
+                f"NodeName={n} Name=gpu File=/dev/tty[0-{k - 1}]\n" if k > 1 else
+                f"NodeName={n} Name=gpu File=/dev/tty0\n" for n, k in self.gres.items()),
         }
         for name, text in files.items():
             with open(self._p(name), "w") as f:
@@ -437,6 +479,7 @@ done
 """)
             os.chmod(path, 0o755)
         env = self._daemon_env()
+        env.pop("CUDA_VISIBLE_DEVICES", None)  # a task sees the GPUs the cluster gives it
         env.update({
             "SLURM_CONF": self._p("slurm.conf"),
             "PATH": f"{w}/gpubin:{env.get('PATH', '/usr/bin:/bin')}",
@@ -554,6 +597,17 @@ def _stop_state(state: dict[str, Any]) -> None:
                 os.remove(os.path.join(wd, STATE_FILE))
 
 
+def _counts(text: str, option: str) -> dict[str, int]:
+    """Parse 'node1=4,node2=2' into {'node1': 4, 'node2': 2}."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        name, sep, count = item.partition("=")
+        if not sep or not count.strip().isdigit():
+            raise ValueError(f"{option}: expected NODE=COUNT[,NODE=COUNT...], got {text!r}")
+        out[name.strip()] = int(count)
+    return out
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -561,7 +615,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     st.add_argument("--nodes", default="node1,node2")
     st.add_argument("--dir", required=True)
     st.add_argument("--cpus-per-node", type=int, default=8)
-    st.add_argument("--gpus", default="", help="e.g. node1=2,node2=4")
+    st.add_argument("--gpus", default="", help="fake nvidia-smi GPUs, e.g. node1=2,node2=4")
+    st.add_argument("--gres", default="", help="Slurm GRES GPUs, e.g. node1=4,node2=2")
     st.add_argument("--timeout", type=float, default=30.0)
     sp = sub.add_parser("stop", help="stop the cluster started with --dir DIR")
     sp.add_argument("--dir", required=True)
@@ -575,8 +630,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
             _stop_state(json.load(f))
         return 0
     os.makedirs(a.dir, exist_ok=True)
-    gpus = {k: int(v) for k, v in (kv.split("=") for kv in a.gpus.split(",") if kv)}
-    c = SlurmCluster(a.nodes.split(","), cpus_per_node=a.cpus_per_node, workdir=a.dir, gpus=gpus)
+    try:
+        gpus, gres = _counts(a.gpus, "--gpus"), _counts(a.gres, "--gres")
+        c = SlurmCluster(a.nodes.split(","), cpus_per_node=a.cpus_per_node, workdir=a.dir,
+                         gpus=gpus, gres=gres)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
     try:
         c.start(a.timeout)
     except ClusterError as e:
@@ -590,6 +650,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print(f"export {k}={shlex.quote(v)}")
     print(f"export MPIR_HARNESS_DIR={shlex.quote(c.workdir)}")
     print(f"# nodes: {' '.join(f'{n}={c.address(n)}' for n in c.node_names)}; "
+          f"head: {c.head_name}={c.bridge_addr}; "
           f"started in {c.state['started_in_s']} s; stop: {sys.executable} {__file__} stop --dir {a.dir}")
     return 0
 

@@ -1,6 +1,7 @@
 """Smoke tests of the throw-away Slurm cluster itself (root, Slurm, Open MPI and mpi4py needed)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -8,10 +9,11 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Iterator
+from typing import Dict, Iterator, Optional, Tuple
 
 import pytest
 
+from . import slurm_cluster
 from .slurm_cluster import ClusterError, SlurmCluster, _starttime
 
 PY = sys.executable
@@ -181,15 +183,23 @@ def test_port_in_use_refused() -> None:
         assert not os.path.exists(c.workdir)
 
 
+def hosts_names() -> list:
+    """Every name /etc/hosts of the host namespace lists."""
+    with open("/etc/hosts") as f:
+        return [name for line in f for name in line.split("#")[0].split()[1:]]
+
+
 def test_stop_leaves_nothing() -> None:
     c = SlurmCluster(["node1", "node2"]).start()
     pids = [p for p, _, _ in c.state["pids"]]
     netns, links = list(c.state["netns"]), list(c.state["links"])
     assert len(pids) == 4 and len(netns) == 2
+    assert {"node1", "node2", c.head_name} <= set(hosts_names())
     t = time.monotonic()
     c.stop()
     assert time.monotonic() - t < 5
     assert leftovers(c, pids, netns, links) == []
+    assert c.head_name not in hosts_names()
     assert not os.path.exists(c.workdir)
     c.stop()  # idempotent
 
@@ -209,17 +219,174 @@ def test_failed_start_cleans_up() -> None:
 
 def test_command_line(tmp_path: "os.PathLike[str]") -> None:
     script, d = os.path.join(os.path.dirname(__file__), "slurm_cluster.py"), str(tmp_path)
-    r = subprocess.run([PY, script, "start", "--nodes", "a1,b2", "--dir", d],
+    r = subprocess.run([PY, script, "start", "--nodes", "a1,b2", "--gres", "a1=2", "--dir", d],
                        capture_output=True, text=True, timeout=60)
     try:
         assert r.returncode == 0, r.stderr
         assert f"export SLURM_CONF={d}/slurm.conf" in r.stdout
-        s = subprocess.run(["bash", "-c", r.stdout + "\nsinfo -h -N -o '%N %t'"],
+        with open(os.path.join(d, "harness.json")) as f:
+            head = json.load(f)["head_name"]
+        assert f"head: {head}=" in r.stdout
+        s = subprocess.run(["bash", "-c", r.stdout + "\nsinfo -h -N -o '%N %t %G'"],
                            capture_output=True, text=True, timeout=30)
-        assert s.stdout.split("\n")[:-1] == ["a1 idle", "b2 idle"], s.stderr
+        assert s.stdout.split("\n")[:-1] == ["a1 idle gpu:2", "b2 idle (null)"], s.stderr
     finally:
         st = subprocess.run([PY, script, "stop", "--dir", d], capture_output=True, text=True,
                             timeout=60)
     assert st.returncode == 0, st.stderr
     assert not os.path.exists(os.path.join(d, "harness.json"))
     assert "a1" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert head not in hosts_names()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--gres", "node1"], "expected NODE=COUNT"),
+    (["--gres", "node3=2"], "gres names unknown nodes: ['node3']"),
+    (["--gres", "node1=0"], "expected 1-64 GPUs"),
+    (["--gpus", "node1=x"], "expected NODE=COUNT"),
+])
+def test_command_line_bad_gpu_counts(tmp_path: "os.PathLike[str]", argv, says) -> None:
+    script = os.path.join(os.path.dirname(__file__), "slurm_cluster.py")
+    r = subprocess.run([PY, script, "start", "--nodes", "node1", "--dir", str(tmp_path), *argv],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and says in r.stderr, (r.returncode, r.stderr)
+    assert not os.path.exists(os.path.join(tmp_path, "harness.json"))
+
+
+def test_remove_hosts_lines_whole_marker(tmp_path, monkeypatch) -> None:
+    """Cluster 1's marker ('... 7-1') is a prefix of cluster 10's: only its own lines go."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n10.0.0.2\tnode1\t# mpir-harness 7-1\n"
+                     "10.0.1.2\tnode1\t# mpir-harness 7-10\n")
+    monkeypatch.setattr(slurm_cluster, "HOSTS", str(hosts))
+    slurm_cluster._remove_hosts_lines("# mpir-harness 7-1")
+    assert hosts.read_text() == "127.0.0.1 localhost\n10.0.1.2\tnode1\t# mpir-harness 7-10\n"
+
+
+# ----------------------------------------------------------------- GRES: Slurm binds GPUs
+GRES = {"node1": 4, "node2": 2}
+#: Slurm's variables of a task's GPUs, in the order GRES_ROWS lists them
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "SLURMD_TRES_BIND", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE",
+            "SLURM_NTASKS_PER_TRES")
+#: one line per task: rank|host|value of each GPU_VARS ('~' where unset)
+SHOW_GPU_VARS = "echo \"$SLURM_PROCID|$SLURMD_NODENAME" + "".join(
+    f"|${{{v}-~}}" for v in GPU_VARS) + '"'
+Task = Tuple[str, Optional[str], Optional[str], Optional[str], Optional[str], Optional[str]]
+
+
+@pytest.fixture(scope="module")
+def gres_cluster() -> Iterator[SlurmCluster]:
+    with SlurmCluster(["node1", "node2"], gres=GRES) as c:
+        yield c
+
+
+def gpu_vars(c: SlurmCluster, options: str) -> Dict[int, Task]:
+    """Runs one task per rank under srun OPTIONS; returns {rank: (host, *GPU_VARS)}."""
+    r = c.run(["srun", *options.split(), "sh", "-c", SHOW_GPU_VARS], timeout=30)
+    assert r.returncode == 0, f"srun {options}: {r.stderr}"
+    rows = [line.split("|") for line in r.stdout.splitlines()]
+    return {int(row[0]): tuple(None if v == "~" else v for v in row[1:]) for row in rows}
+
+
+#: what Slurm 22.05 gives each task on this harness (measured): rank: (host, CUDA_VISIBLE_DEVICES,
+#: SLURMD_TRES_BIND, SLURM_STEP_GPUS, SLURM_GPUS_ON_NODE, SLURM_NTASKS_PER_TRES); None = unset
+GRES_ROWS: Dict[str, Dict[int, Task]] = {
+    "-w node1 -n4 --gpus-per-task=1": {
+        i: ("node1", str(i), "gpu:per_task:1", str(i), "4", None) for i in range(4)},
+    "-w node1 -n2 --gpus-per-task=2": {
+        0: ("node1", "0,1", "gpu:per_task:2", "0,1", "4", None),
+        1: ("node1", "2,3", "gpu:per_task:2", "2,3", "4", None)},
+    "-w node1 -n4 --gpus-per-node=4": {
+        i: ("node1", "0,1,2,3", None, "0,1,2,3", "4", None) for i in range(4)},
+    "-w node1 -n4 --gpus=4 --gpu-bind=single:1": {
+        i: ("node1", str(i), "gpu:single:1", str(i), "4", None) for i in range(4)},
+    "-w node1 -n4 --ntasks-per-gpu=2 --gpus=2": {
+        i: ("node1", str(i // 2), "gpu:single:2", str(i // 2), "2", "2") for i in range(4)},
+    "-w node1 -n4 --gpus-per-task=1 --gpu-bind=none": {
+        i: ("node1", None, "gpu:none", None, "4", None) for i in range(4)},
+    "-w node1 -n2 --gpus-per-node=4 --gpu-bind=map_gpu:3,1": {
+        0: ("node1", "3", "gpu:map_gpu:3,1", "3", "4", None),
+        1: ("node1", "1", "gpu:map_gpu:3,1", "1", "4", None)},
+    "-w node1 -n4": {i: ("node1", None, None, None, None, None) for i in range(4)},
+    # two nodes: a node with one task of the step gets no SLURMD_TRES_BIND
+    "-w node1,node2 -n4 --gpus-per-task=1": {
+        0: ("node1", "0", "gpu:per_task:1", "0", "3", None),
+        1: ("node1", "1", "gpu:per_task:1", "1", "3", None),
+        2: ("node1", "2", "gpu:per_task:1", "2", "3", None),
+        3: ("node2", "0", None, "0", "1", None)},
+    "-w node1,node2 -n4 --gpus=6": {
+        **{i: ("node1", "0,1,2,3", None, "0,1,2,3", "4", None) for i in range(3)},
+        3: ("node2", "0,1", None, "0,1", "2", None)},
+}
+
+
+def test_gres_cluster_config(gres_cluster: SlurmCluster) -> None:
+    """gres.conf beside slurm.conf; Slurm reports the GRES per node."""
+    c = gres_cluster
+    with open(os.path.join(c.workdir, "gres.conf")) as f:
+        assert f.read() == ("AutoDetect=off\nNodeName=node1 Name=gpu File=/dev/tty[0-3]\n"
+                            "NodeName=node2 Name=gpu File=/dev/tty[0-1]\n")
+    r = c.run(["sinfo", "-h", "-N", "-o", "%N %t %G"], timeout=10)
+    assert r.stdout.splitlines() == ["node1 idle gpu:4", "node2 idle gpu:2"], r.stderr
+
+
+@pytest.mark.parametrize("options", list(GRES_ROWS))
+def test_gres_binding(gres_cluster: SlurmCluster, options: str) -> None:
+    """Slurm allocates and binds the GRES GPUs itself, as measured."""
+    got = gpu_vars(gres_cluster, options)
+    expected = GRES_ROWS[options]
+    assert got == expected, (f"srun {options}: (host, {', '.join(GPU_VARS)}) per rank\n"
+                             f"got      {got}\nexpected {expected}")
+
+
+def test_gres_and_fake_nvidia_smi_together() -> None:
+    """gres and gpus side by side: Slurm binds GRES GPUs, nvidia-smi answers for its node."""
+    with SlurmCluster(["node1"], gres={"node1": 2}, gpus={"node1": 2}) as c:
+        c.reset_nvidia_smi_calls()
+        r = c.run(["srun", "-n2", "--gpus-per-task=1", "sh", "-c",
+                   "echo $SLURM_PROCID $CUDA_VISIBLE_DEVICES $(nvidia-smi -L | wc -l)"],
+                  timeout=30)
+        assert sorted(r.stdout.splitlines()) == ["0 0 2", "1 1 2"], r.stderr
+        assert c.nvidia_smi_calls("node1") == 2
+
+
+def test_gres_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="gres names unknown nodes"):
+        SlurmCluster(["node1"], gres={"node2": 1})
+    with pytest.raises(ValueError, match="expected 1-64 GPUs"):
+        SlurmCluster(["node1"], gres={"node1": 0})
+
+
+# ----------------------------------------------------------------- the head's name
+def test_head_name_resolves_everywhere(gres_cluster: SlurmCluster) -> None:
+    """head_name is the bridge address in the host namespace, on every node and in a task,
+    and a node reaches a server on the head by that name."""
+    c = gres_cluster
+    assert re.fullmatch(r"mpirhead[0-9a-f]+x[0-9a-f]+", c.head_name), c.head_name
+    with open(os.path.join(c.workdir, "harness.json")) as f:
+        assert json.load(f)["head_name"] == c.head_name
+    assert socket.gethostbyname(c.head_name) == c.bridge_addr
+    for node in c.node_names:
+        r = subprocess.run(c.on_node(node) + ["getent", "hosts", c.head_name], env=c.env,
+                           capture_output=True, text=True, timeout=10)
+        assert r.stdout.split() == [c.bridge_addr, c.head_name], (node, r.stdout, r.stderr)
+    r = c.run(["srun", "-w", "node2", "-n1", "getent", "hosts", c.head_name], timeout=30)
+    assert r.stdout.split() == [c.bridge_addr, c.head_name], r.stderr
+    with socket.create_server((c.bridge_addr, 0)) as srv:
+        client = (f"import socket; s = socket.create_connection(({c.head_name!r}, "
+                  f"{srv.getsockname()[1]}), timeout=5); s.sendall(socket.gethostname().encode())")
+        p = subprocess.Popen(c.on_node("node1") + [PY, "-c", client], env=c.env)
+        srv.settimeout(10)
+        conn, _ = srv.accept()
+        with conn:
+            assert conn.recv(64) == b"node1"
+        assert p.wait(10) == 0
+
+
+def test_head_names_unique() -> None:
+    a, b = SlurmCluster(["node1"]), SlurmCluster(["node1"])
+    try:
+        assert a.head_name != b.head_name
+    finally:
+        a.stop()
+        b.stop()
