@@ -209,14 +209,18 @@ def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, alone:
     return Share(gpus, "own" if alone else "divided", g)
 
 
-def _shared_note(host: str, share: Share, ranks: int, per_gpu: Optional[int]) -> str:
-    gpus = ",".join(share.gpus)
+def _shared_note(host: str, shared: Sequence[Tuple[Share, int]], per_gpu: Optional[int]
+                 ) -> str:
+    """Returns the note for the lists of ``host`` that its ranks share: (share, ranks)."""
+    ranks = sum(n for _, n in shared)
+    lists = " / ".join(",".join(share.gpus) for share, _ in shared)
     if per_gpu and per_gpu > 1:
-        return (f"GPUs are shared: {ranks} tasks on {host} use GPU(s) {gpus}, "
+        return (f"GPUs are shared: {ranks} tasks on {host} use GPU(s) {lists}, "
                 f"{per_gpu} tasks per GPU as Slurm bound them (--ntasks-per-gpu / "
                 f"--gpu-bind=single:{per_gpu}).")
-    return (f"GPUs are shared: {len(share.gpus)} GPU(s) ({gpus}) on {host} for {ranks} tasks "
-            "that see them, fewer than one each, so each of those tasks uses all of them "
+    count = len({g for share, _ in shared for g in share.gpus})
+    return (f"GPUs are shared: {count} GPU(s) ({lists}) on {host} for {ranks} tasks that see "
+            "them, fewer than one each, so each of those tasks uses all of them "
             "(TensorFlow's resolver crashes here). Ask Slurm for --gpus-per-task=1, or run at "
             "most one task per GPU, if sharing is not intended.")
 
@@ -253,18 +257,21 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
                                explicit=explicit)
                 alike[key] = NodeGpus((share,))
                 if share.kind == "shared" and not notes:
-                    notes.append(_shared_note(host, share, len(ranks), tasks_per_gpu))
+                    notes.append(_shared_note(host, [(share, len(ranks))], tasks_per_gpu))
             nodes[host] = alike[key]
             continue
         shares, slots = [], [None] * len(lists[host])
+        shared = []
         for gpus, ranks in by_list.items():
             share = _share(gpus, len(ranks), gpus_per_task if explicit else None, host,
                            alone=len(ranks) == 1, explicit=explicit)
-            if share.kind == "shared" and not notes:
-                notes.append(_shared_note(host, share, len(ranks), tasks_per_gpu))
+            if share.kind == "shared":
+                shared.append((share, len(ranks)))
             for i, index in enumerate(ranks):
                 slots[index] = (len(shares), i)
             shares.append(share)
+        if shared and not notes:
+            notes.append(_shared_note(host, shared, tasks_per_gpu))
         nodes[host] = NodeGpus(tuple(shares), tuple(slots))
     return GpuAllocation(nodes, gpus_per_task, tuple(notes))
 
@@ -287,10 +294,11 @@ def divided_fit(by_list: Mapping[Gpus, Sequence[int]]) -> int:
     return NO_LIMIT
 
 
-def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int],
-                     gpus_per_task: Optional[int]) -> GpuAllocation:
+def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int], gpus_per_task: Optional[int],
+                     host: Optional[str] = None) -> GpuAllocation:
     """Returns every rank's GPUs where every node is taken to have ``gpus`` (as TensorFlow
-    assumes when it reads Slurm's variables alone): nodes of ``tasks`` ({host: ranks})."""
+    assumes when it reads Slurm's variables alone): nodes of ``tasks`` ({host: ranks}).
+    Notes speak of ``host`` alone (this rank's: the others' GPUs are an assumption)."""
     counts = sorted(set(tasks.values()))
     explicit = gpus_per_task is not None
     if gpus_per_task is None:
@@ -298,10 +306,10 @@ def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int],
     by_count: Dict[int, NodeGpus] = {}
     notes: List[str] = []
     for n in counts:
-        host = next(h for h, k in tasks.items() if k == n)
-        share = _share(gpus, n, gpus_per_task, host, alone=False, explicit=explicit)
-        if share.kind == "shared" and not notes:
-            notes.append(_shared_note(host, share, n, None))
+        named = next(h for h, k in tasks.items() if k == n)
+        share = _share(gpus, n, gpus_per_task, named, alone=False, explicit=explicit)
+        if share.kind == "shared" and host is not None and tasks.get(host) == n:
+            notes.append(_shared_note(host, [(share, n)], None))
         by_count[n] = NodeGpus((share,))
     return GpuAllocation({}, gpus_per_task, tuple(notes), tasks, by_count)
 
@@ -326,7 +334,7 @@ def allocate_own(gpus: Gpus, host: str, index: int, ranks_on_host: int, slurm: S
         share = Share((), "none", 0)
     elif per_gpu is not None:
         share = Share(gpus, "shared", g)
-        notes = (_shared_note(host, share, per_gpu, per_gpu),)
+        notes = (_shared_note(host, [(share, per_gpu)], per_gpu),)
     else:
         share = Share(gpus, "own", g)
     slots = tuple((0, 0) if i == index else None for i in range(ranks_on_host))

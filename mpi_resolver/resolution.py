@@ -471,7 +471,7 @@ def _gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank
                                  gpus.notes + (_ignored_note(opts.gpus_per_node, slurm.bind),))
         return gpus
     own = task_gpus(visible, slurm, probed, opts.gpus_per_node) or ()
-    gpus = allocate_uniform(own, layout.tasks_per_host, opts.gpus_per_task)
+    gpus = allocate_uniform(own, layout.tasks_per_host, opts.gpus_per_task, host)
     if cpu_only:
         return GpuAllocation(gpus.nodes, gpus.per_task, gpus.notes + (_cpu_only_note([host]),),
                              gpus.tasks, gpus.by_count)

@@ -340,3 +340,21 @@ def test_conflicts_names_the_first_overlapping_pair_per_rank():
                     (3, ("2", "3"), False)]}
     assert conflicts(lists) == [(1, 0, "n1", ("1", "2"), ("0", "1")),
                                 (3, 1, "n1", ("2", "3"), ("1", "2"))]
+
+
+def test_shared_note_names_every_shared_list_of_the_node():
+    envs = job(["0", "0", "1", "1"], SLURMD_TRES_BIND="gpu:single:2", SLURM_NTASKS_PER_TRES="2")
+    notes = [n for n in run_job(envs, ONE_NODE, rank=3).notes if "shared" in n]
+    assert notes == ["GPUs are shared: 4 tasks on node1 use GPU(s) 0 / 1, 2 tasks per GPU as "
+                     "Slurm bound them (--ntasks-per-gpu / --gpu-bind=single:2)."]
+
+
+def test_without_mpi_notes_speak_of_this_rank_s_node_only():
+    """source='slurm': node2's lone rank sees 0,1 and cannot know node1's GPUs: no note that
+    node1's 3 tasks share 2 GPUs (a guess from its own list)."""
+    placement = ["node1"] * 3 + ["node2"]
+    envs = job(["0,1,2,3"] * 3 + ["0,1"], placement, SLURM_GPUS_ON_NODE="2")
+    opts = make_options(source="slurm")
+    alone = resolve(opts, envs[3], the_plan=plan(opts, envs[3]), probe=_no_probe)
+    assert alone.visible_devices == "0,1"
+    assert [n for n in alone.notes if "shared" in n] == []
