@@ -73,3 +73,15 @@ def test_benchmark_script_prints_measured_ratios(tmp_path):
         assert target.startswith("<= ") and met in ("yes", "NO"), measure
         assert (met == "yes") == (float(ratio) <= float(target[3:])), measure
     assert (tmp_path / "latest.json").exists()
+    # The exchange at scale: its own verdicts follow its figures too.
+    exchange = json.loads((tmp_path / "exchange.json").read_text())
+    for row in exchange["simulation"]:
+        after, slurm = row["after"]["seconds"], row["slurm"]["seconds"]
+        assert row["after"]["collectives"] == 2 and row["before"]["collectives"] == 2
+        assert row["after"]["received"] < row["before"]["received"] / 100
+        limit = 1.2 * slurm + 0.001 if row["after"]["n"] <= 1000 else 1.5 * slurm
+        line = next(ln for ln in proc.stdout.splitlines()
+                    if ln.startswith(f"| {row['after']['n']:,} |"))
+        assert line.split("|")[7].strip() == ("yes" if after <= limit else "NO"), line
+    counts = {(r["mode"], r["collectives"]) for r in exchange["mpirun"]}
+    assert counts == {("verified", 3), ("mpi", 5)}, counts
