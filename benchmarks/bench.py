@@ -68,13 +68,13 @@ def bench_slurm_sizes(quick: bool) -> List[Dict[str, Any]]:
                 if quick:
                     reps = max(3, reps // 3)
 
-                def run(cls, **kw):
+                def run(cls, env=env, **kw):
                     os.environ.clear()
                     os.environ.update(env)  # TensorFlow narrows CUDA_VISIBLE_DEVICES each time
                     resolver = cls(**kw)
                     return resolver.cluster_spec()
 
-                def cli():
+                def cli(env=env):
                     opts = make_options(source="slurm")
                     return resolve(opts, env, the_plan=plan(opts, env)).cluster()
 
@@ -253,7 +253,10 @@ sys.path.insert(0, sys.argv[1])
 os.environ.update(__ENV__)
 import tensorflow as tf
 from mpi_resolver import MPIClusterResolver
-cls = MPIClusterResolver if sys.argv[2] == "ours" else tf.distribute.cluster_resolver.SlurmClusterResolver
+if sys.argv[2] == "ours":
+    cls = MPIClusterResolver
+else:
+    cls = tf.distribute.cluster_resolver.SlurmClusterResolver
 kw = {"source": "slurm"} if sys.argv[2] == "ours" else {}
 tracemalloc.start()
 resolver = cls(**kw)
@@ -321,8 +324,9 @@ def table(results: Dict[str, Any]) -> str:
                     f"{r['tensorflow_ms']:.1f} ms (Slurm vars) | {r['ratio']:.2f} | "
                     f"1 collective | {'yes' if r['collectives'] == 1 else 'NO'} |")
     g = results["gpu_probes"]
+    probe_ratio = g['mpi_resolver_calls'] / max(1, g['tensorflow_calls'])
     rows.append(f"| nvidia-smi runs, 4 ranks on 1 node | {g['mpi_resolver_calls']} | "
-                f"{g['tensorflow_calls']} | {g['mpi_resolver_calls'] / max(1, g['tensorflow_calls']):.2f}"
+                f"{g['tensorflow_calls']} | {probe_ratio:.2f}"
                 f" | once per node | {'yes' if g['mpi_resolver_calls'] == 1 else 'NO'} |")
     s = results["startup"]
     no_tf = not s["imports_tensorflow"]
@@ -341,10 +345,10 @@ def table(results: Dict[str, Any]) -> str:
         rows.append(f"| peak memory of resolution, {m['nodes']} nodes x {m['tasks_per_node']} "
                     f"(tracemalloc) | {m['mpi_resolver_peak_mib']:.1f} MiB | "
                     f"{m['tensorflow_peak_mib']:.1f} MiB | {m['ratio']:.2f} | reported | - |")
+        ours_rss, tf_rss = (m['mpi_resolver_process_peak_rss_mib'],
+                            m['tensorflow_process_peak_rss_mib'])
         rows.append(f"| process peak RSS (TensorFlow imported), same job | "
-                    f"{m['mpi_resolver_process_peak_rss_mib']:.0f} MiB | "
-                    f"{m['tensorflow_process_peak_rss_mib']:.0f} MiB | "
-                    f"{m['mpi_resolver_process_peak_rss_mib'] / m['tensorflow_process_peak_rss_mib']:.2f}"
+                    f"{ours_rss:.0f} MiB | {tf_rss:.0f} MiB | {ours_rss / tf_rss:.2f}"
                     f" | reported | - |")
     return "\n".join(rows)
 

@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     step = 0
     for epoch in range(1, args.epochs + 1):
         total_loss = total_correct = 0.0
-        for i in range(1, args.steps_per_epoch + 1):
+        for _ in range(args.steps_per_epoch):
             loss, correct = train_step(iterator)
             step += 1
             total_loss += float(loss)
