@@ -35,7 +35,7 @@ want="$(cat setup.cfg pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing Python packages into $VENV (TensorFlow takes a minute)"
   "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[tf,mpi,test]" scikit-learn \
+  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[tf-cpu,mpi,test]" scikit-learn \
     2>&1 | grep -v "^WARNING: Location" || true
   "$VENV/bin/python" -c "import mpi_resolver, tensorflow, mpi4py, pytest, sklearn" \
     || { echo "setup: the Python packages did not install" >&2; exit 1; }
