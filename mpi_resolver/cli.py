@@ -161,7 +161,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
             source=args.source, verify=True if args.command == "check" else "auto",
             timeout=args.timeout)
-        the_plan = plan(opts, env)
+        from .mpi import mpi_library
+
+        the_plan = plan(opts, env, library=mpi_library)
 
         def transport():
             nonlocal rank

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Tuple
+from typing import FrozenSet, List, Mapping, Optional, Tuple
 
 from .binding import GPU_VARIABLES
 from .errors import FormatError, ResolutionError
@@ -12,7 +12,7 @@ from .hostlist import expand_hostlist, expand_tasks_per_node
 
 __all__ = ["SlurmStep", "MpiLaunch", "detect_mpi_launch", "slurm_describes_ranks",
            "batch_step_view", "parse_int", "optional_int", "SLURM_VARS", "VARIABLES",
-           "MPIRUN_LAUNCHERS", "srun_advice", "placement_fix"]
+           "MPIRUN_LAUNCHERS", "srun_advice", "placement_fix", "MpiLibrary", "check_pairing"]
 
 #: The Slurm variables the resolver reads, with what each holds.
 SLURM_VARS = {
@@ -59,15 +59,88 @@ def parse_int(value: Optional[str], *, name: str, minimum: int = 0,
     return number
 
 
-def srun_advice(launcher: Optional[str]) -> str:
+@dataclass(frozen=True)
+class MpiLibrary:
+    """The MPI library mpi4py loads, as MPI_Get_library_version describes it (readable before
+    MPI_Init); ``components``: Open MPI's PMIx components found beside it ('ext3x', 's2')."""
+
+    version: str
+    components: FrozenSet[str] = frozenset()
+
+    @property
+    def family(self) -> Optional[str]:
+        """Returns 'openmpi', 'intel', 'mvapich', 'mpich' or None."""
+        text = self.version
+        if "Open MPI" in text:
+            return "openmpi"
+        if "Intel(R) MPI" in text:
+            return "intel"
+        if "MVAPICH" in text:
+            return "mvapich"
+        if text.startswith("MPICH"):
+            return "mpich"
+        return None
+
+    @property
+    def name(self) -> str:
+        """Returns the library's name and version: 'MPICH Version: 5.0.2', 'Open MPI v4.1.4'."""
+        first = (self.version.strip().splitlines() or ["?"])[0]
+        return " ".join(first.split(",", 1)[0].split())
+
+    def speaks(self, plugin: str) -> Optional[bool]:
+        """Returns whether MPI_Init works under ``srun --mpi=<plugin>`` ('pmix' or 'pmi2'), or
+        None where that cannot be told.
+
+        MPICH speaks PMI-2, and PMIx only if configured --with-pmix; Intel MPI both (with the
+        system's libpmix); MVAPICH PMI-2; Open MPI PMIx, and PMI-2 only before version 5 and
+        with its s2 component (Debian's has none).
+        """
+        family = self.family
+        if family == "mpich":
+            return plugin == "pmi2" or "--with-pmix" in self.version
+        if family == "intel":
+            return True
+        if family == "mvapich":
+            return True if plugin == "pmi2" else None
+        if family == "openmpi":
+            if plugin == "pmix":
+                return True
+            major = self.version.split("Open MPI v", 1)[-1].split(".", 1)[0]
+            if major.isdigit() and int(major) >= 5:
+                return False
+            return "s2" in self.components if self.components else None
+        return None
+
+
+def srun_advice(launcher: Optional[str], library: Optional[MpiLibrary] = None) -> str:
     """Returns the srun launch that wires the MPI in use to a Slurm step: PMIx for Open MPI
-    (Debian's), PMI-2 for MPICH, Intel MPI and MVAPICH (they abort in MPI_Init under PMIx);
-    both, where the launcher does not tell (``srun --mpi=none``, no MPI yet)."""
-    if launcher in ("pmix", "openmpi"):
+    (Debian's), PMI-2 for MPICH, Intel MPI and MVAPICH (MPICH aborts in MPI_Init under PMIx);
+    from the library mpi4py loads where known, else from the launcher; both where neither
+    tells (``srun --mpi=none`` and no mpi4py)."""
+    family = library.family if library is not None else None
+    if family == "openmpi" or (family is None and launcher in ("pmix", "openmpi")):
         return "`srun --mpi=pmix`"
-    if launcher in ("pmi2", "hydra", "mvapich"):
+    if family in ("mpich", "intel", "mvapich") or launcher in ("pmi2", "hydra", "mvapich"):
         return "`srun --mpi=pmi2`"
     return "`srun --mpi=pmix` (Open MPI; `srun --mpi=pmi2` for MPICH, Intel MPI, MVAPICH)"
+
+
+def check_pairing(launch: "MpiLaunch", library: Optional[MpiLibrary]) -> None:
+    """Raises ResolutionError where srun's --mpi plugin is one the MPI mpi4py loads cannot
+    speak: MPI_Init would abort (or, for some, hang) before any error could be told.
+
+    Raises:
+      ResolutionError: naming the plugin, the library and the launch that fits it.
+    """
+    plugin = {"pmix": "pmix", "pmi2": "pmi2"}.get(launch.name or "")
+    if plugin is None or library is None or library.speaks(plugin) is not False:
+        return
+    variable = "PMIX_RANK" if plugin == "pmix" else "PMI_RANK"
+    raise ResolutionError(
+        f"this task was started by srun --mpi={plugin} ({variable} is set), but mpi4py uses "
+        f"{library.name}, which cannot use {'PMIx' if plugin == 'pmix' else 'PMI-2'}: "
+        "MPI_Init would abort. Launch with "
+        f"{srun_advice(None, library)} (srun --mpi=list shows the plugins).")
 
 
 def placement_fix(launcher: Optional[str]) -> str:

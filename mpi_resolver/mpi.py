@@ -3,14 +3,19 @@ the communicator, every wait bounded by one deadline (see protocol.py for the st
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import json
+import os
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .errors import ExchangeTimeout, MissingDependencyError, ResolutionError
+from .launchers import MpiLibrary
 
-__all__ = ["import_mpi", "mpi_initialized", "world", "MpiTransport", "wait_for_all"]
+__all__ = ["import_mpi", "mpi_initialized", "world", "MpiTransport", "wait_for_all",
+           "mpi_library"]
 
 # Tags of the failure path only (see MpiTransport._missing): the one time mpi_resolver sends
 # on the user's communicator is when the exchange's own duplicate of it could not be made.
@@ -41,6 +46,42 @@ def mpi_initialized() -> bool:
     """Returns True when this process has already started MPI (without starting it)."""
     mod = sys.modules.get("mpi4py.MPI")
     return bool(mod is not None and mod.Is_initialized() and not mod.Is_finalized())
+
+
+def mpi_library() -> Optional[MpiLibrary]:
+    """Returns the MPI library mpi4py loads, read without starting MPI (mpi4py >= 4 loads it
+    through its _mpiabi module; MPI_Get_library_version may be called before MPI_Init), or
+    None where mpi4py or its library cannot be loaded."""
+    try:
+        if mpi_initialized():
+            text = import_mpi().Get_library_version()
+        else:
+            from mpi4py import _mpiabi
+
+            lib = _mpiabi._dlopen_libmpi()
+            buf, n = ctypes.create_string_buffer(8192), ctypes.c_int()
+            if lib.MPI_Get_library_version(buf, ctypes.byref(n)) != 0:
+                return None
+            text = buf.value.decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - any failure means "cannot tell", never an error
+        return None
+    return MpiLibrary(text, _open_mpi_pmix_components() if "Open MPI" in text else frozenset())
+
+
+def _open_mpi_pmix_components() -> frozenset:
+    """Returns the names of the PMIx components beside the loaded libmpi ('ext3x', 's2')."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libmpi.so" in line}
+    except OSError:
+        return frozenset()
+    found = set()
+    for path in paths:  # <libdir>/openmpi*/ (Open MPI's own layout), Debian's multiarch layout
+        here = os.path.dirname(path)
+        for pattern in ("openmpi*/mca_pmix_*.so", "openmpi/lib/openmpi*/mca_pmix_*.so"):
+            for component in glob.glob(os.path.join(here, pattern)):
+                found.add(os.path.basename(component)[len("mca_pmix_"):-len(".so")])
+    return frozenset(found)
 
 
 def world(comm: Any = None) -> Tuple[Any, int, int]:

@@ -17,8 +17,8 @@ from .errors import FormatError, MismatchError, ResolutionError
 from .gpus import parse_visible_devices, probe_gpus
 from .hostlist import check_host_name
 from .hosts import HostIndex
-from .launchers import (MpiLaunch, SlurmStep, batch_step_view, detect_mpi_launch,
-                        placement_fix, slurm_describes_ranks, srun_advice)
+from .launchers import (MpiLaunch, MpiLibrary, SlurmStep, batch_step_view, check_pairing,
+                        detect_mpi_launch, placement_fix, slurm_describes_ranks, srun_advice)
 from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
                      expand_runs, runs_of, slurm_runs, tf_runs)
 from .options import Options
@@ -49,7 +49,8 @@ class Plan:
 
 
 def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
-         mpi_running: bool = False) -> Plan:
+         mpi_running: bool = False,
+         library: Callable[[], Optional[MpiLibrary]] = lambda: None) -> Plan:
     """Returns the sources to use.
 
     Raises:
@@ -62,6 +63,12 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
     in_step = SlurmStep.present(env)
     slurm_ranks = slurm_describes_ranks(env, launch)
     notes: List[str] = [batch_note] if batch_note else []
+    # The MPI mpi4py loads, read without starting it, where srun's plugin must fit it or the
+    # advice depends on it (``library()`` imports nothing under source='slurm').
+    lib = None
+    if opts.source != "slurm" and in_step and launch.name in ("pmix", "pmi2", None) \
+            and not (have_comm or mpi_running):
+        lib = library()
     # MPI may be started unless this is a Slurm task without MPI wiring (srun --mpi=none):
     # there MPI_Init can abort the process or start a silent world of one.
     mpi_ok = opts.source != "slurm" and (have_comm or mpi_running or launch.wired or
@@ -74,7 +81,7 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
             raise ResolutionError(
                 "source='mpi', but this process is a Slurm task without MPI wiring (no "
                 "PMIX_RANK, PMI_RANK or OMPI_COMM_WORLD_RANK): starting MPI here would give "
-                f"each task a world of its own. Launch with {srun_advice(launch.name)}, or use "
+                f"each task a world of its own. Launch with {srun_advice(launch.name, lib)}, or use "
                 "source='slurm'.")
     else:
         use_slurm = slurm_ranks
@@ -86,12 +93,12 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
         if not in_step:
             raise ResolutionError(
                 "verify=True: there is no Slurm step to check against MPI (SLURM_PROCID is "
-                f"not set). Run under {srun_advice(launch.name)}, or use verify='auto'.")
+                f"not set). Run under {srun_advice(launch.name, lib)}, or use verify='auto'.")
         if not mpi_ok:
             why = ("source='slurm' never starts MPI" if opts.source == "slurm" else
                    "this Slurm task has no MPI wiring (srun --mpi=none?)")
             raise ResolutionError(
-                f"verify=True needs MPI, but {why}. Launch with {srun_advice(launch.name)} "
+                f"verify=True needs MPI, but {why}. Launch with {srun_advice(launch.name, lib)} "
                 "and source='auto', or use verify='auto'.")
         verify = True
     elif opts.verify == "auto":
@@ -99,10 +106,12 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
         if slurm_ranks and not mpi_ok and opts.source != "slurm" and not batch_note:
             notes.append(
                 "Slurm step without MPI wiring (no PMIX_RANK or PMI_RANK): the cross-check of "
-                f"Slurm against MPI is skipped. Launch with {srun_advice(launch.name)} to "
+                f"Slurm against MPI is skipped. Launch with {srun_advice(launch.name, lib)} to "
                 "enable it, or pass verify=False to silence this.")
     else:
         verify = False
+    if (not use_slurm) or verify:
+        check_pairing(launch, lib)  # before MPI_Init, which would abort
     return Plan(use_slurm, (not use_slurm) or verify, verify, launch, tuple(notes))
 
 

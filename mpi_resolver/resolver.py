@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 from .errors import MissingDependencyError
 from .launchers import VARIABLES
 from .logs import log_once
-from .mpi import MpiTransport, mpi_initialized, world
+from .mpi import MpiTransport, mpi_initialized, mpi_library, world
 from .options import make_options
 from .resolution import Resolution, plan, resolve
 
@@ -99,7 +99,8 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
                             gpus_per_task=gpus_per_task, tasks_per_node=tasks_per_node,
                             source=source, verify=verify, timeout=timeout)
         env = _environment()
-        the_plan = plan(opts, env, have_comm=comm is not None, mpi_running=mpi_initialized())
+        the_plan = plan(opts, env, have_comm=comm is not None, mpi_running=mpi_initialized(),
+                        library=mpi_library)
         self._resolution = resolve(
             opts, env, the_plan=the_plan,
             transport=lambda: MpiTransport(world(comm)[0], opts.timeout))

@@ -41,3 +41,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     || { echo "setup: the Python packages did not install" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
+
+# MPICH and Intel MPI, each in its own virtualenv with its own mpi4py (.venv-mpich,
+# .venv-impi), for the tests that launch them for real; installs only what is missing.
+bash scripts/setup_mpis.sh

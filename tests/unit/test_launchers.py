@@ -7,7 +7,8 @@ import re
 import pytest
 
 from mpi_resolver.errors import FormatError, MismatchError, ResolutionError
-from mpi_resolver.launchers import (MpiLaunch, SlurmStep, batch_step_view, detect_mpi_launch,
+from mpi_resolver.launchers import (MpiLaunch, MpiLibrary, SlurmStep, batch_step_view,
+                                    detect_mpi_launch,
                                     parse_int, slurm_describes_ranks, srun_advice)
 from mpi_resolver.options import make_options
 from mpi_resolver.resolution import plan, resolve
@@ -418,3 +419,78 @@ def test_unwired_slurm_step_advice_names_both_plugins():
                for n in the_plan.notes)
     with pytest.raises(ResolutionError, match="--mpi=pmi2` for MPICH"):
         plan(make_options(verify=True), SRUN_NONE)
+
+
+# --------------------------------------------------------------------------------------------
+# Which srun --mpi plugin the MPI mpi4py loads can speak (read before MPI_Init)
+# --------------------------------------------------------------------------------------------
+
+MPICH_TEXT = ("MPICH Version:      5.0.2\nMPICH Release date: unreleased\nMPICH ABI:          "
+              "17:2:5\nMPICH Device:       ch4:ofi\nMPICH configure:    --with-device=ch4:ucx,ofi "
+              "--with-pm=hydra:gforker\n")
+OMPI4 = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022"
+OMPI5 = "Open MPI v5.0.8, package: Open MPI, ident: 5.0.8, repo rev: v5.0.8, May 30, 2025"
+IMPI = "Intel(R) MPI Library 2021.18 for Linux* OS\n"
+
+
+@pytest.mark.parametrize("library, family, pmix, pmi2", [
+    pytest.param(MpiLibrary(MPICH_TEXT), "mpich", False, True, id="MPICH without --with-pmix"),
+    pytest.param(MpiLibrary(MPICH_TEXT.replace("--with-pm=", "--with-pmix --with-pm=")),
+                 "mpich", True, True, id="MPICH configured --with-pmix"),
+    pytest.param(MpiLibrary(OMPI4, frozenset({"ext3x", "flux", "isolated"})), "openmpi", True,
+                 False, id="Debian's Open MPI 4: no s2 component"),
+    pytest.param(MpiLibrary(OMPI4, frozenset({"ext3x", "s2"})), "openmpi", True, True,
+                 id="Open MPI 4 with s2"),
+    pytest.param(MpiLibrary(OMPI4), "openmpi", True, None, id="Open MPI 4, components unknown"),
+    pytest.param(MpiLibrary(OMPI5, frozenset({"s2"})), "openmpi", True, False,
+                 id="Open MPI 5 never speaks PMI-2"),
+    pytest.param(MpiLibrary(IMPI), "intel", True, True, id="Intel MPI speaks both"),
+    pytest.param(MpiLibrary("MVAPICH2 Version: 2.3.7\n"), "mvapich", None, True, id="MVAPICH"),
+    pytest.param(MpiLibrary("Some MPI 1.0"), None, None, None, id="unknown: cannot tell"),
+])
+def test_mpi_library_family_and_plugins(library, family, pmix, pmi2):
+    assert library.family == family
+    assert library.speaks("pmix") is pmix and library.speaks("pmi2") is pmi2
+
+
+@pytest.mark.parametrize("env, library, says", [
+    pytest.param(SRUN_PMIX, MpiLibrary(MPICH_TEXT), "`srun --mpi=pmi2`",
+                 id="MPICH under srun --mpi=pmix"),
+    pytest.param(SRUN_PMI2, MpiLibrary(OMPI4, frozenset({"ext3x"})), "`srun --mpi=pmix`",
+                 id="Debian's Open MPI under srun --mpi=pmi2"),
+])
+def test_a_plugin_the_mpi_cannot_speak_is_refused_before_mpi_init(env, library, says):
+    with pytest.raises(ResolutionError) as excinfo:
+        plan(make_options(), env, library=lambda: library)
+    text = str(excinfo.value)
+    assert says in text and library.name in text and "MPI_Init would abort" in text
+    assert text.count("`srun --mpi=") == 1, text
+
+
+@pytest.mark.parametrize("env, library", [
+    pytest.param(SRUN_PMIX, MpiLibrary(OMPI4, frozenset({"ext3x"})), id="Open MPI under pmix"),
+    pytest.param(SRUN_PMI2, MpiLibrary(MPICH_TEXT), id="MPICH under pmi2"),
+    pytest.param(SRUN_PMIX, MpiLibrary(IMPI), id="Intel MPI under pmix"),
+    pytest.param(SRUN_PMI2, None, id="no mpi4py: nothing to tell"),
+    pytest.param(SRUN_PMI2, MpiLibrary(OMPI4), id="Open MPI 4, components unknown"),
+])
+def test_fitting_or_unknown_pairings_pass(env, library):
+    assert plan(make_options(), env, library=lambda: library).verify
+
+
+def test_source_slurm_never_looks_at_the_mpi_library():
+    def library():
+        raise AssertionError("source='slurm' must not load mpi4py's library")
+
+    assert not plan(make_options(source="slurm"), SRUN_PMIX, library=library).use_mpi
+
+
+@pytest.mark.parametrize("library, advice", [
+    pytest.param(MpiLibrary(MPICH_TEXT), "`srun --mpi=pmi2`", id="MPICH: pmi2 only"),
+    pytest.param(MpiLibrary(OMPI4), "`srun --mpi=pmix`", id="Open MPI: pmix only"),
+    pytest.param(None, "`srun --mpi=pmix` (Open MPI; `srun --mpi=pmi2` for", id="unknown: both"),
+])
+def test_unwired_step_advice_follows_the_mpi_library(library, advice):
+    with pytest.raises(ResolutionError) as excinfo:
+        plan(make_options(verify=True), SRUN_NONE, library=lambda: library)
+    assert advice in str(excinfo.value)
