@@ -31,10 +31,8 @@ import json
 import os
 import socket
 import sys
-import traceback
 
-from tests.cluster.probe import (ORIGINAL_CVD, ORIGINAL_SLURM_GPU, SLURM_KEYS, emit, mpi_world,
-                                 wait_for_others)
+from tests.cluster.probe import report, wait_for_others
 
 #: make_options' arguments; TensorFlow's auto_set_gpu and rpc_layer do not change the answer.
 OPTION_ARGS = ("jobs", "port_base", "gpus_per_node", "gpus_per_task", "tasks_per_node",
@@ -66,15 +64,12 @@ def mpi_library():
 
 
 def resolve(variant, kwargs):
-    """Returns this rank's line for one resolution with ``kwargs``, and an exit status."""
-    import mpi_resolver
+    """Emits this rank's line for one resolution with ``kwargs``; returns the exit status."""
     from mpi_resolver.mpi import MpiTransport, mpi_initialized, world
     from mpi_resolver.options import make_options
     from mpi_resolver.resolution import plan, resolve as resolve_job
 
-    base = {"variant": variant, "kwargs": kwargs, "rank": launcher_rank(),
-            "host": socket.gethostname()}
-    try:
+    def make_line():
         opts = make_options(**{k: v for k, v in kwargs.items() if k in OPTION_ARGS})
         env = dict(os.environ)
         the_plan = plan(opts, env, mpi_running=mpi_initialized())
@@ -84,30 +79,16 @@ def resolve(variant, kwargs):
         address = res.cluster()[task_type][task_id]
         stable = (res.cluster() == res.cluster() and res.task == (task_type, task_id)
                   and res.visible_devices == res.visible_devices)
-        line = dict(base, source=res.source, verified=res.verified, task_type=task_type,
+        return dict(source=res.source, verified=res.verified, task_type=task_type,
                     task_id=task_id, cluster=res.cluster(), address=address,
                     cuda_visible_devices=res.visible_devices, master=f"grpc://{address}",
                     num_accelerators={"GPU": len(res.own_gpus)}, stable=stable,
                     tf_config=res.tf_config(), notes=list(res.notes),
                     resolved_rank=res.rank, tf=None)
-        status = 0
-    except mpi_resolver.ResolutionError as e:
-        line = dict(base, error_type=type(e).__name__, error=str(e))
-        status = 3
-    except Exception as e:  # a bug: report it as data, with where it happened
-        line = dict(base, error_type=type(e).__name__, error=str(e),
-                    traceback=traceback.format_exc()[-3000:])
-        status = 4
-    world_comm = mpi_world()
-    line["mpi_size"] = world_comm.Get_size() if world_comm is not None else None
-    line["mpi_rank"] = world_comm.Get_rank() if world_comm is not None else None
-    line["slurm"] = {k: os.environ.get(k) for k in SLURM_KEYS}
-    line["original_cvd"] = ORIGINAL_CVD
-    line["slurm_gpu"] = dict(ORIGINAL_SLURM_GPU)
-    line["launch_env"] = launch_env()
-    line["mpi_library"] = mpi_library()
-    emit(json.dumps(line))
-    return status
+
+    return report({"variant": variant, "kwargs": kwargs, "rank": launcher_rank(),
+                   "host": socket.gethostname()}, make_line,
+                  lambda: {"launch_env": launch_env(), "mpi_library": mpi_library()})
 
 
 def main(argv):

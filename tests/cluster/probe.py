@@ -113,21 +113,14 @@ def tensorflow_view(kwargs):
         set_cvd(ours)
 
 
-def resolve(variant, kwargs, with_tf):
-    """Returns this rank's line for one MPIClusterResolver(**kwargs), and an exit status."""
+def report(base, make_line, extra=None):
+    """Emits this rank's line: ``base`` plus what ``make_line()`` returns, or the error it
+    raised; then the MPI world, the Slurm and GPU variables as launched, and ``extra()``.
+    Returns the exit status: 0, 3 for a ResolutionError, 4 for anything else (a bug)."""
     import mpi_resolver
 
-    base = {"variant": variant, "kwargs": kwargs, "rank": launcher_rank(),
-            "host": socket.gethostname()}
     try:
-        resolver = mpi_resolver.MPIClusterResolver(**kwargs)
-        view = describe(resolver)
-        res = resolver.resolution
-        line = dict(base, source=res.source, verified=res.verified, **view,
-                    tf_config=resolver.tf_config(), notes=list(res.notes),
-                    resolved_rank=res.rank, tf=None)
-        if with_tf and res.source == "slurm":
-            line["tf"] = tensorflow_view(kwargs)
+        line = dict(base, **make_line())
         status = 0
     except mpi_resolver.ResolutionError as e:
         line = dict(base, error_type=type(e).__name__, error=str(e))
@@ -142,8 +135,28 @@ def resolve(variant, kwargs, with_tf):
     line["slurm"] = {k: os.environ.get(k) for k in SLURM_KEYS}
     line["original_cvd"] = ORIGINAL_CVD
     line["slurm_gpu"] = dict(ORIGINAL_SLURM_GPU)
+    line.update(extra() if extra is not None else {})
     emit(json.dumps(line))
     return status
+
+
+def resolve(variant, kwargs, with_tf):
+    """Emits this rank's line for one MPIClusterResolver(**kwargs); returns the exit status."""
+    import mpi_resolver
+
+    def make_line():
+        resolver = mpi_resolver.MPIClusterResolver(**kwargs)
+        view = describe(resolver)
+        res = resolver.resolution
+        line = dict(source=res.source, verified=res.verified, **view,
+                    tf_config=resolver.tf_config(), notes=list(res.notes),
+                    resolved_rank=res.rank, tf=None)
+        if with_tf and res.source == "slurm":
+            line["tf"] = tensorflow_view(kwargs)
+        return line
+
+    return report({"variant": variant, "kwargs": kwargs, "rank": launcher_rank(),
+                   "host": socket.gethostname()}, make_line)
 
 
 _SEQUENCE = itertools.count()

@@ -107,17 +107,23 @@ def library_version(python: str) -> str:
     return p.stdout.strip() if p.returncode == 0 else f"an error: {p.stderr[-2000:]}"
 
 
+def mpi_venv(name: str, python: str, mpiexec: str, venv: object, version: str) -> str:
+    """Returns ``python`` where its virtualenv holds mpiexec and an mpi4py that loads the MPI
+    whose version text starts with ``version``; fails (never skips) otherwise."""
+    missing = [p for p in (python, mpiexec) if not os.access(p, os.X_OK)]
+    if missing:
+        pytest.fail(f"{name} is not installed: {', '.join(missing)} missing. Run `{SETUP}` "
+                    "(the README's test command runs it).")
+    got = library_version(python)
+    if not got.startswith(version):
+        pytest.fail(f"{venv}'s mpi4py loads {got!r}, not {name}. Run `{SETUP}`.")
+    return python
+
+
 @pytest.fixture(scope="module")
 def mpich() -> str:
     """The MPICH virtualenv's python; fails (never skips) where it is missing or not MPICH."""
-    missing = [p for p in (MPICH_PY, MPIEXEC) if not os.access(p, os.X_OK)]
-    if missing:
-        pytest.fail(f"MPICH is not installed: {', '.join(missing)} missing. Run `{SETUP}` "
-                    "(the README's test command runs it).")
-    got = library_version(MPICH_PY)
-    if not got.startswith("MPICH Version:"):
-        pytest.fail(f"{MPICH_VENV}'s mpi4py loads {got!r}, not MPICH. Run `{SETUP}`.")
-    return MPICH_PY
+    return mpi_venv("MPICH", MPICH_PY, MPIEXEC, MPICH_VENV, "MPICH Version:")
 
 
 def probe_argv(variants) -> List[str]:

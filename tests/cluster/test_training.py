@@ -49,15 +49,21 @@ def final_accuracies(text: str) -> List[float]:
     return [float(m.group(1)) for m in map(FINAL.search, text.splitlines()) if m]
 
 
-def load_and_evaluate(path: Path) -> float:
-    """Loads the saved model in a fresh process; returns its accuracy on train.py's test split."""
-    code = ("import importlib.util, sys, numpy as np, keras\n"
+def load_and_evaluate(path: Path, keras2: bool = False) -> float:
+    """Loads the saved model in a fresh process; returns its accuracy on train.py's test split.
+
+    keras2: the model was saved by Keras 2 (train.py --fit): load it with tf_keras.
+    """
+    keras = "tf_keras as keras" if keras2 else "keras"
+    code = (f"import importlib.util, sys, numpy as np, {keras}\n"
             f"spec = importlib.util.spec_from_file_location('train', {str(TRAIN)!r})\n"
             "train = importlib.util.module_from_spec(spec); spec.loader.exec_module(train)\n"
             "_, _, x, y = train.load_data(train.SEED)\n"
             "model = keras.models.load_model(sys.argv[1])\n"
             "print(float(np.mean(np.argmax(model.predict(x, verbose=0), axis=1) == y)))\n")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    if keras2:
+        env["TF_USE_LEGACY_KERAS"] = "1"
     p = subprocess.run([PY, "-c", code, str(path)], capture_output=True, text=True, env=env,
                        timeout=90)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -77,6 +83,7 @@ def test_srun_two_workers_train_chief_prints_and_saves(cluster, tmp_path: Path) 
     text = "\n".join(line for _, line in lines)
     assert re.search(r"^workers: 2 +this: worker:0 on grpc://node1:24310", text, re.M), text
     assert "batch: 32 per worker x 2 workers = 64 global" in text
+    assert re.search(r"^training: custom loop, Keras 3\.", text, re.M), text
     epochs = re.findall(r"^epoch (\d+)/%d: loss [\d.]+  train accuracy [\d.]+" % EPOCHS, text,
                         re.M)
     assert epochs == [str(e) for e in range(1, EPOCHS + 1)], text
@@ -89,6 +96,35 @@ def test_srun_two_workers_train_chief_prints_and_saves(cluster, tmp_path: Path) 
     assert sorted(os.listdir(save.parent)) == ["model.keras"]
     # The saved model is the trained one: it scores the same on the held-out split.
     assert load_and_evaluate(save) == pytest.approx(accuracies[0], abs=1e-4)
+
+
+def test_srun_two_workers_fit_with_tf_keras(cluster, tmp_path: Path) -> None:
+    """train.py --fit: Keras 2 (tf_keras) model.fit under MultiWorkerMirroredStrategy on two
+    nodes, same output, accuracy and save as the custom loop. Fails if tf_keras is missing."""
+    save = tmp_path / "out" / "model.keras"
+    env = {**task_env(cluster), "OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
+           "TF_NUM_INTEROP_THREADS": "1"}
+    r = cluster.run(["srun", "-N2", "--ntasks-per-node=1", "--mpi=pmix", "--label",
+                     "--kill-on-bad-exit=1", PY, str(TRAIN), "--fit", "--epochs", str(EPOCHS),
+                     "--steps-per-epoch", str(STEPS), "--port-base", "24340",
+                     "--save", str(save)], env=env, timeout=120)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-4000:]}"
+    lines = labelled(r.stdout)
+    assert {task for task, _ in lines} == {0}, r.stdout
+    text = "\n".join(line for _, line in lines)
+    assert re.search(r"^workers: 2 +this: worker:0 on grpc://node1:24340", text, re.M), text
+    assert "batch: 32 per worker x 2 workers = 64 global" in text
+    assert re.search(r"^training: model\.fit, Keras 2\.\d+\.\d+ \(tf_keras\)$", text, re.M), text
+    epochs = re.findall(r"^epoch (\d+)/%d: loss [\d.]+  train accuracy [\d.]+" % EPOCHS, text,
+                        re.M)
+    assert epochs == [str(e) for e in range(1, EPOCHS + 1)], text
+    assert len(re.findall(r"^saved model: ", text, re.M)) == 1, text
+    accuracies = final_accuracies(text)
+    assert len(accuracies) == 1 and accuracies[0] > MIN_ACCURACY, text
+    assert text.rstrip().endswith(f"final test accuracy: {accuracies[0]:.4f}")
+    # Every worker saved (Keras 2's save is a collective), the other one to a scratch dir.
+    assert sorted(os.listdir(save.parent)) == ["model.keras"]
+    assert load_and_evaluate(save, keras2=True) == pytest.approx(accuracies[0], abs=1e-4)
 
 
 def test_sbatch_job_script_checks_then_trains(cluster, tmp_path: Path) -> None:
