@@ -4,6 +4,7 @@ Run it the way you run any MPI job; every process is one TensorFlow worker:
 
     srun --mpi=pmix python examples/train.py --epochs 5            # Slurm (see train.sbatch)
     mpirun -n 4 python examples/train.py --epochs 5                # no Slurm (see mpirun.sh)
+    srun --mpi=pmix python examples/train.py --fit                 # Keras 2 (tf_keras) model.fit
 
 What it shows:
   * ``MultiWorkerMirroredStrategy(cluster_resolver=MPIClusterResolver())``: the resolver turns
@@ -13,10 +14,15 @@ What it shows:
     worker reads its own shard of the training split (shard by worker index, auto-sharding
     off), and the loss is averaged over the *global* batch so that the all-reduced gradients
     are the gradients of the global batch.
-  * A custom training loop with ``strategy.run``. Not ``model.fit``: with Keras 3 (TensorFlow
-    2.21 ships Keras 3), ``fit`` fails under MultiWorkerMirroredStrategy with
-    ``ValueError: Attempt to convert a value (PerReplica...)`` (keras-team/keras#20585).
-    (``pip install tf_keras`` and ``TF_USE_LEGACY_KERAS=1`` brings back a ``fit`` that works.)
+  * By default, a custom training loop with ``strategy.run`` and Keras 3. Not ``model.fit``:
+    with Keras 3 (TensorFlow 2.21 ships Keras 3), ``fit`` fails under
+    MultiWorkerMirroredStrategy with ``ValueError: Attempt to convert a value (PerReplica...)``
+    (keras-team/keras#20585).
+  * ``--fit``: the same model, data pipeline and strategy trained with ``model.fit`` of Keras 2,
+    the ``tf_keras`` package (``pip install tf-keras~=2.21.0``: its version must match
+    TensorFlow's), which works under this strategy. The script sets ``TF_USE_LEGACY_KERAS=1``
+    before it imports TensorFlow (so ``tf.keras`` is Keras 2 too) and imports ``tf_keras``.
+    It saves a Keras 2 ``.keras`` file (load it with ``tf_keras.models.load_model``).
   * Only the chief (task 0 of 'worker') prints and saves; see ``save_model`` for why.
 
 The data set (1797 8x8 images of digits) ships with scikit-learn: no download. Runs are
@@ -28,7 +34,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 SEED = 1234
@@ -59,9 +67,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="print the running loss every STEPS steps as well as per epoch")
     p.add_argument("--seed", type=int, default=SEED,
                    help="seed of everything: split, shuffling, weights (default %(default)s)")
+    p.add_argument("--fit", action="store_true",
+                   help="train with model.fit of Keras 2 (the tf_keras package, pip install "
+                        "tf-keras matching TensorFlow's version) instead of the custom loop")
     args = p.parse_args(argv)
     if args.save and not args.save.endswith((".keras", ".h5")):
-        p.error(f"--save {args.save}: Keras 3 saves to a file ending in .keras")
+        p.error(f"--save {args.save}: Keras saves to a file ending in .keras (or .h5)")
     for name in ("epochs", "steps_per_epoch", "batch_per_worker", "threads"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -89,10 +100,16 @@ def load_data(seed: int):
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
+    if args.fit:
+        # Keras 2 for model.fit. TensorFlow reads TF_USE_LEGACY_KERAS when it is imported:
+        # with it, tf.keras is tf_keras too, so nothing mixes the two Keras versions.
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-    import numpy as np
     import tensorflow as tf
-    import keras
+    if args.fit:
+        keras = import_tf_keras(tf)
+    else:
+        import keras
 
     from mpi_resolver import MPIClusterResolver
 
@@ -129,6 +146,8 @@ def main(argv=None) -> int:
         f"replicas in sync: {strategy.num_replicas_in_sync}")
     say(f"batch: {args.batch_per_worker} per worker x {num_workers} workers = {global_batch} "
         f"global; {args.epochs} epochs x {args.steps_per_epoch} steps")
+    say(f"training: {'model.fit' if args.fit else 'custom loop'}, Keras {keras.__version__}"
+        f"{' (tf_keras)' if args.fit else ''}")
 
     x_train, y_train, x_test, y_test = load_data(args.seed)
 
@@ -149,6 +168,14 @@ def main(argv=None) -> int:
         off = tf.data.experimental.AutoShardPolicy.OFF
         options.experimental_distribute.auto_shard_policy = off
         return ds.with_options(options)
+
+    if args.fit:
+        model = fit(args, keras, strategy, dataset_fn, say)
+        accuracy = held_out_accuracy(model, x_test, y_test)
+        if args.save:
+            save_model(model, args.save, is_chief, every_worker=True)
+        say(f"final test accuracy: {accuracy:.4f}")
+        return 0
 
     # dataset_fn shards by input_pipeline_id, which for this strategy is the worker's index
     # (task_id of 'worker'); it runs once on each worker.
@@ -202,31 +229,100 @@ def main(argv=None) -> int:
         say(f"epoch {epoch}/{args.epochs}: loss {total_loss / args.steps_per_epoch:.4f}  "
             f"train accuracy {total_correct / seen:.4f}  ({time.monotonic() - start:.1f} s)")
 
-    # The held-out test split, evaluated outside strategy.run: a mirrored variable read in the
-    # cross-replica context is this worker's local copy, which the all-reduces keep identical
-    # on every worker, so no collective is needed (and none is left half-done).
-    logits = model(x_test, training=False)
-    accuracy = float(np.mean(np.argmax(np.asarray(logits), axis=1) == y_test))
-
+    accuracy = held_out_accuracy(model, x_test, y_test)
     if args.save:
         save_model(model, args.save, is_chief)
     say(f"final test accuracy: {accuracy:.4f}")
     return 0
 
 
-def save_model(model, path: str, is_chief: bool) -> None:
-    """Saves the model from the chief only.
+def import_tf_keras(tf):
+    """Returns the tf_keras module (Keras 2), or exits with how to install it."""
+    try:
+        import tf_keras
+    except ImportError as e:
+        major_minor = ".".join(tf.__version__.split(".")[:2])
+        sys.exit(f"train.py --fit needs Keras 2, the tf_keras package ({e}): "
+                 f"pip install 'tf-keras~={major_minor}.0' (its version must match "
+                 f"TensorFlow's, {tf.__version__})")
+    return tf_keras
+
+
+def fit(args, keras, strategy, dataset_fn, say):
+    """Trains with Keras 2's model.fit under the strategy; returns the model.
+
+    The input is train.py's own dataset_fn, through DatasetCreator: fit calls it once per
+    worker with the InputContext, as distribute_datasets_from_function does in the custom
+    loop, so both paths read the same shards with the same batch sizes. The loss is averaged
+    over the global batch by fit itself.
+    """
+    with strategy.scope():
+        model = keras.Sequential([
+            keras.Input(shape=(64,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10),
+        ])
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate=args.learning_rate),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"])
+    start = time.monotonic()
+
+    class Progress(keras.callbacks.Callback):
+        """train.py's progress lines, printed by the chief (fit's logs are every worker's)."""
+
+        def on_train_batch_end(self, batch, logs=None):
+            step = self.params["steps"] * self.epoch + batch + 1
+            if args.log_every and step % args.log_every == 0:
+                say(f"  step {step}: loss {logs['loss']:.4f}")
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_epoch_end(self, epoch, logs=None):
+            say(f"epoch {epoch + 1}/{args.epochs}: loss {logs['loss']:.4f}  train accuracy "
+                f"{logs['accuracy']:.4f}  ({time.monotonic() - start:.1f} s)")
+
+    model.fit(keras.utils.experimental.DatasetCreator(dataset_fn), epochs=args.epochs,
+              steps_per_epoch=args.steps_per_epoch, verbose=0, callbacks=[Progress()])
+    return model
+
+
+def held_out_accuracy(model, x_test, y_test) -> float:
+    """Accuracy on the held-out split, evaluated outside strategy.run: a mirrored variable read
+    in the cross-replica context is this worker's local copy, which the all-reduces keep
+    identical on every worker, so no collective is needed (and none is left half-done)."""
+    import numpy as np
+
+    logits = model(x_test, training=False)
+    return float(np.mean(np.argmax(np.asarray(logits), axis=1) == y_test))
+
+
+def save_model(model, path: str, is_chief: bool, every_worker: bool = False) -> None:
+    """Saves the model to ``path`` from the chief.
 
     Every worker holds the same weights, and a save from every worker to one shared path
     (a shared file system is the usual case on a cluster) has them overwrite each other's
     half-written files: the save is corrupted. Keras 3's ``model.save`` reads each mirrored
     variable's local copy and runs no collective, so the chief can save alone, after
     training and outside any strategy collective, while the other workers simply go on (and
-    exit). If you save with something that does run collectives (``tf.train.Checkpoint`` of
-    the strategy's variables, ``tf.saved_model.save`` of a distributed function), every worker
-    must call it and the non-chief workers write to a throw-away temporary path instead.
+    exit).
+
+    Keras 2's (``--fit``, ``every_worker``) does run a collective: it saves the metrics' state
+    too (fit's loss tracker and the compiled metrics), whose variables are sync-on-read, and
+    reading one all-reduces it over the workers, so a chief that saves alone waits for ever
+    (measured: tf_keras 2.21, in ``save_own_variables`` -> ``SyncOnReadVariable.read_value``
+    -> ``collective_reduce_v2``). Then every worker must call ``save`` (as with
+    ``tf.train.Checkpoint`` of the strategy's variables or ``tf.saved_model.save`` of a
+    distributed function), and the non-chief workers write to a throw-away temporary
+    directory instead of the shared path.
     """
     if not is_chief:
+        if every_worker:
+            scratch = tempfile.mkdtemp(prefix="train-save-")
+            try:
+                model.save(os.path.join(scratch, os.path.basename(path)))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
         return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
