@@ -260,8 +260,9 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
                     notes.append(_shared_note(host, [(share, len(ranks))], tasks_per_gpu))
             nodes[host] = alike[key]
             continue
-        shares, slots = [], [None] * len(lists[host])
-        shared = []
+        shares: List[Share] = []
+        slots: List[Optional[Tuple[int, int]]] = [None] * len(lists[host])
+        shared: List[Tuple[Share, int]] = []
         for gpus, ranks in by_list.items():
             share = _share(gpus, len(ranks), gpus_per_task if explicit else None, host,
                            alone=len(ranks) == 1, explicit=explicit)

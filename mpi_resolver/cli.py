@@ -96,7 +96,7 @@ def _record_rows(records: Sequence[RankRecord]) -> List[Dict[str, Any]]:
 
 def _report_show(res: Resolution, as_json: bool, bind: Optional[str]) -> str:
     ranks = _ranks(res)
-    binding = describe({row["gpu_binding"] for row in ranks}, bind)
+    binding = describe(sorted({row["gpu_binding"] for row in ranks}), bind)
     if as_json:
         return json.dumps({"source": res.source, "verified": res.verified,
                            "cluster": res.cluster(), "ranks": ranks, "gpu_binding": binding,
@@ -176,7 +176,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             res = resolve(opts, env, the_plan=the_plan, transport=transport, details=True)
         except MismatchError as e:
             if rank in (0, None):
-                print(_report_check(None, e.records, e, args.json, bind))
+                records = [r for r in e.records or () if isinstance(r, RankRecord)]
+                print(_report_check(None, records, e, args.json, bind))
             return _failed(1, together=True)
     except ResolutionError as e:
         own = isinstance(e, ExchangeTimeout)  # each rank's own: every rank reports it

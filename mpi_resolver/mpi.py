@@ -56,9 +56,9 @@ def mpi_library() -> Optional[MpiLibrary]:
         if mpi_initialized():
             text = import_mpi().Get_library_version()
         else:
-            from mpi4py import _mpiabi
+            from mpi4py import _mpiabi  # mpi4py >= 4 (the floor in setup.cfg)
 
-            lib = _mpiabi._dlopen_libmpi()
+            lib = _mpiabi._dlopen_libmpi()  # type: ignore[attr-defined]
             buf, n = ctypes.create_string_buffer(8192), ctypes.c_int()
             if lib.MPI_Get_library_version(buf, ctypes.byref(n)) != 0:
                 return None

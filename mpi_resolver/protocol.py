@@ -72,8 +72,10 @@ def _vector(mine: RankRecord, size: int, slurm_runs: Optional[Runs]) -> List[int
     plans = ("slurm", "slurm+check", "mpi", "mpi+check")
     code = plans.index(mine.plan) if mine.plan in plans else len(plans)
     step = int(mine.step, 16) if mine.step else -1
-    fits = slurm_runs is not None and sum(n for _, n in slurm_runs) == size
-    host_of = (lambda r: host_of_rank(slurm_runs, r)[0]) if fits else None  # noqa: E731
+    host_of: Optional[Callable[[int], str]] = None
+    if slurm_runs is not None and sum(n for _, n in slurm_runs) == size:
+        runs = slurm_runs
+        host_of = lambda r: host_of_rank(runs, r)[0]  # noqa: E731
     ok = not (mine.plan or "").endswith("+check") or not own_differences(mine, size, host_of)
     placed = host_of is not None and same_host(host_of(mine.rank), mine.host)
     return [code, -code, step, -step, int(ok), int(mine.error is None), int(placed)]
@@ -116,15 +118,15 @@ def gather_facts(transport: Transport, mine: RankRecord, *, slurm_runs: Optional
     if details:
         records = [RankRecord.from_json(p.decode()) for p in
                    transport.allgather(payload, RECORD_BYTES)]
-        hosts = [r.host for r in records]
         node = [r for r in records if r.host == mine.host]
-        return MpiFacts(rank, size, records, hosts, node, None)
+        return MpiFacts(rank, size, records, [r.host for r in records], node, None)
+    hosts: Optional[List[str]] = None
     if agreed[6] == 1 and slurm_runs is not None:  # Slurm's placement holds on every rank
-        hosts = None
         peers = ranks_on(slurm_runs, host_of_rank(slurm_runs, rank)[0])
     else:
         hosts = _host_table(transport, mine.host)
-        peers = [r for r, h in enumerate(hosts) if h == hosts[rank]]
+        here = hosts[rank]
+        peers = [r for r, h in enumerate(hosts) if h == here]
     peers = [r for r in peers if r != rank]
     sent = transport.exchange(peers, payload)
     node = sorted([mine] + [RankRecord.from_json(p.decode()) for p in sent.values()],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .binding import (NO_LIMIT, GpuAllocation, SlurmGpus, allocate_nodes, allocate_own,
                       allocate_uniform, conflicts, divided_fit, group_lists, is_bound,
@@ -81,8 +81,8 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
             raise ResolutionError(
                 "source='mpi', but this process is a Slurm task without MPI wiring (no "
                 "PMIX_RANK, PMI_RANK or OMPI_COMM_WORLD_RANK): starting MPI here would give "
-                f"each task a world of its own. Launch with {srun_advice(launch.name, lib)}, or use "
-                "source='slurm'.")
+                "each task a world of its own. Launch with "
+                f"{srun_advice(launch.name, lib)}, or use source='slurm'.")
     else:
         use_slurm = slurm_ranks
         if in_step and not slurm_ranks:
@@ -261,12 +261,12 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
     env, _ = batch_step_view(env)  # plan() noted it
     step = SlurmStep(env) if SlurmStep.present(env) else None
     if not the_plan.use_mpi:
-        view = _read_slurm(opts, step or SlurmStep(env))
-        runs = _slurm_truth(view, step or SlurmStep(env), the_plan.launch.name)
+        alone = _read_slurm(opts, step or SlurmStep(env))
+        runs = _slurm_truth(alone, step or SlurmStep(env), the_plan.launch.name)
         layout = _layout(opts, runs)
-        gpus = _gpus_from_slurm(opts, env, layout, view.rank, probe)
-        note = _why_not_tf(runs, view.tf_assumed, step or SlurmStep(env))
-        return Resolution(view.rank, layout, gpus, "slurm", None, False,
+        gpus = _gpus_from_slurm(opts, env, layout, alone.rank, probe)
+        note = _why_not_tf(runs, alone.tf_assumed, step or SlurmStep(env))
+        return Resolution(alone.rank, layout, gpus, "slurm", None, False,
                           notes + ([note] if note else []) + list(gpus.notes))
     facts, view = _exchange(opts, env, the_plan, step, transport, probe, hostname, details)
     if the_plan.use_slurm:
@@ -440,7 +440,7 @@ def _why_not_tf(runs: Runs, tf_assumed: Runs, step: SlurmStep) -> Optional[str]:
             f"{nodes}); using where ranks run.")
 
 
-def _check_declared(declared: object, placement: List[str]) -> None:
+def _check_declared(declared: Union[int, Mapping[str, int]], placement: List[str]) -> None:
     """Raises MismatchError when a given tasks_per_node contradicts where MPI ranks run."""
     actual = count_per_host(placement)
     expected = {h: declared for h in actual} if isinstance(declared, int) else dict(declared)
