@@ -106,7 +106,8 @@ def _kill_all(pids: Sequence[int], grace: float = 3.0) -> None:
 @contextlib.contextmanager
 def _locked() -> Iterator[None]:
     """A machine-wide lock around subnet choice and /etc/hosts edits."""
-    path = LOCK if os.path.isdir(os.path.dirname(LOCK)) else os.path.join(tempfile.gettempdir(), "mpir-harness.lock")
+    path = LOCK if os.path.isdir(os.path.dirname(LOCK)) else \
+        os.path.join(tempfile.gettempdir(), "mpir-harness.lock")
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
@@ -182,7 +183,8 @@ class SlurmCluster:
         self.gres: dict[str, int] = dict(gres or {})
         self._port = port
         self._owns_workdir = workdir is None
-        self.workdir = os.path.abspath(workdir) if workdir else tempfile.mkdtemp(prefix="mpir-slurm-")
+        self.workdir = (os.path.abspath(workdir) if workdir
+                        else tempfile.mkdtemp(prefix="mpir-slurm-"))
         k = next(_instances)
         self.tag = f"{os.getpid()}-{k}"
         self._ifbase = f"m{os.getpid():x}x{k:x}"  # interface names: at most 15 characters
@@ -291,7 +293,8 @@ class SlurmCluster:
         """Start munged, slurmctld and the slurmds; wait until sinfo shows all nodes idle."""
         if os.geteuid() != 0:
             raise ClusterError("SlurmCluster needs root (network namespaces, slurmd)")
-        for tool in ("slurmctld", "slurmd", "munged", "mungekey", "ip", "nsenter", "unshare", "sinfo"):
+        for tool in ("slurmctld", "slurmd", "munged", "mungekey", "ip", "nsenter", "unshare",
+                     "sinfo"):
             if not shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin"):
                 raise ClusterError(f"{tool} not found: install slurm-wlm munge iproute2 util-linux")
         if os.path.exists(self._p(STATE_FILE)):
@@ -321,7 +324,8 @@ class SlurmCluster:
                                "--pid-file", self._p("munge", "munged.pid"),
                                "--seed-file", self._p("munge", "munged.seed"),
                                "--log-file", self._p("log", "munged.log")])
-        self._wait_for(lambda: os.path.exists(self._p("munge", "munge.socket")), 10, "munged socket")
+        self._wait_for(lambda: os.path.exists(self._p("munge", "munge.socket")), 10,
+                       "munged socket")
         conf = self._p("slurm.conf")
         self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", conf])
         for n in self.node_names:
@@ -397,8 +401,8 @@ class SlurmCluster:
             os.makedirs(self._p("nodes", n, "spool", "pmix"), exist_ok=True)
             os.makedirs(self._p("nodes", n, "gpubin"), exist_ok=True)
             with open(self._p("nodes", n, "hosts"), "w") as f:
-                f.write(entries + "".join(l for l in old.splitlines(True)
-                                          if "# mpir-harness" not in l))  # no other cluster's
+                f.write(entries + "".join(line for line in old.splitlines(True)
+                                          if "# mpir-harness" not in line))  # no other cluster's
 
     def _write_files(self, port: int) -> None:
         """slurm.conf, mpi.conf, cgroup.conf, plugstack.conf, gres.conf and the fake nvidia-smi."""
@@ -496,7 +500,8 @@ done
 
     def _write_rsh_agent(self) -> None:
         """An ssh stand-in: `agent [ssh options] HOST command...` runs command on HOST."""
-        cases = "\n".join(f"  {n}|{self._addr[n]}) pid={self._slurmd_pid[n]} ;;" for n in self.node_names)
+        cases = "\n".join(f"  {n}|{self._addr[n]}) pid={self._slurmd_pid[n]} ;;"
+                          for n in self.node_names)
         with open(self.rsh_agent, "w") as f:
             f.write(f"""#!/bin/sh
 # ssh stand-in for the throw-away Slurm cluster {self.tag}
@@ -651,7 +656,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     print(f"export MPIR_HARNESS_DIR={shlex.quote(c.workdir)}")
     print(f"# nodes: {' '.join(f'{n}={c.address(n)}' for n in c.node_names)}; "
           f"head: {c.head_name}={c.bridge_addr}; "
-          f"started in {c.state['started_in_s']} s; stop: {sys.executable} {__file__} stop --dir {a.dir}")
+          f"started in {c.state['started_in_s']} s; "
+          f"stop: {sys.executable} {__file__} stop --dir {a.dir}")
     return 0
 
 

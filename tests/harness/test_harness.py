@@ -18,7 +18,8 @@ from .slurm_cluster import ClusterError, SlurmCluster, _starttime
 
 PY = sys.executable
 _TOOLS = ("slurmctld", "slurmd", "munged", "srun", "mpirun", "ip", "nsenter", "unshare")
-_missing = [t for t in _TOOLS if not shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin")]
+_missing = [t for t in _TOOLS
+            if not shutil.which(t, path=os.environ.get("PATH", "") + ":/usr/sbin")]
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
@@ -110,14 +111,16 @@ def test_fake_gpus(cluster: SlurmCluster) -> None:
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == ["node1 2", "node2 4"]
     assert (cluster.nvidia_smi_calls("node1"), cluster.nvidia_smi_calls("node2")) == (1, 1)
-    assert shutil.which("nvidia-smi", path=cluster.env["PATH"]) is None  # none in the host namespace
+    # none in the host namespace
+    assert shutil.which("nvidia-smi", path=cluster.env["PATH"]) is None
     cluster.reset_nvidia_smi_calls()
     assert cluster.nvidia_smi_calls("node1") == 0
 
 
 def test_on_node_and_names(cluster: SlurmCluster) -> None:
     r = subprocess.run(cluster.on_node("node2") + ["sh", "-c", "hostname; pwd; getent hosts node1"],
-                       env=cluster.env, cwd=cluster.workdir, capture_output=True, text=True, timeout=10)
+                       env=cluster.env, cwd=cluster.workdir, capture_output=True, text=True,
+                       timeout=10)
     host, cwd, hosts = r.stdout.splitlines()
     assert (host, cwd) == ("node2", cluster.workdir)
     assert hosts.split() == [cluster.address("node1"), "node1"]
@@ -235,7 +238,8 @@ def test_command_line(tmp_path: "os.PathLike[str]") -> None:
                             timeout=60)
     assert st.returncode == 0, st.stderr
     assert not os.path.exists(os.path.join(d, "harness.json"))
-    assert "a1" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "a1" not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                      text=True).stdout
     assert head not in hosts_names()
 
 
