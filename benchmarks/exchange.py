@@ -38,12 +38,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mpi_resolver.binding import NO_LIMIT  # noqa: E402
 from mpi_resolver.launchers import detect_mpi_launch  # noqa: E402
 from mpi_resolver.options import make_options  # noqa: E402
-from mpi_resolver.protocol import RECORD_BYTES, _host_hash, _vector  # noqa: E402
+from mpi_resolver.protocol import _host_hash  # noqa: E402
 from mpi_resolver.resolution import local_record, plan, resolve  # noqa: E402
-from mpi_resolver.layout import tf_runs  # noqa: E402
 
 PER_NODE = 4
 RANK = 5  # the rank measured (not rank 0: nothing special)
@@ -143,7 +141,7 @@ def simulate(n: int, mode: str) -> Dict[str, Any]:
         tracemalloc.start() if attempt == 0 else None
         start = time.perf_counter()
         res = resolve(opts, env, the_plan=the_plan,
-                      transport=None if mode == "slurm" else (lambda: transport),
+                      transport=None if mode == "slurm" else (lambda t=transport: t),
                       probe=lambda: (4, False), hostname=lambda: host_of(RANK),
                       details=mode == "before")
         elapsed = time.perf_counter() - start

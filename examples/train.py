@@ -100,9 +100,10 @@ def load_data(seed: int):
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
-    if args.fit:
+    if args.fit and tensorflow_version() >= (2, 16):
         # Keras 2 for model.fit. TensorFlow reads TF_USE_LEGACY_KERAS when it is imported:
-        # with it, tf.keras is tf_keras too, so nothing mixes the two Keras versions.
+        # with it, tf.keras is tf_keras too, so nothing mixes the two Keras versions. (Up to
+        # 2.15, tf.keras is Keras 2 itself, and the variable would make it look for tf_keras.)
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
     import tensorflow as tf
@@ -146,8 +147,10 @@ def main(argv=None) -> int:
         f"replicas in sync: {strategy.num_replicas_in_sync}")
     say(f"batch: {args.batch_per_worker} per worker x {num_workers} workers = {global_batch} "
         f"global; {args.epochs} epochs x {args.steps_per_epoch} steps")
-    say(f"training: {'model.fit' if args.fit else 'custom loop'}, Keras {keras.__version__}"
-        f"{' (tf_keras)' if args.fit else ''}")
+    version = getattr(keras, "__version__", None) or tf.__version__  # 2.15's tf.keras: none
+    where = " (tf_keras)" if tensorflow_version() >= (2, 16) else " (tf.keras)"
+    say(f"training: {'model.fit' if args.fit else 'custom loop'}, Keras {version}"
+        f"{where if args.fit else ''}")
 
     x_train, y_train, x_test, y_test = load_data(args.seed)
 
@@ -236,8 +239,24 @@ def main(argv=None) -> int:
     return 0
 
 
+def tensorflow_version():
+    """Returns the installed TensorFlow's (major, minor), read without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("tensorflow", "tensorflow-cpu"):
+        try:
+            return tuple(int(v) for v in version(name).split(".")[:2])
+        except (PackageNotFoundError, ValueError):
+            continue
+    return (0, 0)
+
+
 def import_tf_keras(tf):
-    """Returns the tf_keras module (Keras 2), or exits with how to install it."""
+    """Returns Keras 2: tf.keras up to TensorFlow 2.15, else the tf_keras module; or exits
+    with how to install it."""
+    major, minor = (int(v) for v in tf.__version__.split(".")[:2])
+    if (major, minor) < (2, 16):
+        return tf.keras  # Keras 2 itself
     try:
         import tf_keras
     except ImportError as e:

@@ -183,7 +183,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         own = isinstance(e, ExchangeTimeout)  # each rank's own: every rank reports it
         if rank in (0, None) or own:
             prefix = "" if rank is None else f"rank {rank}: "
-            print(f"mpi-resolver: error: {prefix}{e}", file=sys.stderr)
+            sys.stderr.write(f"mpi-resolver: error: {prefix}{e}\n")  # one write: launchers
+            sys.stderr.flush()                                           # interleave lines
         return _failed(2, together=not own)  # after a timeout, some ranks never come
     if args.command == "tf-config":
         config = json.dumps(res.tf_config(), separators=(",", ":"))

@@ -241,6 +241,9 @@ class MpiTransport:
         from one-byte notes on the user's communicator (the exchange's failure path only),
         and tells the others."""
         MPI, rank, size = self._MPI, self.rank, self.size
+        # Rank 0 collects notes for ``grace`` after its own deadline; a rank that arrived
+        # before rank 0 reaches its deadline first, so it waits for the verdict longer than
+        # that window (up to two of them and a second), or it would give up too early.
         grace = min(5.0, max(1.0, self.timeout / 5))
         missing: Optional[List[int]] = None
         if rank == 0:
@@ -262,7 +265,7 @@ class MpiTransport:
             comm.Isend([bytearray(b"\x01"), MPI.BYTE], dest=0, tag=_TAG_ARRIVE)
             buf, status = bytearray(1 << 17), MPI.Status()
             request = comm.Irecv([buf, MPI.BYTE], source=0, tag=_TAG_VERDICT)
-            if _wait(request, time.monotonic() + grace, status):
+            if _wait(request, time.monotonic() + 2 * grace + 1.0, status):
                 missing = json.loads(bytes(buf[:status.Get_count(MPI.BYTE)]))
             else:
                 request.Cancel()

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mpi_resolver.errors import FormatError, MismatchError, ResolutionError
-from mpi_resolver.launchers import detect_mpi_launch
 from mpi_resolver.options import make_options
 from mpi_resolver.resolution import plan, resolve
 from tests.unit.jobs import run_world

@@ -9,9 +9,8 @@ from __future__ import annotations
 import pytest
 
 from mpi_resolver.errors import MismatchError, ResolutionError
-from mpi_resolver.launchers import detect_mpi_launch
 from mpi_resolver.options import make_options
-from mpi_resolver.resolution import local_record, plan, resolve
+from mpi_resolver.resolution import plan, resolve
 from tests.unit.jobs import run_job, run_world, srun_env
 
 pytestmark = pytest.mark.unit

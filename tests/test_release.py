@@ -1,0 +1,72 @@
+"""The release: what `pip install mpi_resolver` gives a user, and the lint and type checks.
+
+Each test runs one step of scripts/check_release.sh (the script a maintainer runs by hand),
+so that each step counts on its own in the summary: the sdist and wheel build and pass
+`twine check --strict`; the wheel ships py.typed and the licence; the wheel alone, installed in a
+fresh virtualenv without TensorFlow or mpi4py, gives a working `mpi-resolver`; `ruff check`;
+`mypy mpi_resolver`. A missing tool (build, twine, ruff, mypy) fails its test, never skips it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mpi_resolver
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "check_release.sh"
+
+pytestmark = pytest.mark.release
+
+
+def check_release(*steps: str, dist: Path, timeout: float = 600) -> str:
+    """Runs the steps with this interpreter's virtualenv's tools; fails unless they pass."""
+    env = dict(os.environ, MPI_RESOLVER_DIST=str(dist), MPI_RESOLVER_VENV=sys.prefix)
+    proc = subprocess.run(["bash", str(SCRIPT), *steps], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    out = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/check_release.sh {' '.join(steps)} exited {proc.returncode}:\n"
+                    f"{out}", pytrace=False)
+    for step in steps:
+        assert f"check_release: {step} ok" in out, out
+    return out
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """The built sdist and wheel (built once for this module, by the first test that asks)."""
+    directory = tmp_path_factory.mktemp("dist")
+    check_release("build", dist=directory)
+    return directory
+
+
+def test_sdist_and_wheel_build_and_pass_twine_check_strict(dist):
+    version = mpi_resolver.__version__
+    names = sorted(p.name for p in dist.iterdir())
+    assert names == [f"mpi_resolver-{version}-py3-none-any.whl",
+                     f"mpi_resolver-{version}.tar.gz"], names
+
+
+def test_wheel_has_py_typed_and_licence_and_the_extras(dist):
+    out = check_release("contents", dist=dist)
+    assert "mpi_resolver/py.typed" in out and "LICENSE" in out, out
+    assert "tf = ['tensorflow>=" in out and "tf-cpu = ['tensorflow-cpu>=" in out, out
+
+
+def test_wheel_alone_in_a_fresh_venv_gives_a_working_command_line(dist):
+    out = check_release("install", dist=dist)
+    assert "no TensorFlow, no mpi4py" in out, out
+
+
+def test_ruff_check_finds_nothing(tmp_path):
+    check_release("ruff", dist=tmp_path)
+
+
+def test_mypy_finds_nothing_in_the_package(tmp_path):
+    check_release("mypy", dist=tmp_path)
