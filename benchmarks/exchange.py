@@ -71,7 +71,7 @@ class Replay:
     def allreduce_min(self, values: Sequence[int]) -> List[int]:
         self.collectives += 1
         self.received += 8 * len(values)
-        return [min(a, b) for a, b in zip(values, self._others("allreduce", values))]
+        return [min(a, b) for a, b in zip(values, self._others("allreduce", values), strict=False)]
 
     def allgather(self, payload: bytes, width: int) -> List[bytes]:
         self.collectives += 1

@@ -201,7 +201,7 @@ def main(argv=None) -> int:
             # Average over the GLOBAL batch: the all-reduce sums the workers' gradients.
             loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=False))
         correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32),
                                                  y), tf.float32))
         return loss, correct

@@ -279,7 +279,7 @@ def train(args, tf, keras, resolver, cluster_spec, task: Task) -> None:
             logits = model(x, training=True)
             loss = tf.nn.compute_average_loss(loss_fn(y, logits))
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=False))
         correct = tf.reduce_sum(tf.cast(
             tf.equal(tf.argmax(logits, axis=1, output_type=tf.int32), y), tf.float32))
         return loss, correct

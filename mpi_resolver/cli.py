@@ -68,7 +68,7 @@ def _ranks(res: Resolution) -> List[Dict[str, Any]]:
     """Returns every rank's host, task, address, GPUs ('?' where unknown) and how it got them."""
     layout = res.layout
     rows = []
-    for rank, (host, index) in enumerate(zip(layout.placement, layout.local_index)):
+    for rank, (host, index) in enumerate(zip(layout.placement, layout.local_index, strict=True)):
         task_type, task_id = layout.task_of(rank)
         gpus, kind = res.gpus.at(host, index)
         rows.append({"rank": rank, "host": host, "task_type": task_type, "task_id": task_id,

@@ -128,7 +128,7 @@ def _expand_expression(expression: Expression) -> List[str]:
     if len(groups) == 1:
         prefix = texts[0]
         return [prefix + v for v in groups[0]]
-    return ["".join(itertools.chain.from_iterable(zip(texts, combo)))
+    return ["".join(itertools.chain.from_iterable(zip(texts, combo, strict=True)))
             for combo in itertools.product(*groups)]
 
 

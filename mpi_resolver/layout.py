@@ -61,7 +61,7 @@ def slurm_runs(hosts: Sequence[str], counts: Sequence[int], distribution: str) -
     if len(hosts) > 1 and distribution == "arbitrary":
         return None
     if distribution == "block" or len(hosts) <= 1 or max(counts, default=0) <= 1:
-        return list(zip(hosts, counts))
+        return list(zip(hosts, counts, strict=True))
     if distribution == "cyclic":
         remaining = list(counts)
         placement: List[str] = []

@@ -204,7 +204,7 @@ class MpiTransport:
                                           [recv, (list(counts), displs), MPI.BYTE]),
                    "a gather of host names")
         self.received += total
-        return [bytes(recv[d:d + n]) for d, n in zip(displs, counts)]
+        return [bytes(recv[d:d + n]) for d, n in zip(displs, counts, strict=True)]
 
     def exchange(self, peers: Sequence[int], payload: bytes) -> Dict[int, bytes]:
         """protocol.Transport.exchange: point to point, at most RECORD_BYTES from each."""

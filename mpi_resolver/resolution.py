@@ -234,7 +234,7 @@ def _read_slurm(opts: Options, step: SlurmStep) -> _SlurmView:
     if rank >= total:
         raise ResolutionError(
             f"SLURM_PROCID={rank} is outside the step's {total} tasks (0..{total - 1}).")
-    tf_assumed = tf_runs(dict(zip(hosts, counts)))
+    tf_assumed = tf_runs(dict(zip(hosts, counts, strict=True)))
     if opts.tasks_per_node is not None:
         runs: Optional[Runs] = tf_assumed  # the caller declared the layout, as in TensorFlow
     else:
@@ -431,7 +431,7 @@ def _why_not_tf(runs: Runs, tf_assumed: Runs, step: SlurmStep) -> Optional[str]:
     if runs == tf_assumed:
         return None
     placement, tf = expand_runs(runs), expand_runs(tf_assumed)
-    first = next(i for i, (a, b) in enumerate(zip(placement, tf)) if a != b)
+    first = next(i for i, (a, b) in enumerate(zip(placement, tf, strict=True)) if a != b)
     nodes = step.env.get("SLURM_STEP_NODELIST", "?")
     nodes = nodes if len(nodes) <= 80 else nodes[:77] + "..."
     return (f"the ClusterSpec differs from TensorFlow's SlurmClusterResolver: it would put rank "
@@ -496,11 +496,11 @@ def _task_lists(opts: Options, placement: Sequence[str], records: Sequence[RankR
       ResolutionError: a host none of whose ranks could say.
     """
     probed: Dict[str, int] = {}
-    for host, r in zip(placement, records):
+    for host, r in zip(placement, records, strict=True):
         if r.probed is not None:
             probed.setdefault(host, r.probed)
     lists: Dict[str, List[Tuple[str, ...]]] = {}
-    for host, r in zip(placement, records):
+    for host, r in zip(placement, records, strict=True):
         gpus = task_gpus(r.visible, r.slurm_gpus(), probed.get(host), opts.gpus_per_node)
         if gpus is None:
             raise ResolutionError(
@@ -515,7 +515,8 @@ def _gpu_notes(opts: Options, placement: Sequence[str],
                records: Sequence[RankRecord]) -> List[str]:
     """Returns the notes on CPU-only hosts and on gpus_per_node ignored for bound tasks."""
     notes = []
-    cpu_hosts = list(dict.fromkeys(h for h, r in zip(placement, records) if r.cpu_only))
+    cpu_hosts = list(dict.fromkeys(h for h, r in zip(placement, records, strict=True)
+                                   if r.cpu_only))
     if cpu_hosts:
         notes.append(_cpu_only_note(cpu_hosts))
     bound = next((r for r in records if is_bound(r.visible, r.slurm_gpus())), None)

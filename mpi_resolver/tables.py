@@ -16,7 +16,7 @@ def text_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str],
     cells = [list(columns)] + [["-" if row[c] is None else str(row[c]) for c in columns]
                                for row in shown]
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     if limit is not None and len(rows) > limit:
         lines.append(f"... and {len(rows) - limit} more rows")
     return "\n".join(lines)

@@ -118,7 +118,7 @@ def generate(n: int = 400, seed: int = 20261122) -> List[Case]:
             counts = [rng.randint(1, 4) for _ in hosts]
         total = sum(counts)
         rank = rng.randrange(total)
-        placement = [h for h, k in zip(hosts, counts) for _ in range(k)]
+        placement = [h for h, k in zip(hosts, counts, strict=False) for _ in range(k)]
         env = {"SLURM_PROCID": str(rank), "SLURM_STEP_NUM_TASKS": str(total),
                "SLURM_STEP_NODELIST": nodelist,
                "SLURM_STEP_TASKS_PER_NODE": _compress_counts(counts),

@@ -361,7 +361,7 @@ def srun_each_task(cluster: SlurmCluster, plugin: str, argv: List[str], name: st
     run = launch(cluster, ["srun", "-N2", "-n4", f"--mpi={plugin}", "-o", out, "-e", err,
                            *argv], timeout=TIMEOUT, parse=False)
     texts: Tuple[Dict[int, str], Dict[int, str]] = ({}, {})
-    for pattern, text in zip((out, err), texts):
+    for pattern, text in zip((out, err), texts, strict=False):
         for task in range(4):
             with open(pattern.replace("%t", str(task))) as f:
                 text[task] = f.read()

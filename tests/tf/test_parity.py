@@ -62,7 +62,7 @@ def test_generated_cases(ours, tmp_path, capsys):
             expected = observe(TFResolver, case.env, case.kwargs, smi)
             assert mine["cluster_spec"] != expected["cluster_spec"], case
             # Block distribution: ranks fill the nodes in SLURM_STEP_NODELIST order.
-            placement = [h for h, n in zip(case.hosts, case.counts) for _ in range(n)]
+            placement = [h for h, n in zip(case.hosts, case.counts, strict=False) for _ in range(n)]
             addresses = [a for job in sorted(mine["cluster_spec"])
                          for a in mine["cluster_spec"][job]]
             assert [a.rsplit(":", 1)[0] for a in addresses] == placement, case

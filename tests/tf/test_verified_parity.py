@@ -15,7 +15,7 @@ TFResolver = tf.distribute.cluster_resolver.SlurmClusterResolver
 
 
 def _block(hosts, counts):
-    return [h for h, n in zip(hosts, counts) for _ in range(n)]
+    return [h for h, n in zip(hosts, counts, strict=False) for _ in range(n)]
 
 
 @pytest.mark.parametrize("hosts, counts, extra, kwargs", [

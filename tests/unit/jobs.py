@@ -60,7 +60,7 @@ class _ThreadTransport:
         return out
 
     def allreduce_min(self, values):
-        return [min(column) for column in zip(*self._all(list(values)))]
+        return [min(column) for column in zip(*self._all(list(values)), strict=False)]
 
     def allgather(self, payload, width):
         return self._all(bytes(payload))

@@ -111,7 +111,7 @@ def test_issue_table_one_node(cvd, gpu_vars, by_mpi, by_slurm):
 @pytest.mark.parametrize("cvd, gpu_vars, by_mpi, by_slurm", ROWS)
 def test_a_rank_never_gets_a_gpu_outside_its_own_list_nor_none_where_it_has_some(
         cvd, gpu_vars, by_mpi, by_slurm):
-    for given, got in list(zip(cvd, by_mpi)) + list(zip(cvd, by_slurm)):
+    for given, got in list(zip(cvd, by_mpi, strict=False)) + list(zip(cvd, by_slurm, strict=False)):
         if given is None:
             continue
         assert set(filter(None, got.split(","))) <= set(filter(None, given.split(",")))
