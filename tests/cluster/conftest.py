@@ -93,3 +93,13 @@ def cpu_cluster() -> Iterator[SlurmCluster]:
 def cluster_n9() -> Iterator[SlurmCluster]:
     """n9 and n10 (names that sort wrongly as strings); started only by the tests using it."""
     yield from _started(("n9", "n10"))
+
+
+def hiding(cluster: SlurmCluster, module: str, why: str) -> Dict[str, str]:
+    """Returns the ranks' PYTHONPATH with a ``module`` first on it that fails to import with
+    ``why`` (e.g. the command line must not import tensorflow)."""
+    directory = os.path.join(cluster.workdir, f"no-{module}")
+    os.makedirs(os.path.join(directory, module), exist_ok=True)
+    with open(os.path.join(directory, module, "__init__.py"), "w") as f:
+        f.write(f"raise ImportError({why!r})\n")
+    return {"PYTHONPATH": directory + os.pathsep + str(ROOT)}

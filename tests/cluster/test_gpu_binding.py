@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import pytest
 
-from tests.cluster.conftest import GRES_GPUS, PY, ROOT
+from tests.cluster.conftest import GRES_GPUS, PY, hiding
 from tests.cluster.test_scenarios import Run, launch, parse_lines, probe_argv, short, wait_for_job
 from tests.harness.slurm_cluster import SlurmCluster
 
@@ -191,21 +191,13 @@ def test_rule_gives_every_literal_answer() -> None:
 @pytest.fixture(scope="module")
 def rank_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
     """The probe ranks' variables: this checkout, sklearn hidden (see the module docstring)."""
-    hidden = os.path.join(gres_cluster.workdir, "no-sklearn")
-    os.makedirs(os.path.join(hidden, "sklearn"), exist_ok=True)
-    with open(os.path.join(hidden, "sklearn", "__init__.py"), "w") as f:
-        f.write("raise ImportError('sklearn hidden from the probe ranks (test speed)')\n")
-    return {"PYTHONPATH": hidden + os.pathsep + str(ROOT)}
+    return hiding(gres_cluster, "sklearn", "sklearn hidden from the probe ranks (test speed)")
 
 
 @pytest.fixture(scope="module")
 def cli_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
     """The command line's variables: a `tensorflow` that fails to import comes first."""
-    poison = os.path.join(gres_cluster.workdir, "no-tensorflow")
-    os.makedirs(os.path.join(poison, "tensorflow"), exist_ok=True)
-    with open(os.path.join(poison, "tensorflow", "__init__.py"), "w") as f:
-        f.write("raise ImportError('the mpi_resolver command line imported TensorFlow')\n")
-    return {"PYTHONPATH": poison + os.pathsep + str(ROOT)}
+    return hiding(gres_cluster, "tensorflow", "the mpi_resolver command line imported TensorFlow")
 
 
 @dataclass
@@ -428,11 +420,7 @@ def test_cpu_only_nodes(cpu_cluster: SlurmCluster) -> None:
     rank, {"GPU": 0}, and a note that says the job runs on CPU."""
     assert not any(os.path.exists(f"/dev/nvidia{i}") for i in range(8)), \
         "this machine has /dev/nvidia*: the CPU-only case cannot be made here"
-    hidden = os.path.join(cpu_cluster.workdir, "no-sklearn", "sklearn")
-    os.makedirs(hidden, exist_ok=True)
-    with open(os.path.join(hidden, "__init__.py"), "w") as f:
-        f.write("raise ImportError('sklearn hidden from the probe ranks (test speed)')\n")
-    env = {"PYTHONPATH": os.path.dirname(hidden) + os.pathsep + str(ROOT)}
+    env = hiding(cpu_cluster, "sklearn", "sklearn hidden from the probe ranks (test speed)")
     run = launch(cpu_cluster, [*SRUN, "-N2", "-n3", *probe_argv(VARIANTS)], env=env)
     assert run.returncode == 0, run.context()
     for variant in (0, 1):

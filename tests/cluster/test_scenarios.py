@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import pytest
 
-from tests.cluster.conftest import GPUS_PER_NODE, PROBE, PY, RANK_ENV, ROOT
+from tests.cluster.conftest import GPUS_PER_NODE, PROBE, PY, RANK_ENV, hiding
 from tests.harness.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.cluster
@@ -529,11 +529,7 @@ def test_n9_n10_srun_mpi_none_source_slurm(cluster_n9: SlurmCluster) -> None:
 def cli_env(cluster: SlurmCluster) -> Dict[str, str]:
     """RANK_ENV with a `tensorflow` first on the path that fails to import: the command line
     must not import TensorFlow."""
-    poison = os.path.join(cluster.workdir, "no-tensorflow", "tensorflow")
-    os.makedirs(poison, exist_ok=True)
-    with open(os.path.join(poison, "__init__.py"), "w") as f:
-        f.write("raise ImportError('the mpi_resolver command line imported TensorFlow')\n")
-    return {"PYTHONPATH": os.path.dirname(poison) + os.pathsep + str(ROOT)}
+    return hiding(cluster, "tensorflow", "the mpi_resolver command line imported TensorFlow")
 
 
 CLI = (PY, "-m", "mpi_resolver")
