@@ -134,16 +134,17 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
     return "\n".join(lines)
 
 
-def _failed(status: int, together: bool) -> int:
-    """Returns ``status`` once this rank's output is out. ``together``: where MPI runs, first
-    wait (bounded) until every rank gets here, rank 0 with its report printed, because mpirun
-    ends the whole job when the first rank exits non-zero."""
+def _failed(status: int, together: bool, start: bool) -> int:
+    """Returns ``status`` once this rank's output is out. ``together``: first wait (bounded)
+    until every rank gets here, rank 0 with its report printed, because mpirun ends the whole
+    job when the first rank exits non-zero; where MPI has not started yet, ``start`` it for
+    that (under an MPI launcher, where every rank fails alike)."""
     sys.stdout.flush()
     sys.stderr.flush()
     if together:
         from .mpi import wait_for_all
 
-        wait_for_all(_REPORT_WAIT)
+        wait_for_all(_REPORT_WAIT, start=start)
     return status
 
 
@@ -178,14 +179,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if rank in (0, None):
                 records = [r for r in e.records or () if isinstance(r, RankRecord)]
                 print(_report_check(None, records, e, args.json, bind))
-            return _failed(1, together=True)
+            return _failed(1, together=True, start=False)
     except ResolutionError as e:
         own = isinstance(e, ExchangeTimeout)  # each rank's own: every rank reports it
         if rank in (0, None) or own:
             prefix = "" if rank is None else f"rank {rank}: "
             sys.stderr.write(f"mpi-resolver: error: {prefix}{e}\n")  # one write: launchers
             sys.stderr.flush()                                           # interleave lines
-        return _failed(2, together=not own)  # after a timeout, some ranks never come
+        # After a timeout some ranks never come; an error before MPI started comes on every
+        # rank alike (source='slurm' never starts MPI, and srun --mpi=none cannot).
+        return _failed(2, together=not own,
+                       start=launch.wired and args.source != "slurm" and rank is not None)
     if args.command == "tf-config":
         config = json.dumps(res.tf_config(), separators=(",", ":"))
         print(f"export TF_CONFIG={shlex.quote(config)}" if args.export else config)

@@ -91,10 +91,11 @@ def world(comm: Any = None) -> Tuple[Any, int, int]:
     return comm, comm.Get_rank(), comm.Get_size()
 
 
-def wait_for_all(seconds: float) -> None:
-    """Waits, at most ``seconds``, until every rank of COMM_WORLD gets here; returns at once
-    where this process has not started MPI."""
-    if not mpi_initialized():
+def wait_for_all(seconds: float, start: bool = False) -> None:
+    """Waits, at most ``seconds``, until every rank of COMM_WORLD gets here. Where this process
+    has not started MPI: starts it if ``start`` (every rank of the launch must do the same),
+    else returns at once."""
+    if not mpi_initialized() and not start:
         return
     _wait(import_mpi().COMM_WORLD.Ibarrier(), time.monotonic() + seconds)
 

@@ -84,6 +84,22 @@ def test_cli_check_without_slurm_fails_once_with_a_clear_message():
     assert len(errors) == 1 and "no Slurm step" in errors[0], proc.stderr
 
 
+def test_cli_error_from_a_slow_rank_0_still_comes_out():
+    """Every rank fails before MPI starts (no Slurm step for `check`), rank 0 last: the others
+    wait for it (starting MPI for the bounded barrier) instead of exiting at once, which would
+    make mpirun end rank 0 before its one message is out."""
+    script = ("import os, sys, time\n"
+              "if os.environ['OMPI_COMM_WORLD_RANK'] == '0': time.sleep(3)\n"
+              "from mpi_resolver.cli import main\n"
+              "sys.exit(main(['check', '--gpus-per-node', '0']))\n")
+    proc = subprocess.run(["mpirun", "-n", "3", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=120, env=mpirun_env(),
+                          cwd=ROOT)
+    assert proc.returncode != 0
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("mpi-resolver: error:")]
+    assert len(errors) == 1 and "no Slurm step" in errors[0], proc.stderr
+
+
 def test_cli_does_not_import_tensorflow(tmp_path):
     fake = tmp_path / "tensorflow"
     fake.mkdir()
