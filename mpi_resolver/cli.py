@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .binding import SlurmGpus, describe
 from .errors import ExchangeTimeout, MismatchError, ResolutionError
-from .launchers import detect_mpi_launch, optional_int
+from .launchers import MPIRUN_LAUNCHERS, detect_mpi_launch, optional_int
 from .options import make_options, parse_jobs
 from .resolution import Resolution, plan, resolve
 from .tables import text_table
@@ -186,10 +186,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             prefix = "" if rank is None else f"rank {rank}: "
             sys.stderr.write(f"mpi-resolver: error: {prefix}{e}\n")  # one write: launchers
             sys.stderr.flush()                                           # interleave lines
-        # After a timeout some ranks never come; an error before MPI started comes on every
-        # rank alike (source='slurm' never starts MPI, and srun --mpi=none cannot).
+        # After a timeout some ranks never come. An error before MPI started comes on every
+        # rank alike; under mpirun/mpiexec, which end the job at the first failing rank, the
+        # ranks start MPI to wait for rank 0's message (srun does not end the others, and
+        # under srun MPI may be what must not start: a plugin the MPI cannot speak).
         return _failed(2, together=not own,
-                       start=launch.wired and args.source != "slurm" and rank is not None)
+                       start=launch.name in MPIRUN_LAUNCHERS and args.source != "slurm")
     if args.command == "tf-config":
         config = json.dumps(res.tf_config(), separators=(",", ":"))
         print(f"export TF_CONFIG={shlex.quote(config)}" if args.export else config)

@@ -29,6 +29,11 @@ RANK_ENV: Dict[str, str] = {
     "TF_NUM_INTRAOP_THREADS": "1",
     "TF_NUM_INTEROP_THREADS": "1",
     "PYTHONDONTWRITEBYTECODE": "1",
+    # MPICH's UCX would try shared memory between the emulated nodes (one real host, other
+    # namespaces: "mm ep failed to connect to remote FIFO ... Shared memory error", a hang
+    # seen about once in ten runs): TCP only, as between real nodes.
+    "UCX_TLS": "tcp,self",
+    "UCX_WARN_UNUSED_ENV_VARS": "n",
 }
 GPUS_PER_NODE = 4
 #: GPUs that Slurm itself allocates and binds (GRES) in ``gres_cluster``: nodes that differ.
