@@ -34,13 +34,25 @@ Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be
 """
 
 
+def _port_base(text: str) -> Any:
+    """Returns --port-base as a port or 'auto'; argparse reports the error otherwise."""
+    if text == "auto":
+        return text
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port (1..65535) or 'auto'")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--jobs", metavar="NAME=N,...",
                         help="job names and task counts, e.g. ps=1,worker=3 "
                              "(default: worker=<all tasks>)")
-    common.add_argument("--port-base", type=int, default=8888, metavar="PORT",
-                        help="first port on each node; ranks on a node count up (default 8888)")
+    common.add_argument("--port-base", type=_port_base, default=8888, metavar="PORT|auto",
+                        help="first port on each node; ranks on a node count up (default "
+                             "8888); 'auto': ports free on each node, so that jobs sharing a "
+                             "node do not collide")
     common.add_argument("--gpus-per-node", type=int, metavar="N",
                         help="GPUs on each node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi)")
     common.add_argument("--gpus-per-task", type=int, metavar="N",

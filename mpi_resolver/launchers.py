@@ -9,6 +9,7 @@ from typing import FrozenSet, List, Mapping, Optional, Tuple
 from .binding import GPU_VARIABLES
 from .errors import FormatError, ResolutionError
 from .hostlist import expand_hostlist, expand_tasks_per_node
+from .ports import KEY_VARIABLES
 
 __all__ = ["SlurmStep", "MpiLaunch", "detect_mpi_launch", "slurm_describes_ranks",
            "batch_step_view", "parse_int", "optional_int", "SLURM_VARS", "VARIABLES",
@@ -31,7 +32,7 @@ SLURM_VARS = {
 VARIABLES = (*SLURM_VARS, *GPU_VARIABLES, "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NTASKS",
              "CUDA_VISIBLE_DEVICES", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
              "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_ID",
-             "MPI_LOCALRANKID", "PMIX_RANK")
+             "MPI_LOCALRANKID", "PMIX_RANK", *KEY_VARIABLES)
 
 #: Launchers of their own (mpirun/mpiexec): inside a Slurm allocation their ranks inherit the
 #: Slurm variables of the launcher daemons that srun started, not ones that describe the ranks.

@@ -5,6 +5,7 @@ as [(host, consecutive ranks)], which stays small for 100,000 nodes. TensorFlow'
 SlurmClusterResolver assumes ``tf_runs``: hosts sorted as strings, consecutive ranks packed
 onto each. The layout gives every rank ``host:port_base+i`` where ``i`` counts the ranks
 before it on its host: for TensorFlow's placement this is exactly TensorFlow's ClusterSpec.
+Where the ports were picked per rank (port_base='auto' with MPI), it takes them as given.
 Which GPUs each rank gets is binding.py's business.
 """
 
@@ -179,6 +180,10 @@ class Layout:
         """Returns (host, index among the ranks on that host) of ``rank``."""
         return host_of_rank(self.runs, rank)
 
+    def port_of(self, rank: int) -> int:
+        """Returns the port in ``rank``'s address."""
+        return int(self.addresses[rank].rsplit(":", 1)[1])
+
     def task_of(self, rank: int) -> Tuple[str, int]:
         """Returns (task_type, task_id) of ``rank``."""
         for name, start, count in self.jobs:
@@ -187,15 +192,20 @@ class Layout:
         raise ResolutionError(f"rank {rank} is outside the job's {len(self.addresses)} tasks.")
 
 
-def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int) -> Layout:
-    """Returns the layout for ``runs``: every rank's address and task.
+def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int,
+                      ports: Optional[Sequence[int]] = None) -> Layout:
+    """Returns the layout for ``runs``: every rank's address and task. ``ports``: every rank's
+    port, where each rank picked its own; else ``port_base`` and up on each host.
 
     Raises:
-      ResolutionError: jobs that do not add up, or a port above 65535.
+      ResolutionError: jobs that do not add up, a port above 65535, or two ranks of one host
+        given one port.
     """
     tasks = count_runs(runs)
     num_tasks = sum(tasks.values())
     job_slices = assign_jobs(jobs, num_tasks)
+    if ports is not None:
+        return Layout(runs, port_base, job_slices, _given_ports(runs, ports), tasks)
     max_tasks = max(tasks.values(), default=0)
     if port_base + max_tasks - 1 > 65535:
         raise ResolutionError(
@@ -210,6 +220,21 @@ def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int) ->
         for host, n, first in run_offsets(runs):
             addresses += [host + s for s in suffixes[first:first + n]]
     return Layout(runs, port_base, job_slices, addresses, tasks)
+
+
+def _given_ports(runs: Runs, ports: Sequence[int]) -> List[str]:
+    """Returns every rank's address from its host and its own port; raises ResolutionError
+    where two ranks of one host have one port."""
+    addresses: List[str] = []
+    taken: Dict[Tuple[str, int], int] = {}
+    for rank, (host, port) in enumerate(zip(expand_runs(runs), ports, strict=True)):
+        other = taken.setdefault((host, port), rank)
+        if other != rank:
+            raise ResolutionError(
+                f"ranks {other} and {rank} on {host} were both given port {port}; resolve "
+                "again, or pass a number as port_base.")
+        addresses.append(f"{host}:{port}")
+    return addresses
 
 
 def check_own_placement(runs: Runs, rank: int, nodename: Optional[str],

@@ -9,6 +9,7 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 from .errors import FormatError, ResolutionError
 from .hostlist import check_host_name
+from .ports import AUTO, PortBase
 
 __all__ = ["Options", "make_options", "parse_jobs", "SOURCES"]
 
@@ -21,7 +22,7 @@ class Options:
     """Checked resolver arguments (see MPIClusterResolver for their meaning)."""
 
     jobs: Optional[Dict[str, int]] = None
-    port_base: int = 8888
+    port_base: PortBase = 8888      # a port, or 'auto' (ports.py)
     gpus_per_node: Optional[int] = None
     gpus_per_task: Optional[int] = None
     tasks_per_node: Union[None, int, Dict[str, int]] = None
@@ -91,6 +92,16 @@ def _check_tasks_per_node(value: Any) -> Union[None, int, Dict[str, int]]:
     return _whole(value, "tasks_per_node", 1)
 
 
+def _check_port_base(value: Any) -> PortBase:
+    if isinstance(value, str) and value == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise ResolutionError(
+            f"port_base={value!r}: expected a port number (int, 1..65535) or 'auto' (free "
+            "ports picked on each node).")
+    return value
+
+
 def make_options(*, jobs: Any = None, port_base: Any = 8888, gpus_per_node: Any = None,
                  gpus_per_task: Any = None, tasks_per_node: Any = None, source: Any = "auto",
                  verify: Any = "auto", timeout: Any = 60.0) -> Options:
@@ -109,7 +120,7 @@ def make_options(*, jobs: Any = None, port_base: Any = 8888, gpus_per_node: Any 
         raise ResolutionError(f"timeout={timeout!r}: expected a number of seconds > 0.")
     return Options(
         jobs=_check_jobs(jobs),
-        port_base=_whole(port_base, "port_base", 1, 65535),
+        port_base=_check_port_base(port_base),
         gpus_per_node=None if gpus_per_node is None else _whole(gpus_per_node,
                                                                 "gpus_per_node", 0),
         gpus_per_task=None if gpus_per_task is None else _whole(gpus_per_task,

@@ -20,8 +20,10 @@ from .hosts import HostIndex
 from .launchers import (MpiLaunch, MpiLibrary, SlurmStep, batch_step_view, check_pairing,
                         detect_mpi_launch, placement_fix, slurm_describes_ranks, srun_advice)
 from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
-                     expand_runs, runs_of, slurm_runs, tf_runs)
+                     count_runs, expand_runs, runs_of, slurm_runs, tf_runs)
 from .options import Options
+from .ports import (AUTO, Ports, Release, SocketPorts, auto_base, claim, in_use, job_key,
+                    step_key, wrap)
 from .protocol import RECORD_BYTES, MpiFacts, Transport, gather_facts
 from .topology import RankRecord, compare, format_table, likely_cause, make_record
 
@@ -182,7 +184,8 @@ def _discover(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: bo
 
 def local_record(opts: Options, env: Mapping[str, str], launch: MpiLaunch, rank: int,
                  size: int, host: str, probe: Probe = probe_gpus, *,
-                 plan: Optional[str] = None, error: Optional[str] = None) -> RankRecord:
+                 plan: Optional[str] = None, error: Optional[str] = None,
+                 port: Optional[int] = None) -> RankRecord:
     """Returns this rank's record; nvidia-smi runs only on the node's first local rank. An
     error (``error``, or one met here) is carried in the record, so that every rank raises it;
     a record too long for the exchange is replaced by one that says so."""
@@ -194,7 +197,8 @@ def local_record(opts: Options, env: Mapping[str, str], launch: MpiLaunch, rank:
                                                      launch.local_rank in (0, None))
         except ResolutionError as e:
             error = str(e)
-    record = make_record(rank, size, host, env, launch, visible, probed, error, cpu_only, plan)
+    record = make_record(rank, size, host, env, launch, visible, probed, error, cpu_only, plan,
+                         port)
     length = len(record.to_json().encode())
     if length > RECORD_BYTES:
         record = replace(record, visible=None, error=(
@@ -245,13 +249,14 @@ def _read_slurm(opts: Options, step: SlurmStep) -> _SlurmView:
 def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
             transport: Optional[Callable[[], Transport]] = None, probe: Probe = probe_gpus,
             hostname: Callable[[], str] = socket.gethostname,
-            details: bool = False) -> Resolution:
+            details: bool = False, ports: Optional[Ports] = None) -> Resolution:
     """Returns this rank's Resolution: Slurm's variables and the MPI exchange -> cross-check
     -> placement -> layout -> GPUs.
 
     ``transport()`` starts MPI and is called once, where ``the_plan`` uses MPI (see
     protocol.py); ``details`` gathers every rank's record even where all agree (the command
-    line's reports). ``probe()`` counts this node's GPUs where nothing else says.
+    line's reports). ``probe()`` counts this node's GPUs where nothing else says. ``ports``
+    tries this host's ports (SocketPorts): this rank's own port must be free (ports.py).
 
     Raises:
       ResolutionError, FormatError, MismatchError: with the variable or argument and the fix;
@@ -260,15 +265,18 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
     notes = list(the_plan.notes)
     env, _ = batch_step_view(env)  # plan() noted it
     step = SlurmStep(env) if SlurmStep.present(env) else None
+    ports = ports or SocketPorts()
     if not the_plan.use_mpi:
         alone = _read_slurm(opts, step or SlurmStep(env))
         runs = _slurm_truth(alone, step or SlurmStep(env), the_plan.launch.name)
-        layout = _layout(opts, runs)
+        layout = _layout(opts, runs, _slurm_port_base(opts, env, runs))
+        _check_own_port(opts, env, layout, alone.rank, ports, the_plan.launch.name)
         gpus = _gpus_from_slurm(opts, env, layout, alone.rank, probe)
         note = _why_not_tf(runs, alone.tf_assumed, step or SlurmStep(env))
         return Resolution(alone.rank, layout, gpus, "slurm", None, False,
                           notes + ([note] if note else []) + list(gpus.notes))
-    facts, view = _exchange(opts, env, the_plan, step, transport, probe, hostname, details)
+    facts, view = _exchange(opts, env, the_plan, step, transport, probe, hostname, details,
+                            ports)
     if the_plan.use_slurm:
         assert view is not None and step is not None  # a rank whose read failed raised above
         rank = view.rank
@@ -286,7 +294,11 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
         rank = facts.rank
         assert facts.hosts is not None  # without Slurm, the protocol gathers every host
         runs = _mpi_runs(opts, facts.hosts)
-    layout = _layout(opts, runs)
+    if facts.ports is not None:
+        layout = _layout(opts, runs, min(facts.ports), facts.ports)
+    else:
+        layout = _layout(opts, runs, facts.port_base if facts.port_base is not None
+                         else opts.port_base)  # type: ignore[arg-type]  # not AUTO here
     if facts.records is not None:
         gpus = _gpus_from_records(opts, layout, facts.records)
     else:
@@ -295,18 +307,85 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
                       facts.records, the_plan.verify, notes + list(gpus.notes))
 
 
-def _layout(opts: Options, runs: Runs) -> Layout:
+def _layout(opts: Options, runs: Runs, port_base: int,
+            ports: Optional[Sequence[int]] = None) -> Layout:
     jobs = opts.jobs if opts.jobs is not None else {"worker": sum(n for _, n in runs)}
-    return build_layout_runs(runs, jobs=jobs, port_base=opts.port_base)
+    return build_layout_runs(runs, jobs=jobs, port_base=port_base, ports=ports)
+
+
+_FIX_FIXED = ("Pass port_base='auto' (mpi-resolver --port-base auto) so that each node's "
+              "ranks get ports free there, or another port_base.")
+
+
+def _slurm_port_base(opts: Options, env: Mapping[str, str], runs: Runs) -> int:
+    """Returns the port_base of a resolution from Slurm's variables alone: the given one, or
+    for 'auto' the one SLURM_JOB_ID and SLURM_STEP_ID give (ports.auto_base)."""
+    if opts.port_base != AUTO:
+        return opts.port_base  # type: ignore[return-value]  # an int
+    key = step_key(env)
+    if key is None:
+        raise ResolutionError(
+            "port_base='auto' without MPI derives the ports from SLURM_JOB_ID and "
+            "SLURM_STEP_ID, but SLURM_JOB_ID is not set; launch with MPI (srun --mpi=pmix, "
+            "mpirun) or pass a number as port_base.")
+    return auto_base(key, max(count_runs(runs).values()))
+
+
+def _check_free(ports: Ports, port: int, host: str, how: str, fix: str) -> None:
+    """Raises ResolutionError (ports.in_use) where ``port`` is in use on this host."""
+    release = ports.hold(port)
+    if release is None:
+        raise ResolutionError(in_use(port, host, how, fix))
+    release()
+
+
+def _check_own_port(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
+                    ports: Ports, launcher: Optional[str]) -> None:
+    """Raises ResolutionError where this rank's port (from Slurm's variables alone) is in
+    use; without MPI the ranks cannot move to other ports together, so the message says how
+    to launch with it."""
+    if opts.port_base != AUTO:
+        how, fix = f"port_base={opts.port_base}", _FIX_FIXED
+    else:
+        how = (f"port_base='auto' from SLURM_JOB_ID and SLURM_STEP_ID {step_key(env)}, "
+               "without MPI")
+        fix = ("Without MPI the ranks cannot agree on other ports: launch with "
+               f"{srun_advice(launcher, None)} so that they pick free ports together, or "
+               "pass a free port_base.")
+    _check_free(ports, layout.port_of(rank), layout.host_of(rank)[0], how, fix)
+
+
+def _pick_port(opts: Options, env: Mapping[str, str], view: Optional[_SlurmView],
+               launch: MpiLaunch, host: str, rank: int, ports: Ports
+               ) -> Tuple[Optional[int], Optional[Release], Optional[int]]:
+    """Returns (the port this rank now listens on, what releases it, the base it aimed at)
+    for port_base='auto'; (None, None, None) for a number, after checking this rank's own
+    port where the launcher says its index on the node.
+
+    Raises:
+      ResolutionError: that port is in use, or no free port was found (ports.claim).
+    """
+    local = launch.local_rank
+    if opts.port_base != AUTO:
+        port = opts.port_base + (local or 0)  # type: ignore[operator]  # an int
+        if local is not None and port <= 65535:
+            _check_free(ports, port, host, f"port_base={opts.port_base} + local rank {local}",
+                        _FIX_FIXED)
+        return None, None, None
+    key = job_key(env)
+    base = auto_base(key, max(view.counts) if view is not None else 1)
+    port, release = claim(ports, wrap(base + (local or 0)), f"{key}/{host}/{rank}", host)
+    return port, release, base
 
 
 def _exchange(opts: Options, env: Mapping[str, str], the_plan: Plan,
               step: Optional[SlurmStep], transport: Optional[Callable[[], Transport]],
-              probe: Probe, hostname: Callable[[], str], details: bool
+              probe: Probe, hostname: Callable[[], str], details: bool, ports: Ports
               ) -> Tuple[MpiFacts, Optional[_SlurmView]]:
     """Returns what the MPI exchange says, and Slurm's view where the plan reads it; raises
     alike on every rank: a rank's own error, or MismatchError where Slurm and MPI (or the
-    ranks' plans) disagree."""
+    ranks' plans) disagree. Under port_base='auto' each rank listens on the port it picked
+    until the exchange is over, so that the ranks of a node pick different ones."""
     if transport is None:
         raise ResolutionError("internal: MPI is needed but no transport was given.")
     view, error = None, None
@@ -316,13 +395,23 @@ def _exchange(opts: Options, env: Mapping[str, str], the_plan: Plan,
         except ResolutionError as e:  # every rank must learn it: carried in the record
             error = f"{type(e).__name__}: {e}"
     t = transport()
+    host = hostname()
+    port = release = aim = None
     try:
-        mine = local_record(opts, env, the_plan.launch, t.rank, t.size, hostname(), probe,
-                            plan=the_plan.uses, error=error)
+        if error is None:
+            try:
+                port, release, aim = _pick_port(opts, env, view, the_plan.launch, host, t.rank,
+                                                ports)
+            except ResolutionError as e:
+                error = str(e)
+        mine = local_record(opts, env, the_plan.launch, t.rank, t.size, host, probe,
+                            plan=the_plan.uses, error=error, port=port)
         facts = gather_facts(t, mine, slurm_runs=view.runs if view else None,
                              node_summary=lambda node: _node_summary(opts, node),
-                             details=details)
+                             details=details, aim=aim)
     finally:
+        if release is not None:
+            release()
         close = getattr(t, "close", None)
         if close is not None:
             close()
@@ -333,6 +422,13 @@ def _exchange(opts: Options, env: Mapping[str, str], the_plan: Plan,
     for r in checked:
         if r.error:
             raise ResolutionError(f"rank {r.rank} on {r.host}: {r.error}")
+    if facts.records is not None:
+        picked = [r.rank for r in facts.records if r.port is not None]
+        if picked and len(picked) < len(facts.records):
+            raise ResolutionError(
+                f"port_base='auto' on {len(picked)} of {len(facts.records)} ranks (first: rank "
+                f"{picked[0]}) but a number on the others; pass the same port_base on every "
+                "rank.")
     return facts, view
 
 

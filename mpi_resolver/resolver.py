@@ -7,7 +7,7 @@ module the first time ``mpi_resolver.MPIClusterResolver`` is asked for).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from .errors import MissingDependencyError
 from .launchers import VARIABLES
@@ -79,6 +79,8 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
 
     Args are TensorFlow's (jobs, port_base, gpus_per_node, gpus_per_task, tasks_per_node,
     auto_set_gpu, rpc_layer) plus:
+      port_base may also be 'auto': ports free on each node, so that jobs sharing a node do
+        not collide (see mpi_resolver.ports). With a number, this rank's port must be free.
       source: 'slurm' (step variables only; never imports mpi4py), 'mpi' (the communicator
         only) or 'auto' (Slurm's variables in a Slurm step, MPI otherwise).
       verify: 'auto' (cross-check when both are there), True (insist) or False.
@@ -90,7 +92,8 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         variables and arguments, MismatchError when Slurm and MPI disagree).
     """
 
-    def __init__(self, jobs: Optional[Dict[str, int]] = None, port_base: int = 8888,
+    def __init__(self, jobs: Optional[Dict[str, int]] = None,
+                 port_base: Union[int, str] = 8888,
                  gpus_per_node: Optional[int] = None, gpus_per_task: Optional[int] = None,
                  tasks_per_node: Any = None, auto_set_gpu: bool = True,
                  rpc_layer: str = "grpc", *, source: str = "auto", verify: Any = "auto",
@@ -110,7 +113,7 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         # TensorFlow's own GPU arithmetic is not used (cluster_spec and num_accelerators are
         # ours); give it numbers that pass its check (tasks x GPUs per task <= GPUs per node).
         own = len(self._resolution.own_gpus)
-        super().__init__(jobs=opts.jobs, port_base=opts.port_base,
+        super().__init__(jobs=opts.jobs, port_base=self._resolution.layout.port_base,
                          gpus_per_node=own * max(self._resolution.task_configuration.values()),
                          gpus_per_task=own, tasks_per_node=None,
                          auto_set_gpu=auto_set_gpu, rpc_layer=rpc_layer)

@@ -39,6 +39,7 @@ class RankRecord:
     tasks_per_gpu: Optional[int] = None  # SLURM_NTASKS_PER_TRES (or single:K),
     slurm_gpus_per_task: Optional[int] = None  # SLURM_GPUS_PER_TASK
     plan: Optional[str] = None          # what that rank's plan reads: Plan.uses
+    port: Optional[int] = None          # the port it picked (port_base='auto'), else None
     error: Optional[str] = None         # an error that rank hit before the exchange
 
     def slurm_gpus(self) -> SlurmGpus:
@@ -69,7 +70,7 @@ _FIELDS = fields(RankRecord)
 def make_record(rank: int, size: int, host: str, env: Mapping[str, str], launch: MpiLaunch,
                 visible: Optional[Tuple[str, ...]], probed: Optional[int],
                 error: Optional[str], cpu_only: bool = False,
-                plan: Optional[str] = None) -> RankRecord:
+                plan: Optional[str] = None, port: Optional[int] = None) -> RankRecord:
     """Returns this rank's record from its environment and what it found out locally."""
     step = SlurmStep(env)
     in_step = SlurmStep.present(env)
@@ -81,7 +82,7 @@ def make_record(rank: int, size: int, host: str, env: Mapping[str, str], launch:
         slurm_ranks=slurm_describes_ranks(env, launch), visible=visible, probed=probed,
         cpu_only=cpu_only, gpu_bind=gpus.bind, gpus_on_node=gpus.on_node,
         tasks_per_gpu=gpus.tasks_per_gpu, slurm_gpus_per_task=gpus.per_task, plan=plan,
-        error=error)
+        port=port, error=error)
 
 
 @dataclass(frozen=True)

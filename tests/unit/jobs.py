@@ -4,7 +4,7 @@ resolution run in a thread of a fake MPI world (the real protocol, a fake transp
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from mpi_resolver.options import make_options
 from mpi_resolver.resolution import plan, resolve
@@ -81,21 +81,67 @@ class _ThreadTransport:
             return {p: w._mail.pop((p, self.rank)) for p in peers}
 
 
+class FakePorts:
+    """The ports of fake hosts, held as the kernel holds them: ``busy`` {host: ports another
+    process listens on}; a port held by one rank is in use for the others of its host."""
+
+    def __init__(self, busy: Optional[Dict[str, Iterable[int]]] = None) -> None:
+        self.busy = {h: set(p) for h, p in (busy or {}).items()}
+        self.held: Dict[str, set] = {}
+        self.tried: List[tuple] = []   # (host, port) in the order ranks tried them
+        self._lock = threading.Lock()
+
+    def on(self, host: str) -> "_HostPorts":
+        """Returns the ports.Ports of ``host``."""
+        return _HostPorts(self, host)
+
+
+class _HostPorts:
+    def __init__(self, table: FakePorts, host: str) -> None:
+        self.table, self.host = table, host
+
+    def hold(self, port: int):
+        t = self.table
+        with t._lock:
+            t.tried.append((self.host, port))
+            held = t.held.setdefault(self.host, set())
+            if port in held or port in t.busy.get(self.host, ()):
+                return None
+            held.add(port)
+
+        def release() -> None:
+            with t._lock:
+                held.discard(port)
+        return release
+
+
+class PerRank:
+    """An argument of run_world that differs between ranks: ``values[rank]``."""
+
+    def __init__(self, *values: Any) -> None:
+        self.values = values
+
+
 def run_world(envs: List[Dict[str, str]], hosts_by_rank: List[str], probe=None,
-              smi: int = 4, details: bool = False, **kwargs) -> List[Any]:
+              smi: int = 4, details: bool = False, ports: Optional[FakePorts] = None,
+              **kwargs) -> List[Any]:
     """Resolves every rank of a job whose ranks see ``envs`` and run on ``hosts_by_rank``, each
     in a thread of one ThreadWorld; returns each rank's Resolution or the exception it raised.
-    ``probe`` stands for nvidia-smi (default: ``smi`` GPUs)."""
+    ``probe`` stands for nvidia-smi (default: ``smi`` GPUs); ``ports`` for each host's ports
+    (default: all free)."""
     probe = probe or (lambda: (smi, False))
+    ports = ports or FakePorts()
     world = ThreadWorld(len(envs))
     out: List[Any] = [None] * len(envs)
 
     def one(rank: int) -> None:
         try:
-            opts = make_options(**kwargs)
+            opts = make_options(**{k: v.values[rank] if isinstance(v, PerRank) else v
+                                   for k, v in kwargs.items()})
             out[rank] = resolve(opts, envs[rank], the_plan=plan(opts, envs[rank]),
                                 transport=lambda: world.transport(rank), probe=probe,
-                                hostname=lambda: hosts_by_rank[rank], details=details)
+                                hostname=lambda: hosts_by_rank[rank], details=details,
+                                ports=ports.on(hosts_by_rank[rank]))
         except Exception as e:  # noqa: BLE001 - handed to the caller
             out[rank] = e
 

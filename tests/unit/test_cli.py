@@ -77,3 +77,25 @@ def test_show_on_a_cpu_only_node_needs_no_gpus_per_node(monkeypatch, capsys):
 ])
 def test_check_table_says_what_each_rank_saw_of_its_gpus(record, text):
     assert cli._gpu_text(record) == text
+
+
+@pytest.mark.parametrize("value, ports", [
+    pytest.param("auto", "auto", id="auto: the step's ports"),
+    pytest.param("30000", [30000, 30001], id="a number"),
+])
+def test_port_base_takes_a_number_or_auto(monkeypatch, capsys, value, ports):
+    from mpi_resolver.ports import auto_base
+    env = {**STEP, "SLURM_JOB_ID": "51", "SLURM_STEP_ID": "2"}
+    status, out = show(monkeypatch, capsys, env, "--json", "--port-base", value)
+    assert status == 0
+    if ports == "auto":
+        ports = [auto_base("51.2", 2), auto_base("51.2", 2) + 1]
+    assert json.loads(out)["cluster"]["worker"] == [f"node1:{p}" for p in ports]
+
+
+@pytest.mark.parametrize("value", ["Auto", "0", "65536", "88x"])
+def test_port_base_refuses_anything_else_naming_the_option(monkeypatch, capsys, value):
+    with pytest.raises(SystemExit) as e:
+        show(monkeypatch, capsys, STEP, "--port-base", value)
+    assert e.value.code == 2
+    assert f"--port-base: {value!r} is not a port (1..65535) or 'auto'" in capsys.readouterr().err

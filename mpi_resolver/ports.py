@@ -1,0 +1,145 @@
+"""Ports of the ClusterSpec: TensorFlow's fixed ``port_base``, or ``'auto'`` ports that two
+jobs sharing a node do not share.
+
+Pure: the 'auto' range, the base derived from a job's identity, the candidates a rank tries,
+the messages. Edge: ``SocketPorts``, which tries to listen on a port of this host.
+
+``port_base='auto'`` takes ports from ``AUTO_FIRST..AUTO_LAST`` (20000-32767), below Linux's
+default ephemeral range (32768-60999), so the kernel never hands one of them to an outgoing
+connection. Ranks on a node count up from a base derived from the job (SLURM_JOB_ID and
+SLURM_STEP_ID; mpirun's job id elsewhere); with MPI, a rank whose port is taken tries others
+and every rank learns every rank's port in the exchange.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import random
+import socket
+from typing import Callable, Iterator, Mapping, Optional, Protocol, Tuple, Union
+
+from .errors import ResolutionError
+
+__all__ = ["AUTO", "AUTO_FIRST", "AUTO_LAST", "TRIES", "PortBase", "Release", "Ports",
+           "SocketPorts", "job_key", "step_key", "auto_base", "wrap", "candidates", "claim",
+           "in_use", "KEY_VARIABLES"]
+
+AUTO = "auto"
+AUTO_FIRST, AUTO_LAST = 20000, 32767
+_SPAN = AUTO_LAST - AUTO_FIRST + 1
+#: Ports a rank tries (its own, then others at random in the range) before it gives up.
+TRIES = 64
+#: Variables that name an mpirun job where there is no Slurm step (Open MPI, PMIx).
+KEY_VARIABLES = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid")
+
+PortBase = Union[int, str]   # a port, or 'auto'
+Release = Callable[[], None]
+
+
+class Ports(Protocol):
+    """This host's ports, as the resolver needs them; SocketPorts is the real one."""
+
+    def hold(self, port: int) -> Optional[Release]:
+        """Starts listening on ``port``; returns what stops it, or None where the port is in use.
+
+        Raises:
+          ResolutionError: this process may not listen on ``port`` (not "in use").
+        """
+
+
+def step_key(env: Mapping[str, str]) -> Optional[str]:
+    """Returns 'JOB.STEP' from SLURM_JOB_ID and SLURM_STEP_ID ('JOB.batch' in the batch step),
+    or None outside a Slurm job."""
+    job = env.get("SLURM_JOB_ID", "").strip()
+    if not job:
+        return None
+    return f"{job}.{env.get('SLURM_STEP_ID', '').strip() or 'batch'}"
+
+
+def job_key(env: Mapping[str, str]) -> str:
+    """Returns what names this job: step_key, else mpirun's job id (KEY_VARIABLES), else ''."""
+    key = step_key(env)
+    if key is not None:
+        return key
+    return next((f"{name}={env[name]}" for name in KEY_VARIABLES if env.get(name)), "")
+
+
+def auto_base(key: str, tasks_on_node: int) -> int:
+    """Returns the first 'auto' port of the job named ``key``: AUTO_FIRST + a hash of ``key``,
+    leaving room for ``tasks_on_node`` ports up to AUTO_LAST.
+
+    Raises:
+      ResolutionError: more tasks on a node than the range has ports.
+    """
+    if tasks_on_node > _SPAN:
+        raise ResolutionError(
+            f"port_base='auto' has {_SPAN} ports ({AUTO_FIRST}-{AUTO_LAST}) but a node runs "
+            f"{tasks_on_node} tasks; pass a number as port_base (--port-base).")
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogateescape"), digest_size=8).digest()
+    return AUTO_FIRST + int.from_bytes(digest, "little") % (_SPAN - max(tasks_on_node, 1) + 1)
+
+
+def wrap(port: int) -> int:
+    """Returns ``port`` folded into AUTO_FIRST..AUTO_LAST."""
+    return AUTO_FIRST + (port - AUTO_FIRST) % _SPAN
+
+
+def candidates(first: int, seed: str, tries: int = TRIES) -> Iterator[int]:
+    """Yields ``first``, then ``tries - 1`` other ports of the range, drawn from ``seed``."""
+    yield first
+    rng = random.Random(seed)
+    for _ in range(tries - 1):
+        yield rng.randint(AUTO_FIRST, AUTO_LAST)
+
+
+def claim(ports: Ports, first: int, seed: str, host: str,
+          tries: int = TRIES) -> Tuple[int, Release]:
+    """Returns (a port of the 'auto' range this rank now listens on, what releases it):
+    ``first`` where it is free, else the first free one of ``candidates``.
+
+    Raises:
+      ResolutionError: none of ``tries`` ports was free.
+    """
+    for port in candidates(first, seed, tries):
+        release = ports.hold(port)
+        if release is not None:
+            return port, release
+    raise ResolutionError(
+        f"port_base='auto': none of {tries} ports tried in {AUTO_FIRST}-{AUTO_LAST} is free "
+        f"on {host} (first {first}); free ports there, or pass a number as port_base "
+        "(--port-base).")
+
+
+def in_use(port: int, host: str, how: str, fix: str) -> str:
+    """Returns the message for ``port`` found in use on ``host``; ``how`` says where the port
+    came from, ``fix`` what to do."""
+    return (f"port {port} on {host} ({how}) is in use: another job on this node, or a "
+            "process left over, listens there, and TensorFlow's server would stop with "
+            f"'Could not start gRPC server'. {fix}")
+
+
+class SocketPorts:
+    """Ports of this host, tried by listening on them (IPv4, all addresses, SO_REUSEADDR as
+    TensorFlow's gRPC server binds): a port another process listens on, on any address or
+    through IPv6's dual stack, is in use; one in TIME_WAIT is not. ``address`` narrows the
+    listening address (tests: loopback)."""
+
+    def __init__(self, address: str = "") -> None:
+        self.address = address
+
+    def hold(self, port: int) -> Optional[Release]:
+        """See Ports.hold."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.address, port))
+            sock.listen(1)
+        except OSError as e:
+            sock.close()
+            if e.errno == errno.EADDRINUSE:
+                return None
+            raise ResolutionError(
+                f"cannot listen on port {port} ({e.strerror or e}): TensorFlow's server could "
+                "not either; pass a port_base >= 1024, or port_base='auto'.") from e
+        return sock.close

@@ -1,0 +1,302 @@
+"""Ports: TensorFlow's fixed port_base checked on each rank, and port_base='auto' (ports.py):
+derived from the Slurm step without MPI, picked free per host and exchanged with MPI."""
+
+from __future__ import annotations
+
+import socket
+from typing import Dict, List
+
+import pytest
+
+from mpi_resolver import ports as P
+from mpi_resolver.errors import ResolutionError
+from mpi_resolver.layout import build_layout_runs
+from mpi_resolver.options import make_options
+from mpi_resolver.resolution import plan, resolve
+from tests.unit.jobs import FakePorts, PerRank, run_world, srun_env
+
+pytestmark = pytest.mark.unit
+
+TWO_NODES = ["node1", "node1", "node2", "node2"]
+SPAN = P.AUTO_LAST - P.AUTO_FIRST + 1
+
+
+def step_envs(placement: List[str] = TWO_NODES, step: str = "0",
+              mpi: str = "pmix") -> List[Dict[str, str]]:
+    hosts = list(dict.fromkeys(placement))
+    return [srun_env(r, hosts, [placement.count(h) for h in hosts], placement, mpi=mpi,
+                     SLURM_STEP_ID=step) for r in range(len(placement))]
+
+
+def ports_of(spec: Dict[str, List[str]]) -> List[int]:
+    return [int(a.rsplit(":", 1)[1]) for a in spec["worker"]]
+
+
+# --------------------------------------------------------------------------------------------
+# The pure part: the 'auto' range, the derived base, the candidates
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key, tasks, expected", [
+    pytest.param("7.0", SPAN, P.AUTO_FIRST, id="as many tasks as the range: only one base"),
+    pytest.param("7.0", 1, None, id="one task: anywhere in the range"),
+    pytest.param("", 64, None, id="no job id: a base still"),
+])
+def test_auto_base_leaves_room_for_the_node_s_tasks(key, tasks, expected) -> None:
+    base = P.auto_base(key, tasks)
+    assert P.AUTO_FIRST <= base and base + tasks - 1 <= P.AUTO_LAST
+    if expected is not None:
+        assert base == expected
+    assert P.auto_base(key, tasks) == base  # the same on every rank
+
+
+@pytest.mark.parametrize("tasks", [SPAN - 1, SPAN - 2])
+def test_auto_bases_of_many_steps_leave_room_near_the_limit(tasks) -> None:
+    bases = {P.auto_base(f"{job}.0", tasks) for job in range(60)}
+    assert bases == set(range(P.AUTO_FIRST, P.AUTO_LAST - tasks + 2))
+
+
+def test_auto_base_refuses_more_tasks_than_the_range_has_ports() -> None:
+    with pytest.raises(ResolutionError, match=r"12768 ports \(20000-32767\).*12769 tasks"):
+        P.auto_base("7.0", SPAN + 1)
+
+
+def test_auto_bases_spread_over_the_range() -> None:
+    bases = {P.auto_base(f"{job}.0", 4) for job in range(1000)}
+    assert len(bases) > 900  # few steps share a base
+    assert min(bases) < P.AUTO_FIRST + 1000 and max(bases) > P.AUTO_LAST - 1000
+    assert all(P.AUTO_FIRST <= b <= P.AUTO_LAST - 3 for b in bases)
+
+
+@pytest.mark.parametrize("env, key", [
+    pytest.param({"SLURM_JOB_ID": "12", "SLURM_STEP_ID": "3"}, "12.3", id="a step"),
+    pytest.param({"SLURM_JOB_ID": "12"}, "12.batch", id="the batch step"),
+    pytest.param({"PMIX_NAMESPACE": "77"}, "PMIX_NAMESPACE=77", id="mpirun: PMIx namespace"),
+    pytest.param({"OMPI_MCA_ess_base_jobid": "5"}, "OMPI_MCA_ess_base_jobid=5",
+                 id="mpirun: Open MPI job id"),
+    pytest.param({}, "", id="MPICH's mpiexec: nothing"),
+])
+def test_job_key(env, key) -> None:
+    assert P.job_key(env) == key
+    assert P.step_key(env) == (key if env.get("SLURM_JOB_ID") else None)
+
+
+@pytest.mark.parametrize("port, folded", [
+    (P.AUTO_FIRST, P.AUTO_FIRST), (P.AUTO_LAST, P.AUTO_LAST), (P.AUTO_LAST + 1, P.AUTO_FIRST),
+    (P.AUTO_LAST + 2, P.AUTO_FIRST + 1)])
+def test_wrap_folds_into_the_range(port, folded) -> None:
+    assert P.wrap(port) == folded
+
+
+def test_candidates_start_with_the_first_and_stay_in_the_range() -> None:
+    tried = list(P.candidates(20005, "seed"))
+    assert tried[0] == 20005 and len(tried) == P.TRIES
+    assert all(P.AUTO_FIRST <= p <= P.AUTO_LAST for p in tried)
+    assert tried == list(P.candidates(20005, "seed")) != list(P.candidates(20005, "other"))
+
+
+@pytest.mark.parametrize("busy, tries, ok", [
+    pytest.param(set(), 1, True, id="first free: taken"),
+    pytest.param({"first"}, 2, True, id="first in use: the next candidate"),
+    pytest.param({"first", "second"}, 2, False, id="every try in use: error"),
+])
+def test_claim(busy, tries, ok) -> None:
+    first, second = list(P.candidates(20100, "s", 2))
+    table = FakePorts({"h": {first if "first" in busy else 0,
+                             second if "second" in busy else 0}})
+    if ok:
+        port, release = P.claim(table.on("h"), 20100, "s", "h", tries)
+        assert port == (second if "first" in busy else first)
+        assert table.on("h").hold(port) is None  # held until released
+        release()
+        assert table.on("h").hold(port) is not None
+    else:
+        with pytest.raises(ResolutionError, match="none of 2 ports tried in 20000-32767 is free "
+                                                  "on h"):
+            P.claim(table.on("h"), 20100, "s", "h", tries)
+
+
+def test_layout_takes_given_ports_and_refuses_one_port_twice_on_a_host() -> None:
+    runs = [("a", 2), ("b", 1)]
+    layout = build_layout_runs(runs, jobs={"worker": 3}, port_base=0, ports=[20001, 20007, 20001])
+    assert layout.cluster == {"worker": ["a:20001", "a:20007", "b:20001"]}
+    assert [layout.port_of(r) for r in range(3)] == [20001, 20007, 20001]
+    with pytest.raises(ResolutionError, match="ranks 0 and 1 on a were both given port 20001"):
+        build_layout_runs(runs, jobs={"worker": 3}, port_base=0, ports=[20001, 20001, 20002])
+
+
+@pytest.mark.parametrize("value, ok", [
+    ("auto", True), (8888, True), ("AUTO", False), ("8888", False), (0, False), (65536, False)])
+def test_options_take_a_port_or_auto(value, ok) -> None:
+    if ok:
+        assert make_options(port_base=value).port_base == value
+    else:
+        with pytest.raises(ResolutionError, match=r"port_base=.*1\.\.65535\) or 'auto'"):
+            make_options(port_base=value)
+
+
+# --------------------------------------------------------------------------------------------
+# The edge: SocketPorts listens for real (on loopback here)
+# --------------------------------------------------------------------------------------------
+
+def _listener() -> socket.socket:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s
+
+
+def test_socket_ports_see_a_listener_and_hold_a_free_port() -> None:
+    ports = P.SocketPorts("127.0.0.1")
+    other = _listener()
+    try:
+        assert ports.hold(other.getsockname()[1]) is None
+    finally:
+        other.close()
+    probe = _listener()
+    free = probe.getsockname()[1]
+    probe.close()
+    release = ports.hold(free)
+    assert release is not None
+    assert ports.hold(free) is None  # held: a second rank of the host cannot take it
+    release()
+    again = ports.hold(free)
+    assert again is not None
+    again()
+
+
+def test_socket_ports_name_a_port_this_process_may_not_listen_on(monkeypatch) -> None:
+    def denied(self, address):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(socket.socket, "bind", denied)
+    with pytest.raises(ResolutionError, match="cannot listen on port 80 .Permission denied."):
+        P.SocketPorts().hold(80)
+
+
+# --------------------------------------------------------------------------------------------
+# Without MPI (source='slurm'): the rank's own port, fixed or derived from the step
+# --------------------------------------------------------------------------------------------
+
+def alone(env, table: FakePorts, host: str, **kwargs):
+    opts = make_options(source="slurm", gpus_per_node=0, **kwargs)
+    return resolve(opts, env, the_plan=plan(opts, env), ports=table.on(host))
+
+
+def test_without_mpi_the_default_port_is_checked_on_this_rank_only() -> None:
+    envs = step_envs()
+    table = FakePorts({"node1": {8889}})
+    assert ports_of(alone(envs[0], table, "node1").cluster()) == [8888, 8889, 8888, 8889]
+    with pytest.raises(ResolutionError) as e:
+        alone(envs[1], table, "node1")
+    assert "port 8889 on node1 (port_base=8888) is in use" in str(e.value)
+    assert "port_base='auto' (mpi-resolver --port-base auto)" in str(e.value)
+    assert table.tried == [("node1", 8888), ("node1", 8889)]
+
+
+def test_without_mpi_auto_ports_come_from_the_job_and_step() -> None:
+    table = FakePorts()
+    first = ports_of(alone(step_envs(step="0")[3], table, "node2",
+                           port_base="auto").cluster())
+    base = P.auto_base("42.0", 2)
+    assert first == [base, base + 1, base, base + 1]
+    second = ports_of(alone(step_envs(step="1")[0], table, "node1",
+                            port_base="auto").cluster())
+    assert second[0] == P.auto_base("42.1", 2) != base
+
+
+def test_without_mpi_an_auto_port_in_use_says_how_to_launch_with_mpi() -> None:
+    env = step_envs()[0]
+    table = FakePorts({"node1": {P.auto_base("42.0", 2)}})
+    with pytest.raises(ResolutionError, match=r"from SLURM_JOB_ID and SLURM_STEP_ID 42\.0, "
+                                              r"without MPI\) is in use.*srun --mpi=pmix"):
+        alone(env, table, "node1", port_base="auto")
+
+
+def test_without_mpi_auto_needs_slurm_job_id() -> None:
+    env = {k: v for k, v in step_envs()[0].items() if k != "SLURM_JOB_ID"}
+    with pytest.raises(ResolutionError, match="SLURM_JOB_ID is not set"):
+        alone(env, FakePorts(), "node1", port_base="auto")
+
+
+# --------------------------------------------------------------------------------------------
+# With MPI: every rank picks a free port and learns every rank's
+# --------------------------------------------------------------------------------------------
+
+def world(table: FakePorts, envs=None, hosts=TWO_NODES, details=False, **kwargs):
+    out = run_world(envs or step_envs(), list(hosts), ports=table, smi=0,
+                    details=details, **kwargs)
+    return out, run_world.last.collectives  # type: ignore[attr-defined]
+
+
+def test_auto_with_free_ports_costs_no_extra_collective() -> None:
+    fixed, fixed_collectives = world(FakePorts())
+    table = FakePorts()
+    out, collectives = world(table, port_base="auto")
+    assert table.held == {"node1": set(), "node2": set()}  # released after the exchange
+    base = P.auto_base("42.0", 2)
+    assert [ports_of(r.cluster()) for r in out] == [[base, base + 1, base, base + 1]] * 4
+    assert collectives == fixed_collectives
+    assert ports_of(fixed[0].cluster()) == [8888, 8889, 8888, 8889]
+
+
+def test_auto_moves_a_rank_whose_port_is_taken_and_tells_every_rank() -> None:
+    base = P.auto_base("42.0", 2)
+    table = FakePorts({"node1": {base + 1}})
+    out, collectives = world(table, port_base="auto")
+    assert not any(isinstance(r, Exception) for r in out), out
+    specs = [r.cluster() for r in out]
+    assert specs[1:] == specs[:-1]  # every rank: the same ClusterSpec
+    got = ports_of(specs[0])
+    assert got[0] == base and got[2:] == [base, base + 1]
+    assert got[1] != base + 1 and got[1] != base and P.AUTO_FIRST <= got[1] <= P.AUTO_LAST
+    assert collectives == [c + 1 for c in world(FakePorts())[1]]  # one 2-byte gather more
+
+
+def test_auto_ports_of_one_node_differ_even_where_ranks_aim_at_one_port() -> None:
+    """Ranks without a local index (an MPI that does not say) all aim at the base: the port
+    each holds during the exchange keeps the others off it."""
+    envs = [{k: v for k, v in e.items() if k != "SLURM_LOCALID"} for e in step_envs()]
+    out, _ = world(FakePorts(), envs=envs, port_base="auto")
+    got = ports_of(out[0].cluster())
+    assert len(set(got[:2])) == 2 and len(set(got[2:])) == 2
+    assert all(r.cluster() == out[0].cluster() for r in out)
+
+
+def test_auto_details_path_gives_the_same_spec() -> None:
+    out, _ = world(FakePorts(), port_base="auto")
+    detailed, _ = world(FakePorts(), port_base="auto", details=True)
+    assert [r.cluster() for r in detailed] == [r.cluster() for r in out]
+
+
+def test_auto_under_mpirun_without_slurm() -> None:
+    envs = [{"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_LOCAL_RANK": str(r % 2),
+             "PMIX_NAMESPACE": "900"} for r in range(4)]
+    out, _ = world(FakePorts(), envs=envs, hosts=["a", "a", "b", "b"], port_base="auto")
+    base = P.auto_base("PMIX_NAMESPACE=900", 1)
+    assert ports_of(out[3].cluster()) == [base, base + 1, base, base + 1]
+
+
+def test_with_mpi_a_default_port_in_use_fails_every_rank_naming_it() -> None:
+    out, _ = world(FakePorts({"node2": {8889}}))
+    assert all(isinstance(r, ResolutionError) for r in out), out
+    for e in out:
+        assert "rank 3 on node2: port 8889 on node2 (port_base=8888 + local rank 1) is in use" \
+            in str(e)
+        assert "port_base='auto'" in str(e)
+
+
+def test_with_mpi_no_free_port_fails_every_rank() -> None:
+    everything = set(range(P.AUTO_FIRST, P.AUTO_LAST + 1))
+    out, _ = world(FakePorts({"node1": everything}), port_base="auto")
+    assert all(isinstance(r, ResolutionError) and "none of 64 ports" in str(r)
+               for r in out), out
+
+
+@pytest.mark.parametrize("bases", [
+    pytest.param(("auto", "auto", "auto", 8888), id="the last rank gives a number"),
+    pytest.param((8888, "auto", "auto", "auto"), id="rank 0 gives a number"),
+])
+def test_auto_on_some_ranks_and_a_number_on_others_fails_every_rank(bases) -> None:
+    out = run_world(step_envs(), list(TWO_NODES), ports=FakePorts(), smi=0,
+                    port_base=PerRank(*bases))
+    assert all(isinstance(r, ResolutionError) and "pass the same port_base on every rank"
+               in str(r) for r in out), out
