@@ -42,6 +42,12 @@ import time
 SEED = 1234
 
 
+def port_base(text: str):
+    """--port-base: a port number, or 'auto' (free ports on each node, as other jobs there
+    need theirs)."""
+    return text if text == "auto" else int(text)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--epochs", type=int, default=5, help="passes of the loop (default 5)")
@@ -54,9 +60,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--learning-rate", type=float, default=0.01, help="Adam's (default 0.01)")
     p.add_argument("--save", metavar="PATH.keras",
                    help="where the chief saves the trained model (Keras format, .keras)")
-    p.add_argument("--port-base", type=int, default=8888,
-                   help="first gRPC port of TensorFlow's workers on each node (default 8888; "
-                        "pick another if Jupyter or another job holds it)")
+    p.add_argument("--port-base", type=port_base, default=8888,
+                   help="first gRPC port of TensorFlow's workers on each node (default 8888); "
+                        "'auto' picks ports free on each node, for jobs that share nodes")
     p.add_argument("--gpus-per-node", type=int, metavar="N",
                    help="GPUs on each node (default: 0 with a CPU build of TensorFlow, else "
                         "CUDA_VISIBLE_DEVICES or nvidia-smi, as the resolver finds them)")

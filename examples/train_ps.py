@@ -53,6 +53,12 @@ import traceback
 SEED = 1234
 
 
+def port_base(text: str):
+    """--port-base: a port number, or 'auto' (free ports on each node, as other jobs there
+    need theirs)."""
+    return text if text == "auto" else int(text)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=300,
@@ -71,8 +77,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--checkpoint-every", type=int, default=100, metavar="STEPS",
                    help="steps between checkpoints (default 100; the last step always)")
     p.add_argument("--save", metavar="PATH.keras", help="where the chief saves the model")
-    p.add_argument("--port-base", type=int, default=8888,
-                   help="first gRPC port of the tasks on each node (default 8888)")
+    p.add_argument("--port-base", type=port_base, default=8888,
+                   help="first gRPC port of the tasks on each node (default 8888); 'auto' "
+                        "picks ports free on each node, for jobs that share nodes")
     p.add_argument("--gpus-per-node", type=int, metavar="N",
                    help="GPUs on each node (default: 0 with a CPU build of TensorFlow, else as "
                         "the resolver finds them)")
