@@ -12,7 +12,8 @@
    - verified, before: every rank's 1 KiB record gathered and compared (the first release's
      exchange; today the path taken only where something disagrees, and by the command line);
    - verified, after: the protocol's fast path (protocol.py);
-   - source='mpi' (no Slurm), after: every rank's host through the 12-byte host table.
+   - source='mpi' (no Slurm), after: every rank's host through the 12-byte host table;
+   - verified with port_base='auto': the fast path plus a real free port held on this machine.
 2. Real runs: mpirun -n N (oversubscribed, 4 ranks per emulated host) of the same resolve()
    that MPIClusterResolver runs, through a counting wrapper around COMM_WORLD: collectives,
    point-to-point messages and bytes received per rank, which must not grow with N.
@@ -96,10 +97,19 @@ def _record_of(n: int, rank: int, opts: Any, uses: str, host: str) -> bytes:
                         lambda: (4, False), plan=uses).to_json().encode()
 
 
+class _AllFree:
+    """ports.Ports where every port is free: the emulated hosts of a real mpirun run share this
+    machine's ports, where real hosts would not."""
+
+    def hold(self, port: int) -> Callable[[], None]:
+        return lambda: None
+
+
 def simulate(n: int, mode: str) -> Dict[str, Any]:
     """Returns time, bytes and peak memory of one rank's resolution in ``mode``."""
     source = "mpi" if mode == "mpi" else "slurm" if mode == "slurm" else "auto"
-    opts = make_options(source=source, timeout=60.0)
+    opts = make_options(source=source, timeout=60.0,
+                        port_base="auto" if mode == "auto" else 8888)
     env = job_env(n, RANK, mpi=mode != "slurm")
     if mode == "mpi":
         env = {"OMPI_COMM_WORLD_RANK": str(RANK), "OMPI_COMM_WORLD_LOCAL_RANK": str(RANK % 4),
@@ -166,7 +176,7 @@ def _worker(mode: str) -> None:
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     host = f"h{rank // PER_NODE}"  # emulated hosts of 4 ranks each
-    if mode == "verified":
+    if mode in ("verified", "auto"):
         nodes = -(-size // PER_NODE)
         counts = [min(PER_NODE, size - i * PER_NODE) for i in range(nodes)]
         env = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": str(rank),
@@ -177,15 +187,15 @@ def _worker(mode: str) -> None:
     else:
         env = {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_LOCAL_RANK":
                str(rank % PER_NODE), "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
-    opts = make_options(timeout=120.0)
+    opts = make_options(timeout=120.0, port_base="auto" if mode == "auto" else 8888)
     counting = CountingComm(comm)
     the_plan = plan(opts, env)
     start = time.perf_counter()
     res = resolve(opts, env, the_plan=the_plan,
                   transport=lambda: MpiTransport(counting, opts.timeout),
-                  hostname=lambda: host)
+                  hostname=lambda: host, ports=_AllFree())
     elapsed = time.perf_counter() - start
-    assert res.num_tasks == size and res.verified == (mode == "verified")
+    assert res.num_tasks == size and res.verified == (mode != "mpi")
     mine = {"collectives": len(counting.collectives), "names": counting.collectives,
             "messages": len(counting.messages), "received": counting.received,
             "seconds": elapsed}
@@ -227,7 +237,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--simulate", action="store_true")
     ap.add_argument("--mpirun", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smaller jobs (for the test suite)")
-    ap.add_argument("--worker", choices=("verified", "mpi"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("verified", "mpi", "auto"), help=argparse.SUPPRESS)
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args(argv)
     if args.worker:
@@ -240,10 +250,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         rows = []
         print("| ranks | Slurm only | verified, before | verified, after | after / Slurm "
               "| target | met | received before | received after | source='mpi' "
-              "| its peak | target | met |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "| its peak | target | met | verified, port_base='auto' | its collectives |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for n in sizes:
-            s = {mode: simulate(n, mode) for mode in ("slurm", "before", "after", "mpi")}
+            s = {mode: simulate(n, mode) for mode in ("slurm", "before", "after", "mpi", "auto")}
             ratio = s["after"]["seconds"] / s["slurm"]["seconds"]
             slurm_ms = 1000 * s["slurm"]["seconds"]
             if n <= 1000:
@@ -261,7 +271,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{'yes' if met else 'NO'} | {_mib(s['before']['received'])} | "
                   f"{_mib(s['after']['received'])} ({'<=' if bytes_ok else '>'} 64 B x "
                   f"{nodes:,} nodes + 4 KiB) | {mpi_ms:.1f} ms | {_mib(mpi_peak)} | "
-                  f"{mpi_target} | {mpi_met} |", flush=True)
+                  f"{mpi_target} | {mpi_met} | {1000 * s['auto']['seconds']:.1f} ms | "
+                  f"{s['auto']['collectives']} (fixed port: {s['after']['collectives']}) |",
+                  flush=True)
             rows.append(s)
         results["simulation"] = rows
     if args.mpirun or both:
@@ -270,13 +282,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "bytes received per rank (max) | seconds (slowest rank) |")
         print("|---|---|---|---|---|---|")
         runs = []
-        for mode in ("verified", "mpi"):
+        for mode in ("verified", "mpi", "auto"):
             for r in real_runs(sizes, mode):
                 print(f"| {mode} | {r['n']} | {r['collectives']} ({', '.join(r['names'])}) | "
                       f"{r['messages']} | {r['received']:,} | {r['seconds']:.3f} |",
                       flush=True)
                 runs.append(r)
-        for mode in ("verified", "mpi"):
+        for mode in ("verified", "mpi", "auto"):
             mine = [r for r in runs if r["mode"] == mode]
             flat = len({r["collectives"] for r in mine}) == 1
             print(f"{mode}: collectives per rank {'flat' if flat else 'NOT flat'} from "

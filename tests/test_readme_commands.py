@@ -78,10 +78,11 @@ def test_benchmark_script_prints_measured_ratios(tmp_path):
     for row in exchange["simulation"]:
         after, slurm = row["after"]["seconds"], row["slurm"]["seconds"]
         assert row["after"]["collectives"] == 2 and row["before"]["collectives"] == 1
+        assert row["auto"]["collectives"] == 2  # 'auto' ports: no collective more
         assert row["after"]["received"] < row["before"]["received"] / 100
         limit = 1.2 * slurm + 0.001 if row["after"]["n"] <= 1000 else 1.5 * slurm
         line = next(ln for ln in proc.stdout.splitlines()
                     if ln.startswith(f"| {row['after']['n']:,} |"))
         assert line.split("|")[7].strip() == ("yes" if after <= limit else "NO"), line
     counts = {(r["mode"], r["collectives"]) for r in exchange["mpirun"]}
-    assert counts == {("verified", 3), ("mpi", 5)}, counts
+    assert counts == {("verified", 3), ("mpi", 5), ("auto", 3)}, counts
