@@ -16,7 +16,9 @@
 #             CPU-only: 0 GPUs)
 #
 # Every machine must reach the others by the names mpirun sees, and the workers' ports
-# (train.py --port-base, 8888 by default, plus each rank's index on its machine) must be free.
+# (train.py --port-base, 8888 by default, plus each rank's index on its machine) must be free;
+# --port-base auto picks free ones on each machine (the preflight then shows an example: the
+# training run picks its own).
 # Inside a Slurm allocation (salloc/sbatch), the same commands work without a hostfile:
 # mpirun takes the nodes from Slurm, and the resolver knows that Slurm's variables there
 # describe mpirun's daemons, not the ranks. Under Slurm, prefer `srun --mpi=pmix` (train.sbatch).
