@@ -104,6 +104,9 @@ class _AllFree:
     def hold(self, port: int) -> Callable[[], None]:
         return lambda: None
 
+    def ours(self, port: int) -> bool:
+        return False
+
 
 def simulate(n: int, mode: str) -> Dict[str, Any]:
     """Returns time, bytes and peak memory of one rank's resolution in ``mode``."""

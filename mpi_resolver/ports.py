@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import random
 import socket
 from typing import Callable, Iterator, Mapping, Optional, Protocol, Tuple, Union
@@ -46,6 +47,10 @@ class Ports(Protocol):
         Raises:
           ResolutionError: this process may not listen on ``port`` (not "in use").
         """
+
+    def ours(self, port: int) -> bool:
+        """Returns True when this very process listens on ``port`` (a TensorFlow server an
+        earlier resolver's job started here): in use, but not by another job."""
 
 
 def step_key(env: Mapping[str, str]) -> Optional[str]:
@@ -143,3 +148,33 @@ class SocketPorts:
                 f"cannot listen on port {port} ({e.strerror or e}): TensorFlow's server could "
                 "not either; pass a port_base >= 1024, or port_base='auto'.") from e
         return sock.close
+
+    def ours(self, port: int) -> bool:
+        """See Ports.ours: a listening socket of /proc/net/tcp{,6} on ``port`` whose inode is
+        one of this process's descriptors (False where /proc cannot say)."""
+        inodes = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table) as f:
+                    rows = f.read().splitlines()[1:]
+            except OSError:
+                continue
+            for row in rows:
+                fields = row.split()
+                if len(fields) > 9 and fields[3] == "0A" and \
+                        int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+        if not inodes:
+            return False
+        try:
+            names = os.listdir("/proc/self/fd")
+        except OSError:
+            return False
+        for name in names:
+            try:
+                link = os.readlink(f"/proc/self/fd/{name}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return True
+        return False

@@ -332,11 +332,12 @@ def _slurm_port_base(opts: Options, env: Mapping[str, str], runs: Runs) -> int:
 
 
 def _check_free(ports: Ports, port: int, host: str, how: str, fix: str) -> None:
-    """Raises ResolutionError (ports.in_use) where ``port`` is in use on this host."""
+    """Raises ResolutionError (ports.in_use) where another process listens on ``port`` here."""
     release = ports.hold(port)
-    if release is None:
+    if release is not None:
+        release()
+    elif not ports.ours(port):  # this process's own server (an earlier resolver's) is fine
         raise ResolutionError(in_use(port, host, how, fix))
-    release()
 
 
 def _check_own_port(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,

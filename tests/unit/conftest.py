@@ -15,6 +15,9 @@ class AllFree:
     def hold(self, port: int):
         return lambda: None
 
+    def ours(self, port: int) -> bool:
+        return False
+
 
 @pytest.fixture(autouse=True)
 def _all_ports_free(monkeypatch: pytest.MonkeyPatch) -> None:

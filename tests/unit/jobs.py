@@ -114,6 +114,9 @@ class _HostPorts:
                 held.discard(port)
         return release
 
+    def ours(self, port: int) -> bool:
+        return False
+
 
 class PerRank:
     """An argument of run_world that differs between ranks: ``values[rank]``."""

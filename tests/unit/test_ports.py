@@ -300,3 +300,38 @@ def test_auto_on_some_ranks_and_a_number_on_others_fails_every_rank(bases) -> No
                     port_base=PerRank(*bases))
     assert all(isinstance(r, ResolutionError) and "pass the same port_base on every rank"
                in str(r) for r in out), out
+
+
+LISTEN_CHILD = ("import socket, sys, time\n"
+                "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+                "print(s.getsockname()[1], flush=True); time.sleep(60)\n")
+
+
+def test_socket_ports_tell_this_process_s_own_listener_from_another_s() -> None:
+    import subprocess
+    import sys
+    ports = P.SocketPorts("127.0.0.1")
+    own = _listener()
+    child = subprocess.Popen([sys.executable, "-c", LISTEN_CHILD], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        theirs = int(child.stdout.readline())
+        assert ports.ours(own.getsockname()[1]) is True
+        assert ports.ours(theirs) is False
+        free = _listener()
+        port = free.getsockname()[1]
+        free.close()
+        assert ports.ours(port) is False
+        # A resolution in a process whose own server (an earlier resolver's) holds its port
+        # goes on; another process's listener on it stops it.
+        env = {**step_envs(["node1"])[0], "SLURM_STEP_NUM_TASKS": "1"}
+        opts = make_options(source="slurm", gpus_per_node=0, port_base=own.getsockname()[1])
+        res = resolve(opts, env, the_plan=plan(opts, env), ports=ports)
+        assert res.cluster() == {"worker": [f"node1:{own.getsockname()[1]}"]}
+        opts = make_options(source="slurm", gpus_per_node=0, port_base=theirs)
+        with pytest.raises(ResolutionError, match=f"port {theirs} on node1 .* is in use"):
+            resolve(opts, env, the_plan=plan(opts, env), ports=ports)
+    finally:
+        own.close()
+        child.kill()  # the process this test started, by its PID
+        child.wait()
