@@ -101,7 +101,8 @@ def candidates(first: int, seed: str, tries: int = TRIES) -> Iterator[int]:
 def claim(ports: Ports, first: int, seed: str, host: str,
           tries: int = TRIES) -> Tuple[int, Release]:
     """Returns (a port of the 'auto' range this rank now listens on, what releases it):
-    ``first`` where it is free, else the first free one of ``candidates``.
+    ``first`` where it is free or this process's own server listens there (a resolver before
+    this one picked it), else the first free one of ``candidates``.
 
     Raises:
       ResolutionError: none of ``tries`` ports was free.
@@ -110,6 +111,8 @@ def claim(ports: Ports, first: int, seed: str, host: str,
         release = ports.hold(port)
         if release is not None:
             return port, release
+        if port == first and ports.ours(port):
+            return port, lambda: None
     raise ResolutionError(
         f"port_base='auto': none of {tries} ports tried in {AUTO_FIRST}-{AUTO_LAST} is free "
         f"on {host} (first {first}); free ports there, or pass a number as port_base "

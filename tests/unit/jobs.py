@@ -85,8 +85,10 @@ class FakePorts:
     """The ports of fake hosts, held as the kernel holds them: ``busy`` {host: ports another
     process listens on}; a port held by one rank is in use for the others of its host."""
 
-    def __init__(self, busy: Optional[Dict[str, Iterable[int]]] = None) -> None:
+    def __init__(self, busy: Optional[Dict[str, Iterable[int]]] = None,
+                 ours: Optional[Dict[str, Iterable[int]]] = None) -> None:
         self.busy = {h: set(p) for h, p in (busy or {}).items()}
+        self.own = {h: set(p) for h, p in (ours or {}).items()}  # this process's listeners
         self.held: Dict[str, set] = {}
         self.tried: List[tuple] = []   # (host, port) in the order ranks tried them
         self._lock = threading.Lock()
@@ -115,7 +117,7 @@ class _HostPorts:
         return release
 
     def ours(self, port: int) -> bool:
-        return False
+        return port in self.table.own.get(self.host, ())
 
 
 class PerRank:

@@ -115,6 +115,17 @@ def test_claim(busy, tries, ok) -> None:
             P.claim(table.on("h"), 20100, "s", "h", tries)
 
 
+def test_claim_keeps_the_first_port_where_this_process_s_own_server_listens() -> None:
+    """A resolver after one whose job already serves here aims at the same port: kept. Another
+    port this process listens on is not the job's: it is skipped as in use."""
+    first, second = list(P.candidates(20100, "s", 2))
+    table = FakePorts({"h": {first, second}}, ours={"h": {first}})
+    assert P.claim(table.on("h"), first, "s", "h", 2)[0] == first
+    table = FakePorts({"h": {first, second}}, ours={"h": {second}})
+    with pytest.raises(ResolutionError, match="none of 2 ports"):
+        P.claim(table.on("h"), first, "s", "h", 2)
+
+
 def test_layout_takes_given_ports_and_refuses_one_port_twice_on_a_host() -> None:
     runs = [("a", 2), ("b", 1)]
     layout = build_layout_runs(runs, jobs={"worker": 3}, port_base=0, ports=[20001, 20007, 20001])
