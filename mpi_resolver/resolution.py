@@ -22,7 +22,7 @@ from .launchers import (MpiLaunch, MpiLibrary, SlurmStep, batch_step_view, check
 from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
                      count_runs, expand_runs, runs_of, slurm_runs, tf_runs)
 from .options import Options
-from .ports import (AUTO, Ports, Release, SocketPorts, auto_base, claim, in_use, job_key,
+from .ports import (Ports, Release, SocketPorts, auto_base, claim, in_use, job_key,
                     step_key, wrap)
 from .protocol import RECORD_BYTES, MpiFacts, Transport, gather_facts
 from .topology import RankRecord, compare, format_table, likely_cause, make_record
@@ -294,11 +294,13 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
         rank = facts.rank
         assert facts.hosts is not None  # without Slurm, the protocol gathers every host
         runs = _mpi_runs(opts, facts.hosts)
-    if facts.ports is not None:
+    if facts.ports is not None:    # 'auto': every rank's own port
         layout = _layout(opts, runs, min(facts.ports), facts.ports)
+    elif facts.port_base is not None:  # 'auto': every rank got the base + its index
+        layout = _layout(opts, runs, facts.port_base)
     else:
-        layout = _layout(opts, runs, facts.port_base if facts.port_base is not None
-                         else opts.port_base)  # type: ignore[arg-type]  # not AUTO here
+        assert isinstance(opts.port_base, int)  # 'auto' always comes with ports or a base
+        layout = _layout(opts, runs, opts.port_base)
     if facts.records is not None:
         gpus = _gpus_from_records(opts, layout, facts.records)
     else:
@@ -320,8 +322,8 @@ _FIX_FIXED = ("Pass port_base='auto' (mpi-resolver --port-base auto) so that eac
 def _slurm_port_base(opts: Options, env: Mapping[str, str], runs: Runs) -> int:
     """Returns the port_base of a resolution from Slurm's variables alone: the given one, or
     for 'auto' the one SLURM_JOB_ID and SLURM_STEP_ID give (ports.auto_base)."""
-    if opts.port_base != AUTO:
-        return opts.port_base  # type: ignore[return-value]  # an int
+    if isinstance(opts.port_base, int):
+        return opts.port_base
     key = step_key(env)
     if key is None:
         raise ResolutionError(
@@ -345,7 +347,7 @@ def _check_own_port(opts: Options, env: Mapping[str, str], layout: Layout, rank:
     """Raises ResolutionError where this rank's port (from Slurm's variables alone) is in
     use; without MPI the ranks cannot move to other ports together, so the message says how
     to launch with it."""
-    if opts.port_base != AUTO:
+    if isinstance(opts.port_base, int):
         how, fix = f"port_base={opts.port_base}", _FIX_FIXED
     else:
         how = (f"port_base='auto' from SLURM_JOB_ID and SLURM_STEP_ID {step_key(env)}, "
@@ -367,8 +369,8 @@ def _pick_port(opts: Options, env: Mapping[str, str], view: Optional[_SlurmView]
       ResolutionError: that port is in use, or no free port was found (ports.claim).
     """
     local = launch.local_rank
-    if opts.port_base != AUTO:
-        port = opts.port_base + (local or 0)  # type: ignore[operator]  # an int
+    if isinstance(opts.port_base, int):
+        port = opts.port_base + (local or 0)
         if local is not None and port <= 65535:
             _check_free(ports, port, host, f"port_base={opts.port_base} + local rank {local}",
                         _FIX_FIXED)
