@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Mapping, Optional, Protocol, Tuple, Union
 
 from .errors import ResolutionError
 
-__all__ = ["AUTO", "AUTO_FIRST", "AUTO_LAST", "TRIES", "PortBase", "Release", "Ports",
+__all__ = ["AUTO", "AUTO_FIRST", "AUTO_LAST", "TRIES", "ROOM", "PortBase", "Release", "Ports",
            "SocketPorts", "job_key", "step_key", "auto_base", "wrap", "candidates", "claim",
            "in_use", "KEY_VARIABLES"]
 
@@ -31,8 +31,10 @@ AUTO_FIRST, AUTO_LAST = 20000, 32767
 _SPAN = AUTO_LAST - AUTO_FIRST + 1
 #: Ports a rank tries (its own, then others at random in the range) before it gives up.
 TRIES = 64
-#: Variables that name an mpirun job where there is no Slurm step (Open MPI, PMIx).
+#: Variables that name an mpirun job (Open MPI, PMIx); MPICH's and Intel MPI's Hydra set none.
 KEY_VARIABLES = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid")
+#: Tasks on a node that an 'auto' base leaves room for where the job does not say (mpirun).
+ROOM = 64
 
 PortBase = Union[int, str]   # a port, or 'auto'
 Release = Callable[[], None]
@@ -62,12 +64,15 @@ def step_key(env: Mapping[str, str]) -> Optional[str]:
     return f"{job}.{env.get('SLURM_STEP_ID', '').strip() or 'batch'}"
 
 
-def job_key(env: Mapping[str, str]) -> str:
-    """Returns what names this job: step_key, else mpirun's job id (KEY_VARIABLES), else ''."""
+def job_key(env: Mapping[str, str], mpirun: bool = False) -> str:
+    """Returns what names this job: step_key, else mpirun's job id (KEY_VARIABLES), else ''.
+    ``mpirun``: the ranks of an mpirun, whose Slurm variables (inside an allocation) are its
+    daemons' and differ between nodes: its job id first."""
+    mpi = next((f"{name}={env[name]}" for name in KEY_VARIABLES if env.get(name)), "")
+    if mpirun and mpi:
+        return mpi
     key = step_key(env)
-    if key is not None:
-        return key
-    return next((f"{name}={env[name]}" for name in KEY_VARIABLES if env.get(name)), "")
+    return key if key is not None else mpi
 
 
 def auto_base(key: str, tasks_on_node: int) -> int:
@@ -100,9 +105,9 @@ def candidates(first: int, seed: str, tries: int = TRIES) -> Iterator[int]:
 
 def claim(ports: Ports, first: int, seed: str, host: str,
           tries: int = TRIES) -> Tuple[int, Release]:
-    """Returns (a port of the 'auto' range this rank now listens on, what releases it):
-    ``first`` where it is free or this process's own server listens there (a resolver before
-    this one picked it), else the first free one of ``candidates``.
+    """Returns (a port of the 'auto' range this rank now listens on, what releases it): the
+    first of ``candidates`` that is free, or that this process's own server listens on (a
+    resolver before this one took it: the candidates are the same each time).
 
     Raises:
       ResolutionError: none of ``tries`` ports was free.
@@ -111,7 +116,7 @@ def claim(ports: Ports, first: int, seed: str, host: str,
         release = ports.hold(port)
         if release is not None:
             return port, release
-        if port == first and ports.ours(port):
+        if ports.ours(port):
             return port, lambda: None
     raise ResolutionError(
         f"port_base='auto': none of {tries} ports tried in {AUTO_FIRST}-{AUTO_LAST} is free "
@@ -138,18 +143,21 @@ class SocketPorts:
 
     def hold(self, port: int) -> Optional[Release]:
         """See Ports.hold."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = None
         try:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((self.address, port))
             sock.listen(1)
         except OSError as e:
-            sock.close()
+            if sock is not None:
+                sock.close()
             if e.errno == errno.EADDRINUSE:
                 return None
+            why = " (ports below 1024 need root)" if port < 1024 else ""
             raise ResolutionError(
-                f"cannot listen on port {port} ({e.strerror or e}): TensorFlow's server could "
-                "not either; pass a port_base >= 1024, or port_base='auto'.") from e
+                f"cannot listen on port {port}{why}: {e.strerror or e}; TensorFlow's server "
+                "could not either. Pass another port_base (--port-base).") from e
         return sock.close
 
     def ours(self, port: int) -> bool:

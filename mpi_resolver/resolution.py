@@ -17,12 +17,13 @@ from .errors import FormatError, MismatchError, ResolutionError
 from .gpus import parse_visible_devices, probe_gpus
 from .hostlist import check_host_name
 from .hosts import HostIndex
-from .launchers import (MpiLaunch, MpiLibrary, SlurmStep, batch_step_view, check_pairing,
+from .launchers import (MPIRUN_LAUNCHERS, MpiLaunch, MpiLibrary, SlurmStep, batch_step_view,
+                        check_pairing,
                         detect_mpi_launch, placement_fix, slurm_describes_ranks, srun_advice)
 from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
                      count_runs, expand_runs, runs_of, slurm_runs, tf_runs)
 from .options import Options
-from .ports import (Ports, Release, SocketPorts, auto_base, claim, in_use, job_key,
+from .ports import (ROOM, Ports, Release, SocketPorts, auto_base, claim, in_use, job_key,
                     step_key, wrap)
 from .protocol import RECORD_BYTES, MpiFacts, Transport, gather_facts
 from .topology import RankRecord, compare, format_table, likely_cause, make_record
@@ -270,7 +271,7 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
         alone = _read_slurm(opts, step or SlurmStep(env))
         runs = _slurm_truth(alone, step or SlurmStep(env), the_plan.launch.name)
         layout = _layout(opts, runs, _slurm_port_base(opts, env, runs))
-        _check_own_port(opts, env, layout, alone.rank, ports, the_plan.launch.name)
+        _check_own_port(opts, env, layout, alone.rank, ports, the_plan.launch)
         gpus = _gpus_from_slurm(opts, env, layout, alone.rank, probe)
         note = _why_not_tf(runs, alone.tf_assumed, step or SlurmStep(env))
         return Resolution(alone.rank, layout, gpus, "slurm", None, False,
@@ -315,8 +316,9 @@ def _layout(opts: Options, runs: Runs, port_base: int,
     return build_layout_runs(runs, jobs=jobs, port_base=port_base, ports=ports)
 
 
-_FIX_FIXED = ("Pass port_base='auto' (mpi-resolver --port-base auto) so that each node's "
-              "ranks get ports free there, or another port_base.")
+_FIX_FIXED = ("Pass port_base='auto' (mpi-resolver --port-base auto): with MPI each node's "
+              "ranks pick ports free there, without it they are derived from the job and "
+              "step; or pass another port_base.")
 
 
 def _slurm_port_base(opts: Options, env: Mapping[str, str], runs: Runs) -> int:
@@ -343,7 +345,7 @@ def _check_free(ports: Ports, port: int, host: str, how: str, fix: str) -> None:
 
 
 def _check_own_port(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
-                    ports: Ports, launcher: Optional[str]) -> None:
+                    ports: Ports, launch: MpiLaunch) -> None:
     """Raises ResolutionError where this rank's port (from Slurm's variables alone) is in
     use; without MPI the ranks cannot move to other ports together, so the message says how
     to launch with it."""
@@ -352,9 +354,10 @@ def _check_own_port(opts: Options, env: Mapping[str, str], layout: Layout, rank:
     else:
         how = (f"port_base='auto' from SLURM_JOB_ID and SLURM_STEP_ID {step_key(env)}, "
                "without MPI")
-        fix = ("Without MPI the ranks cannot agree on other ports: launch with "
-               f"{srun_advice(launcher, None)} so that they pick free ports together, or "
-               "pass a free port_base.")
+        how_mpi = ("leave out source='slurm' (--source slurm)" if launch.wired else
+                   f"launch with {srun_advice(launch.name, None)}")
+        fix = (f"Without MPI the ranks cannot agree on other ports: {how_mpi} so that they "
+               "pick free ports together, or pass a free port_base.")
     _check_free(ports, layout.port_of(rank), layout.host_of(rank)[0], how, fix)
 
 
@@ -375,8 +378,8 @@ def _pick_port(opts: Options, env: Mapping[str, str], view: Optional[_SlurmView]
             _check_free(ports, port, host, f"port_base={opts.port_base} + local rank {local}",
                         _FIX_FIXED)
         return None, None, None
-    key = job_key(env)
-    base = auto_base(key, max(view.counts) if view is not None else 1)
+    key = job_key(env, mpirun=launch.name in MPIRUN_LAUNCHERS)
+    base = auto_base(key, max(view.counts) if view is not None else ROOM)
     port, release = claim(ports, wrap(base + (local or 0)), f"{key}/{host}/{rank}", host)
     return port, release, base
 
@@ -398,9 +401,9 @@ def _exchange(opts: Options, env: Mapping[str, str], the_plan: Plan,
         except ResolutionError as e:  # every rank must learn it: carried in the record
             error = f"{type(e).__name__}: {e}"
     t = transport()
-    host = hostname()
     port = release = aim = None
     try:
+        host = hostname()
         if error is None:
             try:
                 port, release, aim = _pick_port(opts, env, view, the_plan.launch, host, t.rank,

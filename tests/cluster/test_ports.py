@@ -104,6 +104,7 @@ def test_two_trainings_on_one_node_with_auto_ports_both_finish(cluster: SlurmClu
         accuracies = final_accuracies(text)
         assert len(accuracies) == 1 and accuracies[0] > MIN_ACCURACY, text
         ports.append(int(MASTER.search(text).group(1)))
+    # Different jobs, different bases; a port taken before a job runs is the next test's.
     assert ports[0] != ports[1] and all(AUTO_FIRST <= p <= AUTO_LAST for p in ports), ports
 
 
@@ -129,8 +130,9 @@ LISTEN = ("import socket, sys, time\n"
 
 def test_auto_ports_taken_on_the_node(cluster: SlurmCluster) -> None:
     """A held batch job whose 'auto' ports (from its job id, steps 0 and 1) are taken on node1
-    before it runs: with MPI (step 0) rank 0 moves to a free port and both ranks print the same
-    ClusterSpec; without MPI (step 1) rank 0 stops, naming the port and srun --mpi=pmix."""
+    before it runs: with MPI (step 0) rank 0 moves to a free port and rank 0 prints the
+    ClusterSpec every rank agreed on (show prints once); without MPI (step 1) rank 0 stops,
+    naming the port and srun --mpi=pmix."""
     out = os.path.join(cluster.workdir, "ports-job.out")
     script = os.path.join(cluster.workdir, "ports-job.sbatch")
     show = [PY, "-m", "mpi_resolver", "show", "--json", "--port-base", "auto"]

@@ -46,7 +46,6 @@ def test_auto_base_leaves_room_for_the_node_s_tasks(key, tasks, expected) -> Non
     assert P.AUTO_FIRST <= base and base + tasks - 1 <= P.AUTO_LAST
     if expected is not None:
         assert base == expected
-    assert P.auto_base(key, tasks) == base  # the same on every rank
 
 
 @pytest.mark.parametrize("tasks", [SPAN - 1, SPAN - 2])
@@ -78,6 +77,15 @@ def test_auto_bases_spread_over_the_range() -> None:
 def test_job_key(env, key) -> None:
     assert P.job_key(env) == key
     assert P.step_key(env) == (key if env.get("SLURM_JOB_ID") else None)
+
+
+@pytest.mark.parametrize("mpirun, key", [
+    pytest.param(True, "PMIX_NAMESPACE=77", id="mpirun in an allocation: its own job id"),
+    pytest.param(False, "12.0", id="a Slurm task: the step"),
+])
+def test_job_key_of_mpirun_ranks_inside_an_allocation(mpirun, key) -> None:
+    env = {"SLURM_JOB_ID": "12", "SLURM_STEP_ID": "0", "PMIX_NAMESPACE": "77"}
+    assert P.job_key(env, mpirun=mpirun) == key
 
 
 @pytest.mark.parametrize("port, folded", [
@@ -115,15 +123,17 @@ def test_claim(busy, tries, ok) -> None:
             P.claim(table.on("h"), 20100, "s", "h", tries)
 
 
-def test_claim_keeps_the_first_port_where_this_process_s_own_server_listens() -> None:
-    """A resolver after one whose job already serves here aims at the same port: kept. Another
-    port this process listens on is not the job's: it is skipped as in use."""
+@pytest.mark.parametrize("ours", ["first", "second"])
+def test_claim_keeps_the_port_where_this_process_s_own_server_listens(ours) -> None:
+    """A resolver after one whose job already serves here tries the same candidates, and takes
+    the one its own server holds (first, or the one the earlier resolver moved to); another
+    process's port before it is skipped."""
     first, second = list(P.candidates(20100, "s", 2))
-    table = FakePorts({"h": {first, second}}, ours={"h": {first}})
-    assert P.claim(table.on("h"), first, "s", "h", 2)[0] == first
-    table = FakePorts({"h": {first, second}}, ours={"h": {second}})
+    table = FakePorts({"h": {first, second}}, ours={"h": {first if ours == "first" else second}})
+    assert P.claim(table.on("h"), first, "s", "h", 2)[0] == (first if ours == "first"
+                                                              else second)
     with pytest.raises(ResolutionError, match="none of 2 ports"):
-        P.claim(table.on("h"), first, "s", "h", 2)
+        P.claim(FakePorts({"h": {first, second}}).on("h"), first, "s", "h", 2)
 
 
 def test_layout_takes_given_ports_and_refuses_one_port_twice_on_a_host() -> None:
@@ -175,12 +185,26 @@ def test_socket_ports_see_a_listener_and_hold_a_free_port() -> None:
     again()
 
 
-def test_socket_ports_name_a_port_this_process_may_not_listen_on(monkeypatch) -> None:
+@pytest.mark.parametrize("port, why", [
+    pytest.param(80, r"cannot listen on port 80 \(ports below 1024 need root\): Permission "
+                     "denied", id="a low port"),
+    pytest.param(1024, r"cannot listen on port 1024: Permission denied", id="1024: no hint"),
+])
+def test_socket_ports_name_a_port_this_process_may_not_listen_on(monkeypatch, port,
+                                                                   why) -> None:
     def denied(self, address):
         raise PermissionError(13, "Permission denied")
     monkeypatch.setattr(socket.socket, "bind", denied)
-    with pytest.raises(ResolutionError, match="cannot listen on port 80 .Permission denied."):
-        P.SocketPorts().hold(80)
+    with pytest.raises(ResolutionError, match=why + "; TensorFlow's server could not either"):
+        P.SocketPorts().hold(port)
+
+
+def test_socket_ports_report_a_socket_they_cannot_open(monkeypatch) -> None:
+    def no_files(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+    monkeypatch.setattr(socket, "socket", no_files)
+    with pytest.raises(ResolutionError, match="port 20000: Too many open files"):
+        P.SocketPorts().hold(20000)
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,12 +238,18 @@ def test_without_mpi_auto_ports_come_from_the_job_and_step() -> None:
     assert second[0] == P.auto_base("42.1", 2) != base
 
 
-def test_without_mpi_an_auto_port_in_use_says_how_to_launch_with_mpi() -> None:
-    env = step_envs()[0]
+@pytest.mark.parametrize("mpi, fix", [
+    pytest.param("none", "launch with `srun --mpi=pmix`", id="srun --mpi=none: launch with MPI"),
+    pytest.param("pmix", "leave out source='slurm' (--source slurm)",
+                 id="MPI wired, source='slurm': leave it out"),
+])
+def test_without_mpi_an_auto_port_in_use_says_how_to_use_mpi(mpi, fix) -> None:
+    env = step_envs(mpi=mpi)[0]
     table = FakePorts({"node1": {P.auto_base("42.0", 2)}})
     with pytest.raises(ResolutionError, match=r"from SLURM_JOB_ID and SLURM_STEP_ID 42\.0, "
-                                              r"without MPI\) is in use.*srun --mpi=pmix"):
+                                              r"without MPI\) is in use") as e:
         alone(env, table, "node1", port_base="auto")
+    assert f"Without MPI the ranks cannot agree on other ports: {fix}" in str(e.value)
 
 
 def test_without_mpi_auto_needs_slurm_job_id() -> None:
@@ -272,17 +302,26 @@ def test_auto_ports_of_one_node_differ_even_where_ranks_aim_at_one_port() -> Non
     assert all(r.cluster() == out[0].cluster() for r in out)
 
 
-def test_auto_details_path_gives_the_same_spec() -> None:
-    out, _ = world(FakePorts(), port_base="auto")
-    detailed, _ = world(FakePorts(), port_base="auto", details=True)
+@pytest.mark.parametrize("busy", [set(), {"aimed"}], ids=["ports free", "a rank moved"])
+def test_auto_details_path_gives_the_same_spec(busy) -> None:
+    taken = {"node2": {P.auto_base("42.0", 2)}} if busy else {}
+    out, _ = world(FakePorts(taken), port_base="auto")
+    detailed, _ = world(FakePorts(taken), port_base="auto", details=True)
     assert [r.cluster() for r in detailed] == [r.cluster() for r in out]
+    if busy:
+        assert ports_of(out[0].cluster())[2] != P.auto_base("42.0", 2)
 
 
-def test_auto_under_mpirun_without_slurm() -> None:
+@pytest.mark.parametrize("slurm", [
+    pytest.param({}, id="no Slurm"),
+    pytest.param({"SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0"},
+                 id="inside an allocation: mpirun's job id, not its daemons' step"),
+])
+def test_auto_under_mpirun(slurm) -> None:
     envs = [{"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_LOCAL_RANK": str(r % 2),
-             "PMIX_NAMESPACE": "900"} for r in range(4)]
+             "PMIX_NAMESPACE": "900", **slurm} for r in range(4)]
     out, _ = world(FakePorts(), envs=envs, hosts=["a", "a", "b", "b"], port_base="auto")
-    base = P.auto_base("PMIX_NAMESPACE=900", 1)
+    base = P.auto_base("PMIX_NAMESPACE=900", P.ROOM)
     assert ports_of(out[3].cluster()) == [base, base + 1, base, base + 1]
 
 
