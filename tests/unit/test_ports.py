@@ -385,3 +385,16 @@ def test_socket_ports_tell_this_process_s_own_listener_from_another_s() -> None:
         own.close()
         child.kill()  # the process this test started, by its PID
         child.wait()
+
+
+def test_the_readme_quotes_the_message_of_a_port_in_use() -> None:
+    """README.md's "Ports" section shows the error every rank raises: it must be this one."""
+    import pathlib
+    import re
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    out = run_world(step_envs(), list(TWO_NODES), ports=FakePorts({"node1": {8888}}), smi=0)
+    message = f"{type(out[0]).__name__}: {out[0]}"
+    block = re.search(r"```text\n(ResolutionError: rank 0 on node1: port 8888.*?)```", readme,
+                      re.S)
+    assert block, "README.md lost its example of a port in use"
+    assert " ".join(block.group(1).split()) == " ".join(message.split())
