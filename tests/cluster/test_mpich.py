@@ -27,9 +27,7 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -235,53 +233,10 @@ def test_mpich_mpiexec_two_nodes_without_slurm(cluster: SlurmCluster, mpich: str
 
 
 # ------------------------------------------------------------------------------ 2: srun pmi2
-#: Slurm 22.05's pmi2 plugin now and then rejects a long PMI-2 request of MPICH's ("full
-#: request is: <a piece of it>") and the step hangs: Slurm's bug, also met on real clusters
-#: (ufs-community/ufs-weather-model#1732), seen once in the clean-clone runs of 2026-11-23.
-SLURM_PMI2_GARBLED = "mpi/pmi2: value not properly terminated in client request"
-
-
-def launch_pmi2(cluster: SlurmCluster, argv: List[str], **kwargs) -> Run:
-    """launch() of an ``srun --mpi=pmi2`` step, once more (with a warning) where Slurm's pmi2
-    plugin garbled a request (SLURM_PMI2_GARBLED); any other failure stands as it is."""
-    try:
-        run = launch(cluster, argv, **kwargs)
-    except pytest.fail.Exception as e:
-        if SLURM_PMI2_GARBLED not in str(e):
-            raise
-        why = str(e)
-    else:
-        if SLURM_PMI2_GARBLED not in run.stderr:
-            return run
-        why = run.stderr
-    warnings.warn(f"launched again after Slurm's pmi2 error: {why[-600:]}", stacklevel=2)
-    return launch(cluster, argv, **kwargs)
-
-
-@pytest.mark.parametrize("first, launches", [
-    pytest.param(SLURM_PMI2_GARBLED, 2, id="Slurm's pmi2 error: launched again"),
-    pytest.param("some other error", 1, id="any other error: stands"),
-])
-def test_launch_pmi2_launches_again_only_after_slurm_s_pmi2_error(monkeypatch, first,
-                                                                   launches) -> None:
-    calls = []
-
-    def fake_launch(cluster, argv, **kwargs):
-        calls.append(argv)
-        return Run(argv, 1 if len(calls) == 1 else 0, "", first if len(calls) == 1 else "", [])
-    monkeypatch.setattr(sys.modules[__name__], "launch", fake_launch)
-    if launches == 2:
-        with pytest.warns(UserWarning, match="launched again after Slurm's pmi2 error"):
-            run = launch_pmi2(None, ["srun"])  # type: ignore[arg-type]
-    else:
-        run = launch_pmi2(None, ["srun"])  # type: ignore[arg-type]
-    assert len(calls) == launches and run.returncode == (0 if launches == 2 else 1)
-
-
 def test_mpich_srun_pmi2_cross_checked(cluster: SlurmCluster, mpich: str) -> None:
     """srun -N2 -n4 --mpi=pmi2: Slurm's variables, cross-checked by MPICH and agreeing (also
     with verify=True); ``check`` exits 0 and says so once."""
-    run = launch_pmi2(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2",
+    run = launch(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2",
                            *probe_argv([{}, {"verify": True}])], timeout=TIMEOUT)
     assert run.returncode == 0, run.context()
     for variant in (0, 1):
@@ -298,7 +253,7 @@ def test_mpich_srun_pmi2_cross_checked(cluster: SlurmCluster, mpich: str) -> Non
     jobids = {line["launch_env"].get("PMI_JOBID") for line in lines}  # <job>.<step>
     assert len(jobids) == 1 and re.fullmatch(r"\d+\.0", str(min(jobids))), run.context()
 
-    check = launch_pmi2(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", *cli_argv("check")],
+    check = launch(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", *cli_argv("check")],
                    timeout=TIMEOUT)
     assert check.returncode == 0, check.context()
     assert check.stdout.count("OK: Slurm and MPI agree on all 4 ranks") == 1, check.context()
@@ -315,7 +270,7 @@ def test_mpich_srun_pmi2_renumbered_procid_mismatch_on_every_rank(
     4): every rank raises MismatchError with the per-rank table; ``check`` exits 1 and prints
     the table once, one 'rank' row per rank."""
     wrap = ["sh", "-c", RENUMBER]
-    run = launch_pmi2(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", *wrap, *probe_argv([{}])],
+    run = launch(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", *wrap, *probe_argv([{}])],
                  timeout=TIMEOUT)
     assert run.returncode == 3, run.context()
     assert_all_fail(run.variant(0), n=4, run=run, error_type="MismatchError",
@@ -326,7 +281,7 @@ def test_mpich_srun_pmi2_renumbered_procid_mismatch_on_every_rank(
         assert line["slurm"]["SLURM_PROCID"] == str((line["rank"] + 1) % 4), run.context()
         assert line["mpi_size"] == 4 and line["mpi_rank"] == line["rank"], run.context()
 
-    check = launch_pmi2(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", *wrap, *cli_argv("check")],
+    check = launch(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", *wrap, *cli_argv("check")],
                    timeout=TIMEOUT)
     assert check.returncode == 1, check.context()
     out = check.stdout
@@ -493,7 +448,7 @@ def test_cli_mpich_srun_mpi_none_names_pmi2_only(cluster: SlurmCluster, mpich: s
 def test_cli_openmpi_srun_pmi2_names_pmix_before_mpi_init(cluster: SlurmCluster) -> None:
     """mpi-resolver check with Debian's Open MPI under srun --mpi=pmi2: one error that names
     `srun --mpi=pmix` (exit 2), instead of Open MPI's abort in MPI_Init."""
-    run = launch_pmi2(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", OPENMPI_PY, "-m",
+    run = launch(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", OPENMPI_PY, "-m",
                            "mpi_resolver", "check"], timeout=TIMEOUT, parse=False)
     # needs lead: pmi2 advice (the reverse: PMI_RANK without MPI_LOCALRANKID and mpi4py loads
     # Open MPI, which Debian builds without Slurm's PMI-2)
