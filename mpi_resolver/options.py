@@ -31,13 +31,14 @@ class Options:
     timeout: float = 60.0
 
 
-def _whole(value: Any, name: str, minimum: int) -> int:
+def _whole(value: Any, name: str, minimum: int, maximum: Optional[int] = None) -> int:
     """Returns ``value`` when it is an int in range; ResolutionError names ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ResolutionError(
             f"{name}={value!r}: expected a whole number (int), got {type(value).__name__}.")
-    if value < minimum:
-        raise ResolutionError(f"{name}={value!r}: expected a number >= {minimum}.")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and <= {maximum}" if maximum is not None else ""
+        raise ResolutionError(f"{name}={value!r}: expected a number >= {minimum}{upper}.")
     return value
 
 
