@@ -206,7 +206,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        start=launch.name in MPIRUN_LAUNCHERS and args.source != "slurm")
     if args.command == "tf-config":
         config = json.dumps(res.tf_config(), separators=(",", ":"))
-        print(f"export TF_CONFIG={shlex.quote(config)}" if args.export else config)
+        line = f"export TF_CONFIG={shlex.quote(config)}" if args.export else config
+        sys.stdout.write(line + "\n")  # one write per rank: launchers interleave lines
+        sys.stdout.flush()
         return 0
     if res.rank == 0:
         print(_report_check(res, res.records, None, args.json, bind) if args.command == "check"
