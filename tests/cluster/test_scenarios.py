@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import pytest
 
 from tests.cluster.conftest import GPUS_PER_NODE, PROBE, PY, RANK_ENV, hiding
-from tests.harness.slurm_cluster import SlurmCluster
+from tests.harness.slurm_cluster import PmiGarbled, SlurmCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -79,6 +79,8 @@ def launch(cluster: SlurmCluster, argv: Sequence[str], *, env: Optional[Mapping]
         err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
         pytest.fail(f"{shlex.join(argv)} did not finish within {timeout} s (killed)\n"
                     f"--- stdout\n{out[-6000:]}\n--- stderr\n{err[-4000:]}")
+    except PmiGarbled as e:
+        pytest.fail(f"{e}\n--- stdout\n{e.stdout[-6000:]}\n--- stderr\n{e.stderr[-4000:]}")
     lines = parse_lines(p.stdout) if parse else []
     return Run(argv, p.returncode, p.stdout, p.stderr, lines)
 
@@ -242,23 +244,15 @@ def assert_all_fail(lines: List[Dict[str, Any]], *, n: int, run: Run, error_type
             assert text in line["error"], f"rank {line['rank']}: {text!r} not in error{where}"
 
 
-def processes_left(cluster: SlurmCluster) -> List[str]:
-    """Returns what runs in the nodes' namespaces besides the slurmds, and any probe at all."""
-    daemons = {pid for pid, _, _ in cluster.state["pids"]}
-    left = []
-    for ns in cluster.state["netns"]:
-        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
-                              timeout=10).stdout.split()
-        for pid in (int(p) for p in pids if p.isdigit() and int(p) not in daemons):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-                left.append(f"{ns}: {pid} {cmdline}")
-            except OSError:
-                pass  # gone meanwhile
-    out = subprocess.run(["pgrep", "-af", PROBE], capture_output=True, text=True,
-                         timeout=10).stdout
-    return left + [line for line in out.splitlines() if "pgrep" not in line]
+def assert_nothing_left(cluster: SlurmCluster) -> None:
+    """Asserts that no task, client or job of ``cluster`` still runs (slurmstepd may take a
+    moment to exit after its step: waited for, up to 30 s)."""
+    deadline = time.monotonic() + 30
+    while cluster.leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert cluster.leftovers() == []
+    queue = cluster.run(["squeue", "-h", "-o", "%i %j %T"], timeout=30)
+    assert queue.stdout.strip() == "", queue.stdout
 
 
 BLOCK_3_1 = {0: "node1", 1: "node1", 2: "node1", 3: "node2"}
@@ -608,11 +602,5 @@ def test_cli_check_srun_mpi_none_error_once(cluster: SlurmCluster, cli_env) -> N
 
 
 def test_zz_nothing_left_running(cluster: SlurmCluster) -> None:
-    """After every launch: no probe, command line or job still runs (slurmstepd may take a
-    moment to exit after its step)."""
-    deadline = time.monotonic() + 10
-    while processes_left(cluster) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert processes_left(cluster) == []
-    queue = cluster.run(["squeue", "-h", "-o", "%i %j %T"], timeout=30)
-    assert queue.stdout.strip() == "", queue.stdout
+    """After every launch: no probe, command line or job of this cluster still runs."""
+    assert_nothing_left(cluster)

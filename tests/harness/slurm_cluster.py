@@ -45,10 +45,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Iterator, Mapping, Sequence
 
-__all__ = ["SlurmCluster", "ClusterError"]
+__all__ = ["SlurmCluster", "ClusterError", "PmiGarbled", "GARBLED"]
 
 STATE_FILE = "harness.json"
 HOSTS = "/etc/hosts"
@@ -146,6 +147,74 @@ def _remove_hosts_lines(marker: str) -> None:
     if keep != lines:
         with open(HOSTS, "w") as f:
             f.writelines(keep)
+
+
+#: Lines of Slurm's pmi2 plugin (slurmstepd's, relayed on srun's stderr) after which the step
+#: can never finish: it could not parse a task's PMI request (Slurm 22.05's PMI-1 server reads
+#: one request with a single read() of at most 1,024 bytes, src/plugins/mpi/pmi2/pmi1.c, and
+#: parses a longer line as two broken requests), so that task waits for an answer for ever.
+GARBLED = re.compile(r"^(?:\d+: )?slurmstepd\S*: error: mpi/pmi2: (?:(?:value|cmd) not properly "
+                     r"terminated in client request|request not begin with 'cmd=')")
+
+
+class PmiGarbled(ClusterError):
+    """A step's stderr showed a GARBLED line: it was stopped at once instead of timing out."""
+
+    def __init__(self, argv: list[str], line: str, stdout: str, stderr: str) -> None:
+        super().__init__(
+            f"{shlex.join(argv)}: Slurm's pmi2 plugin could not parse a PMI request "
+            f"({line.strip()!r}); the step was stopped at once, as it can never finish. A PMI-1 "
+            "line of more than 1,024 bytes does this (Slurm 22.05's limit); see the README, "
+            "Launchers and MPIs.")
+        self.line, self.stdout, self.stderr = line, stdout, stderr
+
+
+class _Output:
+    """Reads a process's stdout and stderr in two threads, watching stderr for GARBLED."""
+
+    def __init__(self, p: subprocess.Popen) -> None:
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.garbled: str | None = None
+        self.stop = threading.Event()
+        self._readers = [threading.Thread(target=self._read, args=args, daemon=True)
+                         for args in ((p.stdout, self.out), (p.stderr, self.err))]
+        for t in self._readers:
+            t.start()
+
+    def _read(self, stream: Any, into: list[str]) -> None:
+        for line in stream:
+            into.append(line)
+            if into is self.err and self.garbled is None and GARBLED.search(line):
+                self.garbled = line
+                self.stop.set()
+        stream.close()
+
+    def wait(self, deadline: float) -> bool:
+        """Returns True once both pipes closed (the process and its children are done with
+        them), False at ``deadline`` (time.monotonic()) or on a GARBLED line."""
+        for t in self._readers:
+            while t.is_alive() and not self.stop.is_set() and time.monotonic() < deadline:
+                t.join(0.05)
+        return not self.stop.is_set() and not any(t.is_alive() for t in self._readers)
+
+    def text(self, grace: float = 5.0) -> tuple[str, str]:
+        """Returns (stdout, stderr) so far, after up to ``grace`` s for the pipes to close."""
+        for t in self._readers:
+            t.join(grace)
+        return "".join(self.out), "".join(self.err)
+
+
+def _stop_group(p: subprocess.Popen) -> None:
+    """SIGTERM to p's process group, SIGKILL after 3 s if p has not exited; reaps p."""
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, sig)
+        try:
+            p.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 class SlurmCluster:
@@ -258,31 +327,64 @@ class SlurmCluster:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self._p(f"nvidia-smi-calls.{n}"))
 
+    def leftovers(self) -> list[str]:
+        """Returns 'PID command line' of what this cluster still runs besides its daemons:
+        anything in its nodes' namespaces (tasks, slurmstepd) and any process whose
+        environment names its slurm.conf (clients that run() started, such as mpiexec on the
+        head, and what they started). Another cluster's processes are never listed."""
+        daemons = {pid for pid, _, _ in self.state["pids"]}
+        pids: set[int] = set()
+        for ns in self.state["netns"]:
+            out = _sh(["ip", "netns", "pids", ns], check=False)
+            pids |= {int(p) for p in out.split() if p.isdigit()}
+        mark = f"\0SLURM_CONF={self._p('slurm.conf')}\0".encode()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError):
+                    with open(f"/proc/{entry}/environ", "rb") as f:
+                        if mark in b"\0" + f.read():
+                            pids.add(int(entry))
+        left = []
+        for pid in sorted(pids - daemons - {os.getpid()}):
+            with contextlib.suppress(OSError):  # gone meanwhile
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+                left.append(f"{pid} {cmdline}")
+        return left
+
     def run(self, args: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
             input: str | None = None, cwd: str | None = None,
             check: bool = False) -> subprocess.CompletedProcess[str]:
         """Run a client command (srun, sbatch, mpirun, ...) in the host namespace with self.env
         (this process's environment without Slurm's, MPI's and CUDA_VISIBLE_DEVICES) + env.
 
-        Text mode, stdout/stderr captured. On timeout the whole process group gets SIGTERM,
-        then SIGKILL after 3 s, and subprocess.TimeoutExpired (with the output so far) is raised.
+        Text mode, stdout/stderr captured. The command's process group is stopped (SIGTERM,
+        then SIGKILL after 3 s) when it runs longer than ``timeout`` (subprocess.TimeoutExpired
+        is raised, with the output so far), and at once when its stderr shows a line of
+        GARBLED (PmiGarbled is raised): such a step can never finish.
         """
         full = {**self.env, **(env or {})}
         p = subprocess.Popen(list(args), env=full, cwd=cwd, text=True, start_new_session=True,
                              stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            out, err = p.communicate(input, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, sig)
-                try:
-                    out, err = p.communicate(timeout=wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    out, err = "", ""
-            raise subprocess.TimeoutExpired(list(args), timeout, out, err) from None
+        output = _Output(p)
+        if p.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                p.stdin.write(input or "")
+            p.stdin.close()
+        deadline = time.monotonic() + timeout
+        done = output.wait(deadline)
+        if done:  # its pipes closed: it exits, or is stopped at the deadline
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(max(0.1, deadline - time.monotonic()))
+            done = p.returncode is not None
+        if not done:
+            _stop_group(p)
+        out, err = output.text()
+        if output.garbled is not None:
+            raise PmiGarbled(list(args), output.garbled, out, err)
+        if not done:
+            raise subprocess.TimeoutExpired(list(args), timeout, out, err)
         cp = subprocess.CompletedProcess(list(args), p.returncode, out, err)
         if check and p.returncode != 0:
             raise ClusterError(f"{shlex.join(args)} exited {p.returncode}:\n{out}\n{err}")
@@ -336,6 +438,8 @@ class SlurmCluster:
                 f"mount --bind {shlex.quote(nd)}/spool {shlex.quote(self._p('spool'))}",
                 f"mount --bind {shlex.quote(nd)}/gpubin {shlex.quote(self._p('gpubin'))}",
                 f"mount --bind {shlex.quote(nd)}/hosts /etc/hosts",
+                # a node's own /dev/shm, as on a real node (see _start's docstring)
+                "mount -t tmpfs -o mode=1777 mpir-shm /dev/shm",
                 f"exec slurmd -D -N {n} -f {shlex.quote(conf)}",
             ])
             self._slurmd_pid[n] = self._spawn(f"slurmd.{n}", [
