@@ -177,6 +177,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from .mpi import mpi_library
 
         the_plan = plan(opts, env, library=mpi_library)
+        if rank in (0, None) and the_plan.warnings:  # before MPI starts: MPI_Init may hang
+            sys.stderr.write("".join(f"mpi-resolver: warning: {w}\n"
+                                     for w in the_plan.warnings))
+            sys.stderr.flush()
 
         def transport():
             nonlocal rank

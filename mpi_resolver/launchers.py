@@ -32,7 +32,9 @@ SLURM_VARS = {
 VARIABLES = (*SLURM_VARS, *GPU_VARIABLES, "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NTASKS",
              "CUDA_VISIBLE_DEVICES", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
              "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_ID",
-             "MPI_LOCALRANKID", "PMIX_RANK", *KEY_VARIABLES)
+             "MPI_LOCALRANKID", "PMIX_RANK", *KEY_VARIABLES,
+             # how MPICH and Intel MPI talk to srun --mpi=pmi2 (see srun_pmi.py)
+             "MPIR_CVAR_CH4_NETMOD", "MPIR_CVAR_PMI_VERSION", "I_MPI_PMI_LIBRARY")
 
 #: Launchers of their own (mpirun/mpiexec): inside a Slurm allocation their ranks inherit the
 #: Slurm variables of the launcher daemons that srun started, not ones that describe the ranks.

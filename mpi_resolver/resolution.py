@@ -26,6 +26,7 @@ from .options import Options
 from .ports import (ROOM, Ports, Release, SocketPorts, auto_base, claim, in_use, job_key,
                     step_key, wrap)
 from .protocol import RECORD_BYTES, MpiFacts, Transport, gather_facts
+from .srun_pmi import check_intel_placement, pmi1_warnings
 from .topology import RankRecord, compare, format_table, likely_cause, make_record
 
 __all__ = ["Plan", "plan", "Resolution", "resolve", "local_record"]
@@ -43,6 +44,8 @@ class Plan:
     verify: bool             # Slurm and MPI are compared
     launch: MpiLaunch
     notes: Tuple[str, ...]   # one-line logs (why a source was chosen, a skipped check)
+    #: what to say before MPI starts, as MPI_Init may hang or abort (srun_pmi's faults)
+    warnings: Tuple[str, ...] = ()
 
     @property
     def uses(self) -> str:
@@ -113,9 +116,13 @@ def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
                 "enable it, or pass verify=False to silence this.")
     else:
         verify = False
-    if (not use_slurm) or verify:
-        check_pairing(launch, lib)  # before MPI_Init, which would abort
-    return Plan(use_slurm, (not use_slurm) or verify, verify, launch, tuple(notes))
+    warnings: List[str] = []
+    if (not use_slurm) or verify:  # before MPI_Init, which would abort or hang
+        check_pairing(launch, lib)
+        intel = check_intel_placement(launch, lib, env)
+        warnings += ([intel] if intel else []) + pmi1_warnings(launch, lib, env)
+    return Plan(use_slurm, (not use_slurm) or verify, verify, launch, tuple(notes),
+                tuple(warnings))
 
 
 @dataclass
@@ -263,7 +270,7 @@ def resolve(opts: Options, env: Mapping[str, str], *, the_plan: Plan,
       ResolutionError, FormatError, MismatchError: with the variable or argument and the fix;
         every rank of an exchange raises alike.
     """
-    notes = list(the_plan.notes)
+    notes = list(the_plan.notes + the_plan.warnings)
     env, _ = batch_step_view(env)  # plan() noted it
     step = SlurmStep(env) if SlurmStep.present(env) else None
     ports = ports or SocketPorts()

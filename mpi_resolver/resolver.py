@@ -104,6 +104,8 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         env = _environment()
         the_plan = plan(opts, env, have_comm=comm is not None, mpi_running=mpi_initialized(),
                         library=mpi_library)
+        for warning in the_plan.warnings:  # before MPI starts: MPI_Init may hang
+            log_once(warning)
         self._resolution = resolve(
             opts, env, the_plan=the_plan,
             transport=lambda: MpiTransport(world(comm)[0], opts.timeout))

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(slurm-wlm munge openmpi-bin libopenmpi-dev libpmix2 libpmix-dev iproute2
+APT_PACKAGES=(slurm-wlm munge openmpi-bin libopenmpi-dev libpmix2 libpmix-dev libpmi2-0 iproute2
               util-linux procps)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -66,13 +66,15 @@ def mpi_library():
 def resolve(variant, kwargs):
     """Emits this rank's line for one resolution with ``kwargs``; returns the exit status."""
     from mpi_resolver.mpi import MpiTransport, mpi_initialized, world
+    from mpi_resolver.mpi import mpi_library as library_of_mpi4py
     from mpi_resolver.options import make_options
     from mpi_resolver.resolution import plan, resolve as resolve_job
 
     def make_line():
         opts = make_options(**{k: v for k, v in kwargs.items() if k in OPTION_ARGS})
         env = dict(os.environ)
-        the_plan = plan(opts, env, mpi_running=mpi_initialized())
+        the_plan = plan(opts, env, mpi_running=mpi_initialized(),
+                        library=library_of_mpi4py)
         res = resolve_job(opts, env, the_plan=the_plan,
                           transport=lambda: MpiTransport(world()[0], opts.timeout))
         task_type, task_id = res.task

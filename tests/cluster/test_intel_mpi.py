@@ -24,19 +24,19 @@ host name, which the nodes cannot reach ("unable to connect from "node1" to "vm"
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
-import time
 from typing import List
 
 import pytest
 
-from tests.cluster.test_mpich import (INIT, MPI_PROBE, TIMEOUT, assert_launch_env, exit_codes,
-                                      left_running, mpi_venv, read_library,
+from tests.cluster.test_mpich import (INIT, MPI_PROBE, RENUMBER, TIMEOUT, assert_launch_env,
+                                      exit_codes, mpi_venv, read_library,
                                       srun_each_task, venv_dir)
 from tests.cluster.test_scenarios import (BLOCK_2_2, BLOCK_3_1, SPEC_2_2, Run, assert_all_fail,
-                                          assert_sound, launch, short)
+                                          assert_nothing_left, assert_sound, launch, short)
 from tests.harness.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.cluster
@@ -146,12 +146,34 @@ def test_impi_mpiexec_two_nodes_without_slurm(cluster: SlurmCluster, impi: str) 
     assert report["source"] == "mpi" and report["cluster"] == SPEC_2_2, show.context()
 
 
+def slurm_libpmi2() -> str:
+    """Returns the path of Slurm's PMI-2 library (Debian's libpmi2-0, scripts/setup.sh
+    installs it); fails (never skips) where it is missing."""
+    found = sorted(glob.glob("/usr/lib/*/libpmi2.so.0")) + sorted(
+        glob.glob("/usr/lib*/libpmi2.so.0"))
+    if not found:
+        pytest.fail("Slurm's libpmi2.so.0 is not installed: `apt-get install libpmi2-0` "
+                    "(bash scripts/setup.sh does).")
+    return found[0]
+
+
+#: How Intel MPI is launched under srun --mpi=pmi2 (Intel's and the README's advice): with
+#: Slurm's PMI-2 library, which tells it where each rank runs. Its own PMI-1 client instead
+#: takes the ranks to be spread evenly in blocks: on -N2 -n4 (Slurm places 3,1) ranks 2 and 3
+#: then try to share memory across two nodes and MPI_Init fails (measured; it only seemed to
+#: work while the harness's nodes shared one /dev/shm).
+def pmi2_env() -> dict:
+    return {"I_MPI_PMI_LIBRARY": slurm_libpmi2()}
+
+
 @pytest.mark.parametrize("plugin", ["pmi2", "pmix"])
 def test_impi_srun_cross_checked(cluster: SlurmCluster, impi: str, plugin: str) -> None:
-    """srun -N2 -n4 --mpi=pmi2, and --mpi=pmix (Intel MPI loads Debian's libpmix.so.2):
-    Slurm's variables cross-checked by Intel MPI and agreeing; ``check`` exits 0."""
+    """srun -N2 -n4 --mpi=pmi2 (with I_MPI_PMI_LIBRARY: Slurm's libpmi2), and --mpi=pmix
+    (Intel MPI loads Debian's libpmix.so.2): Slurm's variables cross-checked by Intel MPI and
+    agreeing; ``check`` exits 0."""
+    env = pmi2_env() if plugin == "pmi2" else {}
     run = launch(cluster, ["srun", "-N2", "-n4", f"--mpi={plugin}", *probe_argv([{}])],
-                 timeout=TIMEOUT)
+                 timeout=TIMEOUT, env=env)
     assert run.returncode == 0, run.context()
     lines = run.variant(0)
     spec = assert_sound(lines, n=4, run=run, placement=BLOCK_3_1, source="slurm",
@@ -165,9 +187,55 @@ def test_impi_srun_cross_checked(cluster: SlurmCluster, impi: str, plugin: str) 
                 "PMIX_" if plugin == "pmi2" else "PMI_RANK"))
 
     check = launch(cluster, ["srun", "-N2", "-n4", f"--mpi={plugin}", *cli_argv("check")],
-                   timeout=TIMEOUT)
+                   timeout=TIMEOUT, env=env)
     assert check.returncode == 0, check.context()
     assert check.stdout.count("OK: Slurm and MPI agree on all 4 ranks") == 1, check.context()
+
+
+def test_impi_srun_pmi2_renumbered_procid_mismatch_on_every_rank(cluster: SlurmCluster,
+                                                                 impi: str) -> None:
+    """Intel MPI under srun --mpi=pmi2 with Slurm and MPI disagreeing (a wrapper renumbers
+    SLURM_PROCID): every rank raises MismatchError with the table; ``check`` exits 1."""
+    wrap = ["sh", "-c", RENUMBER]
+    run = launch(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", *wrap, *probe_argv([{}])],
+                 timeout=TIMEOUT, env=pmi2_env())
+    assert run.returncode == 3, run.context()
+    assert_all_fail(run.variant(0), n=4, run=run, error_type="MismatchError",
+                    says=("Slurm and MPI disagree", "SLURM_PROCID=1  rank 0",
+                          "MPI numbers the ranks differently", "`srun --mpi=pmi2`"))
+    check = launch(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", *wrap, *cli_argv("check")],
+                   timeout=TIMEOUT, env=pmi2_env())
+    assert check.returncode == 1, check.context()
+    assert check.stdout.count("MISMATCH: Slurm and MPI disagree about this job") == 1, \
+        check.context()
+
+
+INTEL_UNEVEN = "without I_MPI_PMI_LIBRARY takes the ranks to be spread evenly in blocks"
+
+
+def test_impi_srun_pmi2_without_slurm_pmi_on_an_uneven_step_is_refused(
+        cluster: SlurmCluster, impi: str) -> None:
+    """Intel MPI's own PMI-1 client under srun -N2 -n4 --mpi=pmi2 (3,1): MPI_Init itself
+    fails ('unable to allocate shared memory', every task); mpi_resolver refuses before
+    MPI_Init on every rank, naming I_MPI_PMI_LIBRARY and pmix. An even step (2,2) runs."""
+    raw, _, errs = srun_each_task(cluster, "pmi2", [IMPI_PY, "-c", INIT], "impi-pmi1")
+    assert raw.returncode != 0, raw.context()
+    assert any("unable to allocate shared memory" in e for e in errs.values()), errs
+
+    run = launch(cluster, ["srun", "-N2", "-n4", "--mpi=pmi2", *probe_argv([{}])],
+                 timeout=TIMEOUT)
+    assert run.returncode == 3, run.context()
+    lines = run.variant(0)
+    assert_all_fail(lines, n=4, run=run, error_type="ResolutionError",
+                    says=(INTEL_UNEVEN, "SLURM_STEP_TASKS_PER_NODE=3,1", "I_MPI_PMI_LIBRARY",
+                          "libpmi2.so", "srun --mpi=pmix"))
+    assert all(line["mpi_library"] is None for line in lines), run.context()  # not started
+
+    even = launch(cluster, ["srun", "-N2", "--ntasks-per-node=2", "--mpi=pmi2",
+                            *probe_argv([{}])], timeout=TIMEOUT)
+    assert even.returncode == 0, even.context()
+    assert_sound(even.variant(0), n=4, run=even, placement=BLOCK_2_2, source="slurm",
+                 verified=True, mpi=True)
 
 
 def test_impi_mpiexec_inside_salloc_uses_mpi(cluster: SlurmCluster, impi: str) -> None:
@@ -203,12 +271,5 @@ def test_impi_under_srun_mpi_none_is_four_worlds_of_one(cluster: SlurmCluster,
 
 
 def test_zz_nothing_left_running(cluster: SlurmCluster) -> None:
-    """After every launch: no probe, proxy or mpiexec of this file left, no job queued."""
-    programs = (MPI_PROBE, f"{IMPI_VENV}/bin/")
-    deadline = time.monotonic() + 10
-    while left_running(cluster, *programs) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left_running(cluster, *programs) == []
-    queue = cluster.run(["squeue", "-h", "-o", "%i %j %T"], timeout=30)
-    assert queue.stdout.strip() == "", queue.stdout
-
+    """After every launch: no probe, proxy, mpiexec or job of this cluster still runs."""
+    assert_nothing_left(cluster)

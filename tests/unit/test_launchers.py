@@ -326,7 +326,7 @@ def test_every_variable_the_package_reads_is_in_VARIABLES():
     source = "".join(p.read_text() for p in
                      pathlib.Path(__file__).resolve().parents[2].joinpath("mpi_resolver")
                      .glob("*.py"))
-    names = set(re.findall(r'"((?:SLURMD?|OMPI|PMIX?|MPI|CUDA)_[A-Z_]+)"', source))
+    names = set(re.findall(r'"((?:SLURMD?|OMPI|PMIX?|MPIR?|I_MPI|CUDA)_[A-Z_]+)"', source))
     names.discard("SLURM_VARS")  # the name of a table, not a variable
     assert names and names <= set(VARIABLES), sorted(names - set(VARIABLES))
 
@@ -425,12 +425,14 @@ def test_unwired_slurm_step_advice_names_both_plugins():
 # Which srun --mpi plugin the MPI mpi4py loads can speak (read before MPI_Init)
 # --------------------------------------------------------------------------------------------
 
-MPICH_TEXT = ("MPICH Version:      5.0.2\nMPICH Release date: unreleased\nMPICH ABI:          "
-              "17:2:5\nMPICH Device:       ch4:ofi\nMPICH configure:    --with-device=ch4:ucx,ofi "
-              "--with-pm=hydra:gforker\n")
+#: What PyPI's mpich 5.0.2 and impi-rt 2021.18.1 answer to MPI_Get_library_version.
+MPICH_TEXT = ("MPICH Version:      5.0.2\nMPICH Release date: Fri Sep 25 20:45:26 UTC 2026\n"
+              "MPICH ABI:          18:2:6\nMPICH Device:       ch4:ucx ofi\n"
+              "MPICH configure:    --with-device=ch4:ucx,ofi --with-pm=hydra:gforker\n"
+              "MPICH CC:           cc\n")
 OMPI4 = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022"
 OMPI5 = "Open MPI v5.0.8, package: Open MPI, ident: 5.0.8, repo rev: v5.0.8, May 30, 2025"
-IMPI = "Intel(R) MPI Library 2021.18 for Linux* OS\n"
+IMPI = "Intel(R) MPI Library 2021.18.1 for Linux* OS\n"
 
 
 @pytest.mark.parametrize("library, family, pmix, pmi2", [
