@@ -94,7 +94,7 @@ class Replay:
 def _record_of(n: int, rank: int, opts: Any, uses: str, host: str) -> bytes:
     env = job_env(n, rank)
     return local_record(opts, env, detect_mpi_launch(env), rank, n, host,
-                        lambda: (4, False), plan=uses).to_json().encode()
+                        lambda: (4, False), plan=uses).wire
 
 
 class _AllFree:

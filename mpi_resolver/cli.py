@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import sys
+from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence
 
 from .binding import SlurmGpus, describe
@@ -129,7 +130,7 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
             "agree": error is None,
             "differences": [vars(d) for d in (error.rows if error else ())],
             "message": str(error) if error else None,
-            "records": [vars(r) for r in records or ()],
+            "records": [asdict(r) for r in records or ()],  # fields only
             "cluster": res.cluster() if res else None,
             "ranks": _ranks(res) if res else None}, indent=2, default=list)
     lines = []

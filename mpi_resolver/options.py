@@ -31,14 +31,13 @@ class Options:
     timeout: float = 60.0
 
 
-def _whole(value: Any, name: str, minimum: int, maximum: Optional[int] = None) -> int:
+def _whole(value: Any, name: str, minimum: int) -> int:
     """Returns ``value`` when it is an int in range; ResolutionError names ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ResolutionError(
             f"{name}={value!r}: expected a whole number (int), got {type(value).__name__}.")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = f" and <= {maximum}" if maximum is not None else ""
-        raise ResolutionError(f"{name}={value!r}: expected a number >= {minimum}{upper}.")
+    if value < minimum:
+        raise ResolutionError(f"{name}={value!r}: expected a number >= {minimum}.")
     return value
 
 

@@ -125,7 +125,7 @@ def gather_facts(transport: Transport, mine: RankRecord, *, slurm_runs: Optional
     ``aim``: the base this rank aimed its picked port (``mine.port``) at, plus its local index.
     """
     rank, size = transport.rank, transport.size
-    payload = mine.to_json().encode()
+    payload = mine.wire
     if not details:
         agreed = transport.allreduce_min(_vector(mine, size, slurm_runs, aim))
         details = not (agreed[0] == -agreed[1] and agreed[2] == -agreed[3]

@@ -207,7 +207,7 @@ def local_record(opts: Options, env: Mapping[str, str], launch: MpiLaunch, rank:
             error = str(e)
     record = make_record(rank, size, host, env, launch, visible, probed, error, cpu_only, plan,
                          port)
-    length = len(record.to_json().encode())
+    length = len(record.wire)
     if length > RECORD_BYTES:
         record = replace(record, visible=None, error=(
             f"its record is {length} bytes, more than the {RECORD_BYTES} the exchange allows "

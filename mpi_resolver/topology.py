@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .binding import SlurmGpus, conflicts, is_bound
@@ -51,6 +52,11 @@ class RankRecord:
         """Returns the record as compact JSON."""
         return json.dumps({f.name: getattr(self, f.name) for f in _FIELDS},
                           separators=(",", ":"))
+
+    @cached_property
+    def wire(self) -> bytes:
+        """Returns the record as the exchange sends it (to_json, UTF-8), made once."""
+        return self.to_json().encode()
 
     @classmethod
     def from_json(cls, text: str) -> "RankRecord":

@@ -33,9 +33,9 @@ from typing import Dict, List, Tuple
 import pytest
 
 from tests.cluster.conftest import ROOT
-from tests.cluster.test_scenarios import (BLOCK_2_2, BLOCK_3_1, SPEC_2_2, Run, assert_all_fail,
+from tests.cluster.test_scenarios import (BLOCK_3_1, SPEC_2_2, Run, assert_all_fail,
                                           assert_nothing_left, assert_smi_calls, assert_sound,
-                                          launch, short)
+                                          assert_two_nodes_without_slurm, launch, short)
 from tests.harness.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.cluster
@@ -210,12 +210,7 @@ def test_mpich_mpiexec_two_nodes_without_slurm(cluster: SlurmCluster, mpich: str
     ``show --json`` gives the same ClusterSpec."""
     cluster.reset_nvidia_smi_calls()
     run = launch(cluster, [*mpiexec_hosts(cluster, 4), *probe_argv([{}])], timeout=TIMEOUT)
-    assert run.returncode == 0, run.context()
-    lines = run.variant(0)
-    assert all(line["slurm"]["SLURM_PROCID"] is None for line in lines), run.context()
-    spec = assert_sound(lines, n=4, run=run, placement=BLOCK_2_2, source="mpi",
-                        verified=False, mpi=True, cvd={0: "0,1", 1: "2,3", 2: "0,1", 3: "2,3"})
-    assert spec == SPEC_2_2
+    lines = assert_two_nodes_without_slurm(run)
     assert all(line["notes"] == [] for line in lines), run.context()
     mpich_world(lines, run)
     assert_launch_env(lines, run, present={

@@ -436,17 +436,24 @@ def test_7_mpirun_inside_salloc(cluster: SlurmCluster) -> None:
                     says=("mpirun", "inside a Slurm allocation", "SLURM_PROCID"))
 
 
-def test_9_mpirun_hostfile_two_hosts(cluster: SlurmCluster) -> None:
-    """mpirun --hostfile (node1, node2; 2 slots) -n 4 through the harness's rsh agent, no
-    Slurm: source 'mpi', ranks 0,1 on node1 and 2,3 on node2; nvidia-smi once per node."""
-    cluster.reset_nvidia_smi_calls()
-    run = probe(cluster, ["mpirun", "--hostfile", cluster.hostfile(2), "-n", "4"], [{}])
+def assert_two_nodes_without_slurm(run: Run) -> List[Dict[str, Any]]:
+    """Asserts a 4-rank job with ranks 0,1 on node1 and 2,3 on node2, started without Slurm
+    (any MPI): source 'mpi', every rank sound, the node's GPUs divided; returns its lines."""
     assert run.returncode == 0, run.context()
     lines = run.variant(0)
     assert all(line["slurm"]["SLURM_PROCID"] is None for line in lines), run.context()
     spec = assert_sound(lines, n=4, run=run, placement=BLOCK_2_2, source="mpi",
                         verified=False, mpi=True, cvd={0: "0,1", 1: "2,3", 2: "0,1", 3: "2,3"})
     assert spec == SPEC_2_2
+    return lines
+
+
+def test_9_mpirun_hostfile_two_hosts(cluster: SlurmCluster) -> None:
+    """mpirun --hostfile (node1, node2; 2 slots) -n 4 through the harness's rsh agent, no
+    Slurm: source 'mpi', ranks 0,1 on node1 and 2,3 on node2; nvidia-smi once per node."""
+    cluster.reset_nvidia_smi_calls()
+    run = probe(cluster, ["mpirun", "--hostfile", cluster.hostfile(2), "-n", "4"], [{}])
+    assert_two_nodes_without_slurm(run)
     assert_smi_calls(cluster, run, {"node1": 1, "node2": 1})
 
 

@@ -99,3 +99,12 @@ def test_port_base_refuses_anything_else_naming_the_option(monkeypatch, capsys, 
         show(monkeypatch, capsys, STEP, "--port-base", value)
     assert e.value.code == 2
     assert f"--port-base: {value!r} is not a port (1..65535) or 'auto'" in capsys.readouterr().err
+
+
+def test_check_json_reports_record_fields_only():
+    """A record's serialised form, cached on it by the exchange, is not a field of the report."""
+    record = RankRecord(0, 1, "n1", None, visible=("0",))
+    assert record.wire == record.wire  # made and cached
+    report = json.loads(cli._report_check(None, [record], None, True, None))
+    assert set(report["records"][0]) == {f.name for f in __import__("dataclasses").fields(record)}
+    assert "wire" not in report["records"][0]
