@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -109,19 +108,29 @@ def test_cli_does_not_import_tensorflow(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
-def test_rank_that_never_arrives_is_named_within_the_timeout():
-    """Rank 2 sleeps past the timeout: ranks 0 and 1 raise ResolutionError naming rank 2
-    (rank 2, arriving later, finds nobody left and reports that itself)."""
-    script = ("import sys, time\nfrom mpi4py import MPI\n"
-              "if MPI.COMM_WORLD.rank == 2: time.sleep(8)\n"
+def test_rank_that_never_arrives_is_named_within_the_timeout(tmp_path):
+    """Rank 2 stays away until ranks 0 and 1 have given up (it waits for their files, up to
+    100 s): with --timeout 2 they raise ResolutionError naming rank 2. Had they waited for
+    rank 2 instead of their timeout, neither would have returned (rank 2, arriving later,
+    finds nobody left and reports that itself)."""
+    script = ("import os, sys, time\nfrom mpi4py import MPI\n"
+              "rank = MPI.COMM_WORLD.rank\n"
+              "done = [os.path.join(os.environ['OUT_DIR'], f'gave-up.{r}') for r in (0, 1)]\n"
+              "end = time.monotonic() + 100\n"
+              "while rank == 2 and not all(map(os.path.exists, done)) "
+              "and time.monotonic() < end:\n"
+              "    time.sleep(0.1)\n"
               "from mpi_resolver.cli import main\n"
               "start = time.monotonic()\n"
               "rc = main(['show', '--timeout', '2', '--gpus-per-node', '0'])\n"
-              "sys.stdout.write(f'rank {MPI.COMM_WORLD.rank} rc {rc} after "
-              "{time.monotonic() - start:.1f}\\n')\n")
-    proc = subprocess.run(["mpirun", "-n", "3", sys.executable, "-c", script],
-                          capture_output=True, text=True, timeout=120, env=mpirun_env(),
-                          cwd=ROOT)
+              "sys.stdout.write(f'rank {rank} rc {rc} after {time.monotonic() - start:.1f}\\n')\n"
+              "sys.stdout.flush()\n"
+              "if rank < 2: open(done[rank], 'w').close()\n")
+    proc = subprocess.run(["mpirun", "-n", "3", "-x", "OUT_DIR", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=240,
+                          env=dict(mpirun_env(), OUT_DIR=str(tmp_path)), cwd=ROOT)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gave-up.0", "gave-up.1"], \
+        proc.stdout + proc.stderr  # both returned while rank 2 still stayed away
     # mpirun's forwarding can put two ranks' lines on one: split on the prefix, not on lines
     errors = ["mpi-resolver: error:" + part.split("\n", 1)[0]
               for part in proc.stderr.split("mpi-resolver: error:")[1:]]
@@ -130,22 +139,24 @@ def test_rank_that_never_arrives_is_named_within_the_timeout():
     assert all("rank(s) 2 did not reach it" in e and "within 2 s" in e for e in early)
     for rank in (0, 1):
         line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"rank {rank} "))
-        assert " rc 2 " in line and float(line.split()[-1]) < 6, proc.stdout
+        assert " rc 2 " in line, proc.stdout
 
 
 def test_rank_that_dies_before_the_resolver_ends_the_job_instead_of_hanging():
-    """Rank 2 exits before reaching the resolver: the job ends (mpirun aborts it, or the
-    others time out) well within the timeout, with a non-zero status."""
+    """Rank 2 exits (status 3) before reaching the resolver: Open MPI's mpirun ends the whole
+    job at once with that status and names the rank (measured: every time, in about 2 s; the
+    others' 600 s timeout never comes into play)."""
     script = ("import os, sys\nfrom mpi4py import MPI\n"
               "if MPI.COMM_WORLD.rank == 2: os._exit(3)\n"
               "from mpi_resolver.cli import main\n"
-              "sys.exit(main(['show', '--timeout', '10', '--gpus-per-node', '0']))\n")
-    start = time.monotonic()
+              "sys.exit(main(['show', '--timeout', '600', '--gpus-per-node', '0']))\n")
     proc = subprocess.run(["mpirun", "-n", "3", sys.executable, "-c", script],
                           capture_output=True, text=True, timeout=120, env=mpirun_env(),
                           cwd=ROOT)
-    assert proc.returncode != 0
-    assert time.monotonic() - start < 30, proc.stdout + proc.stderr
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    err = " ".join(proc.stderr.split())
+    assert "mpirun detected that one or more processes exited with non-zero status" in err
+    assert re.search(r"Process name: \[\[\d+,1\],2\] Exit code: 3", err), proc.stderr
 
 
 DIVERGENT = """
@@ -161,11 +172,11 @@ if rank == 3:  # this rank alone sees a Slurm step wired by PMIx: it would cross
     env.pop("OMPI_COMM_WORLD_RANK")
     env.update(SLURM_PROCID="3", SLURM_STEP_NUM_TASKS="4", PMIX_RANK="3",
                SLURM_STEP_NODELIST=socket.gethostname(), SLURM_STEP_TASKS_PER_NODE="4")
-opts = make_options(timeout=30, gpus_per_node=0)
+opts = make_options(timeout=600, gpus_per_node=0)
 the_plan = plan(opts, env)
 start = time.monotonic()
 try:
-    resolve(opts, env, the_plan=the_plan, transport=lambda: MpiTransport(comm, 30.0))
+    resolve(opts, env, the_plan=the_plan, transport=lambda: MpiTransport(comm, 600.0))
     out = "resolved"
 except Exception as e:
     out = f"{type(e).__name__}: {e}"
@@ -177,8 +188,9 @@ with open(os.path.join(os.environ["OUT_DIR"], f"rank{rank}.json"), "w") as f:  #
 
 def test_ranks_whose_plans_differ_all_fail_at_once_instead_of_waiting(tmp_path):
     """mpirun -n 4 where rank 3 alone sees a Slurm step (it would cross-check; the others
-    resolve from MPI): every rank raises MismatchError naming rank 3's plan, well within the
-    30 s timeout, and none goes on as if all were well."""
+    resolve from MPI): every rank raises MismatchError naming rank 3's plan, and none goes on
+    as if all were well. The exchange's timeout is 600 s, beyond this test's 120 s: that
+    every rank reported at all shows that none waited for it."""
     proc = subprocess.run(["mpirun", "-n", "4", "-x", "OUT_DIR", sys.executable, "-c",
                            DIVERGENT], capture_output=True, text=True, timeout=120,
                           env=dict(mpirun_env(), OUT_DIR=str(tmp_path)), cwd=ROOT)
@@ -188,4 +200,20 @@ def test_ranks_whose_plans_differ_all_fail_at_once_instead_of_waiting(tmp_path):
     for line in lines:
         assert line["out"].startswith("MismatchError: "), line
         assert "3     plan" in line["out"] and "this rank from slurm+check" in line["out"]
-        assert line["after"] < 20, line  # the timeout is 30 s: nobody waited for it
+
+
+def test_keras3_fit_fails_under_multi_worker_mirrored_strategy_as_the_readme_says():
+    """README.md: Keras 3's model.fit fails under MultiWorkerMirroredStrategy
+    (keras-team/keras#20585), so train.py uses a custom loop, or tf_keras with --fit. Two
+    workers of tests/mpi/keras3_fit.py: both raise "ValueError: Attempt to convert a value
+    (PerReplica...". If this test fails because fit finished, Keras fixed it: update the
+    README and train.py."""
+    proc = subprocess.run(["timeout", "-k", "5", "240", "mpirun", "-n", "2", sys.executable,
+                           str(ROOT / "tests" / "mpi" / "keras3_fit.py")],
+                          capture_output=True, text=True, timeout=270, env=mpirun_env(),
+                          cwd=ROOT)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode not in (0, 124), out[-4000:]  # failed, and did not hang
+    assert re.search(r"^keras 3\.\d+\.\d+, worker 0$", proc.stdout, re.M), out[-4000:]
+    assert "fit finished" not in proc.stdout, out[-4000:]
+    assert "ValueError: Attempt to convert a value (PerReplica:{" in proc.stderr, out[-4000:]

@@ -105,19 +105,25 @@ def test_impi_library_is_known_without_starting_mpi(impi: str) -> None:
     assert got["intel"] is True and got["mpi_imported"] is False, got
 
 
-def test_impi_mpiexec_one_node(cluster: SlurmCluster, impi: str) -> None:
-    """Intel's mpiexec -n 2 on node1, no Slurm: source 'mpi', node1:8888 and node1:8889."""
-    run = launch(cluster, [*cluster.on_node("node1"), MPIEXEC, "-n", "2", *probe_argv([{}])],
-                 timeout=TIMEOUT)
+@pytest.mark.parametrize("how", ["mpiexec", "srun --mpi=pmix"])
+def test_impi_one_node(cluster: SlurmCluster, impi: str, how: str) -> None:
+    """Two ranks on node1, node1:8888 and node1:8889: Intel's mpiexec -n 2 there (no Slurm:
+    source 'mpi'), and srun -N1 -n2 --mpi=pmix (cross-checked)."""
+    launcher = ([*cluster.on_node("node1"), MPIEXEC, "-n", "2"] if how == "mpiexec" else
+                ["srun", "-N1", "-n2", "--mpi=pmix"])
+    run = launch(cluster, [*launcher, *probe_argv([{}])], timeout=TIMEOUT)
     assert run.returncode == 0, run.context()
     lines = run.variant(0)
+    slurm = how != "mpiexec"
     spec = assert_sound(lines, n=2, run=run, placement={0: "node1", 1: "node1"},
-                        source="mpi", verified=False, mpi=True, cvd={0: "0,1", 1: "2,3"})
+                        source="slurm" if slurm else "mpi", verified=slurm, mpi=True,
+                        cvd={0: "0,1", 1: "2,3"})
     assert spec == {"worker": ["node1:8888", "node1:8889"]}
     intel_world(lines, run)
-    assert_launch_env(lines, run, present={**hydra_env("ssh"), "PMI_SIZE": "2",
-                                           "MPI_LOCALNRANKS": "2"},
-                      absent=("PMIX_", "SLURM_MPI_TYPE", "PMI_HOSTNAME", "PMI_JOBID"))
+    if not slurm:
+        assert_launch_env(lines, run, present={**hydra_env("ssh"), "PMI_SIZE": "2",
+                                               "MPI_LOCALNRANKS": "2"},
+                          absent=("PMIX_", "SLURM_MPI_TYPE", "PMI_HOSTNAME", "PMI_JOBID"))
 
 
 def test_impi_mpiexec_two_nodes_without_slurm(cluster: SlurmCluster, impi: str) -> None:

@@ -245,7 +245,8 @@ def test_ps_with_evaluator(cluster: SlurmCluster, tmp_path: Path) -> None:
 
 def test_ps_worker_crash_ends_the_step(cluster: SlurmCluster) -> None:
     """A worker killed (SIGKILL) during training: srun --kill-on-bad-exit=1 ends the step at
-    once with a non-zero exit; the chief never reports a result; no task is left."""
+    once with a non-zero exit (srun's kill, not the tasks' --time-limit of 100 s); the chief
+    never reports a result; no task is left."""
     step = Step(cluster, [*SRUN, PY, "-u", TRAIN_PS, "--steps", "100000", "--time-limit",
                           "100", "--port-base", "24430"])
     worker = step.wait_for(r"^\s*3: worker:1: serving on node2:24430 \(pid (\d+)\)", 90)
@@ -253,12 +254,15 @@ def test_ps_worker_crash_ends_the_step(cluster: SlurmCluster) -> None:
     time.sleep(1.0)  # some steps in
     killed = time.monotonic()
     os.kill(int(worker.group(1)), signal.SIGKILL)
-    rc = step.finish(30)
+    rc = step.finish(90)
     ended = time.monotonic() - killed
     where = step.context()
     assert rc != 0, where
     assert "final test accuracy" not in step.text, where
-    assert ended < 20, f"the step took {ended:.1f} s to end after the kill{where}"
+    # srun ended it for the bad exit, not the tasks' --time-limit of 100 s
+    err = "".join(step.stderr)
+    assert re.search(r"srun: error: node2: task 3: Killed", err), where
+    assert "--time-limit" not in err, where
     assert_all_gone(pids_of(step.text), where)
     print(f"worker killed: the step ended {ended:.1f} s later, exit {rc}")
 
@@ -266,28 +270,22 @@ def test_ps_worker_crash_ends_the_step(cluster: SlurmCluster) -> None:
 def test_ps_stopped_chief_bounded_wait(cluster: SlurmCluster) -> None:
     """A chief that hangs (SIGSTOP) once it has its ClusterSpec: the ps and workers wait on the
     barrier only until --time-limit, then exit non-zero, and srun ends the step (the stopped
-    chief too).
-
-    (On a machine so loaded that the tasks need more than --time-limit to import TensorFlow,
-    the limit ends them before the chief gets to print: the same bound, without the stop.)
-    """
-    limit = 30
+    chief too)."""
+    limit = 60  # ample for 4 tasks to import TensorFlow on 2 loaded cores (7-15 s seen)
     step = Step(cluster, [*SRUN, PY, "-u", TRAIN_PS, "--steps", "100000", "--time-limit",
                           str(limit), "--port-base", "24440"])
-    chief = step.wait_for(r"^\s*0: cluster: .* \(pid (\d+)\)$", limit + 30, or_end=True)
-    if chief is not None:
-        os.kill(int(chief.group(1)), signal.SIGSTOP)
-    rc = step.finish(limit + 30)
+    chief = step.wait_for(r"^\s*0: cluster: .* \(pid (\d+)\)$", limit)
+    assert chief is not None
+    os.kill(int(chief.group(1)), signal.SIGSTOP)
+    rc = step.finish(limit + 60)
     seconds = time.monotonic() - step.started
     where = step.context()
     assert rc != 0, where
     assert "final test accuracy" not in step.text, where
     err = "".join(step.stderr)
-    waited = (r"^\s*\d+: (ps:\d|worker:\d|rank \d): (not done after --time-limit 30 s; giving up"
+    waited = (r"^\s*\d+: (ps:\d|worker:\d|rank \d): (not done after --time-limit 60 s; giving up"
               r"|the other tasks did not finish within --time-limit)$")
     assert re.search(waited, err, re.M), where
-    assert seconds < limit + 20, f"the step took {seconds:.1f} s{where}"
-    if chief is not None:  # (else no task got to print its pid)
-        assert_all_gone(pids_of(step.text), where)
-    print(f"chief {'stopped' if chief else 'never printed'}: the step ended after "
-          f"{seconds:.1f} s (--time-limit {limit}), exit {rc}")
+    assert_all_gone(pids_of(step.text), where)
+    print(f"chief stopped: the step ended after {seconds:.1f} s (--time-limit {limit}), "
+          f"exit {rc}")

@@ -66,9 +66,7 @@ def test_default_port_taken_by_a_training_on_the_node_is_reported_with_the_fix(
                 assert not first.done(), first.result().stdout + first.result().stderr[-3000:]
                 assert time.monotonic() < deadline, "the first training never listened on 8889"
                 time.sleep(0.5)
-            start = time.monotonic()
             second = train_on_node1(cluster, timeout=120, kill_on_bad_exit=False)
-            took = time.monotonic() - start
             assert not first.done(), first.result().stdout + first.result().stderr[-3000:]
         finally:
             cluster.run(["scancel", "--name=mpir-first"], timeout=30)  # this test's own job
@@ -89,7 +87,6 @@ def test_default_port_taken_by_a_training_on_the_node_is_reported_with_the_fix(
     assert "Pass port_base='auto' (mpi-resolver --port-base auto)" in messages[0]
     assert "Could not start gRPC server" not in second.stderr.replace(
         "would stop with 'Could not start gRPC server'", "")  # ours, before TensorFlow's
-    assert took < 60, f"the second step took {took:.0f} s to fail"
 
 
 def test_two_trainings_on_one_node_with_auto_ports_both_finish(cluster: SlurmCluster) -> None:

@@ -2,7 +2,12 @@
 
 Stdlib only; needs root and Debian's slurm-wlm, munge, openmpi-bin and iproute2. Each node is
 a network namespace joined to a private bridge, running its own slurmd under
-``unshare --uts --mount`` with its own hostname, spool, /etc/hosts and fake-GPU bin directory.
+``unshare --uts --mount`` with its own hostname, spool, /etc/hosts, fake-GPU bin directory and
+/dev/shm. The own /dev/shm matters: MPI libraries name their shared memory after the job and
+step ids (MPICH: /dev/shm/mpich_shm_<hash of "job.step">_<node index>), which every throw-away
+cluster numbers from 1, so two clusters on one machine would otherwise share, and garble, the
+memory of their jobs; and MPI libraries that mistake which ranks share a node (Intel MPI's own
+PMI-1 client) fail here as they would on real nodes.
 
 Two kinds of pretend GPUs, usable together:
 
@@ -222,7 +227,8 @@ class SlurmCluster:
 
     def __init__(self, nodes: Sequence[str] = ("node1", "node2"), *, cpus_per_node: int = 8,
                  workdir: str | None = None, gpus: Mapping[str, int] | None = None,
-                 gres: Mapping[str, int] | None = None, port: int | None = None) -> None:
+                 gres: Mapping[str, int] | None = None, port: int | None = None,
+                 private_shm: bool = True) -> None:
         """Describe the cluster; nothing runs until start().
 
         Args:
@@ -233,6 +239,9 @@ class SlurmCluster:
             gres: Slurm GRES GPU count per node name (1-64): Slurm allocates and binds them
                 (device files /dev/tty0..N-1); nodes not named have no GRES.
             port: slurmctld port (slurmd uses port+1); default a free one in 20000-32000.
+            private_shm: give each node a /dev/shm of its own (a tmpfs, gone with the node),
+                as on real nodes. False shares the machine's (only to measure what that does:
+                scripts/mpich_pmi2_loop.py --shared-dev-shm).
         """
         if not nodes or len(set(nodes)) != len(nodes):
             raise ValueError(f"nodes must be distinct and non-empty: {list(nodes)}")
@@ -247,6 +256,7 @@ class SlurmCluster:
             if not (isinstance(count, int) and 1 <= count <= 64):
                 raise ValueError(f"gres: {n}={count!r}: expected 1-64 GPUs")
         self.node_names: list[str] = list(nodes)
+        self.private_shm = private_shm
         self.cpus_per_node = cpus_per_node
         self.gpus: dict[str, int] = dict(gpus or {})
         self.gres: dict[str, int] = dict(gres or {})
@@ -438,8 +448,8 @@ class SlurmCluster:
                 f"mount --bind {shlex.quote(nd)}/spool {shlex.quote(self._p('spool'))}",
                 f"mount --bind {shlex.quote(nd)}/gpubin {shlex.quote(self._p('gpubin'))}",
                 f"mount --bind {shlex.quote(nd)}/hosts /etc/hosts",
-                # a node's own /dev/shm, as on a real node (see _start's docstring)
-                "mount -t tmpfs -o mode=1777 mpir-shm /dev/shm",
+                *(["mount -t tmpfs -o mode=1777 mpir-shm /dev/shm"] if self.private_shm
+                  else []),
                 f"exec slurmd -D -N {n} -f {shlex.quote(conf)}",
             ])
             self._slurmd_pid[n] = self._spawn(f"slurmd.{n}", [

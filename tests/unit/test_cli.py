@@ -4,6 +4,7 @@ given. Launches under real srun and mpirun are in tests/cluster and tests/test_m
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -108,3 +109,41 @@ def test_check_json_reports_record_fields_only():
     report = json.loads(cli._report_check(None, [record], None, True, None))
     assert set(report["records"][0]) == {f.name for f in __import__("dataclasses").fields(record)}
     assert "wire" not in report["records"][0]
+
+
+def test_help_explains_every_option_the_readme_names(capsys):
+    """README: `mpi-resolver --help` explains each of these options and the three commands."""
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0
+    top = capsys.readouterr().out
+    for command in ("show", "check", "tf-config"):
+        assert command in top
+    with pytest.raises(SystemExit):
+        cli.main(["show", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for option in ("--json", "--jobs", "--port-base", "--gpus-per-node", "--gpus-per-task",
+                   "--source", "--timeout"):
+        assert re.search(rf"{option}\b[^-]*\S", text), f"{option} not explained"
+    assert "GPUs for each task" in text and "'auto'" in text
+
+
+@pytest.mark.parametrize("per_task, gpus", [
+    pytest.param("1", ["0", "1"], id="rank i takes entry i (TensorFlow's rule)"),
+    pytest.param("2", ["0,1", "2,3"], id="rank i takes entries 2i, 2i+1"),
+])
+def test_gpus_per_task_takes_that_many_in_rank_order(monkeypatch, capsys, per_task, gpus):
+    env = {**STEP, "CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_GPUS_ON_NODE": "4"}
+    status, out = show(monkeypatch, capsys, env, "--json", "--gpus-per-task", per_task)
+    assert status == 0
+    assert [r["gpus"] for r in json.loads(out)["ranks"]] == gpus
+
+
+def test_gpus_per_task_more_than_a_share_is_an_error(monkeypatch, capsys):
+    env = {**STEP, "CUDA_VISIBLE_DEVICES": "0,1"}
+    for key in list(__import__("os").environ):
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert cli.main(["show", "--source", "slurm", "--gpus-per-task", "2"]) == 2
+    assert "gpus_per_task=2" in capsys.readouterr().err

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import time
 
 import pytest
 
@@ -134,21 +133,32 @@ def test_count_nvidia_smi_not_executable_is_a_resolution_error(tmp_path, monkeyp
 
 def test_count_nvidia_smi_gives_up_after_the_timeout(tmp_path, monkeypatch):
     # The sleep is a grandchild that keeps the output pipe open: the probe must not wait for it.
+    # That it returned while the sleep still ran shows it did not (no clock needed). The 2 s
+    # give the shell time to start the sleep and write its pid, even on a loaded machine.
     pid_file = tmp_path / "sleep.pid"
-    _fake_nvidia_smi(tmp_path, monkeypatch, f"sleep 30 &\necho $! > '{pid_file}'\nwait\n")
-    start = time.monotonic()
+    _fake_nvidia_smi(tmp_path, monkeypatch, f"sleep 120 &\necho $! > '{pid_file}'\nwait\n")
     try:
         with pytest.raises(ResolutionError, match="gpus_per_node") as excinfo:
-            count_nvidia_smi(timeout=0.5)
-        elapsed = time.monotonic() - start
+            count_nvidia_smi(timeout=2)
+        assert pid_file.exists(), "the fake nvidia-smi did not start its sleep within 2 s"
+        sleeping = _running(int(pid_file.read_text()))
     finally:
         if pid_file.exists():
             try:
                 os.kill(int(pid_file.read_text()), signal.SIGTERM)
             except (ProcessLookupError, ValueError):
                 pass
-    assert "0.5 s" in str(excinfo.value)
-    assert elapsed < 5.0
+    assert "within 2 s" in str(excinfo.value)
+    assert sleeping, "the probe waited for nvidia-smi's grandchild to end"
+
+
+def _running(pid: int) -> bool:
+    """Returns True while ``pid`` runs (not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
 
 
 # --------------------------------------------------------------------------------------------
