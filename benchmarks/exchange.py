@@ -39,10 +39,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mpi_resolver.launchers import detect_mpi_launch  # noqa: E402
-from mpi_resolver.options import make_options  # noqa: E402
-from mpi_resolver.protocol import _host_hash  # noqa: E402
-from mpi_resolver.resolution import local_record, plan, resolve  # noqa: E402
+from mpi_resolver._launchers import detect_mpi_launch  # noqa: E402
+from mpi_resolver._options import make_options  # noqa: E402
+from mpi_resolver._exchange import _host_hash  # noqa: E402
+from mpi_resolver._resolution import local_record, plan, resolve  # noqa: E402
 
 PER_NODE = 4
 RANK = 5  # the rank measured (not rank 0: nothing special)
@@ -173,7 +173,7 @@ def _worker(mode: str) -> None:
     """One rank of `mpirun -n N`: resolve through a counting COMM_WORLD; rank 0 prints."""
     from mpi4py import MPI
 
-    from mpi_resolver.mpi import MpiTransport
+    from mpi_resolver._mpi import MpiTransport
     from tests.mpi.counting import CountingComm
 
     comm = MPI.COMM_WORLD

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import (ExchangeTimeout, FormatError, MismatchError, MissingDependencyError,
+from ._errors import (ExchangeTimeout, FormatError, MismatchError, MissingDependencyError,
                      ResolutionError)
 
 __all__ = ["MPIClusterResolver", "ResolutionError", "FormatError", "MismatchError",
@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     if name == "MPIClusterResolver":
-        from .resolver import MPIClusterResolver
+        from ._tf_resolver import MPIClusterResolver
 
         return MPIClusterResolver
     raise AttributeError(f"module 'mpi_resolver' has no attribute {name!r}")

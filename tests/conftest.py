@@ -28,7 +28,7 @@ def write_fake_nvidia_smi(directory: Path, gpus: int) -> str:
 @pytest.fixture(autouse=True)
 def _fresh_resolver_state():
     """Forgets what earlier tests' resolvers wrote to CUDA_VISIBLE_DEVICES."""
-    module = sys.modules.get("mpi_resolver.resolver")
+    module = sys.modules.get("mpi_resolver._tf_resolver")
     if module is not None:
         module._narrowed.clear()
     yield

@@ -170,7 +170,7 @@ def observe(cls, env: Dict[str, str], kwargs: Dict[str, Any], smi_path: Optional
     """Returns what a resolver of ``cls`` gives for ``env``/``kwargs``: spec, task, GPUs (and
     mpi_resolver's notes, ``with_notes``)."""
     # Each case stands for a new process: forget what earlier cases' resolvers narrowed.
-    narrowed = getattr(sys.modules.get("mpi_resolver.resolver"), "_narrowed", {})
+    narrowed = getattr(sys.modules.get("mpi_resolver._tf_resolver"), "_narrowed", {})
     narrowed.clear()
     full = dict(env)
     full["PATH"] = (smi_path + os.pathsep if smi_path else "") + "/usr/bin:/bin"

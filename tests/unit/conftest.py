@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver import resolution
+from mpi_resolver import _resolution as resolution
 
 
 class AllFree:

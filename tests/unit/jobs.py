@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Iterable, List, Optional
 
-from mpi_resolver.options import make_options
-from mpi_resolver.resolution import plan, resolve
+from mpi_resolver._options import make_options
+from mpi_resolver._resolution import plan, resolve
 
 
 def srun_env(rank: int, hosts: List[str], counts: List[int], placement: List[str],

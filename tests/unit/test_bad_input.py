@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpi_resolver.errors import FormatError, MismatchError, ResolutionError
-from mpi_resolver.options import make_options
-from mpi_resolver.resolution import plan, resolve
+from mpi_resolver._errors import FormatError, MismatchError, ResolutionError
+from mpi_resolver._options import make_options
+from mpi_resolver._resolution import plan, resolve
 from tests.unit.jobs import run_world
 
 pytestmark = pytest.mark.unit

@@ -8,11 +8,11 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from mpi_resolver.binding import (SlurmGpus, allocate_nodes, allocate_own, allocate_uniform,
+from mpi_resolver._gpu_allocation import (SlurmGpus, allocate_nodes, allocate_own, allocate_uniform,
                                   conflicts, describe, is_bound, task_gpus)
-from mpi_resolver.errors import MismatchError, ResolutionError
-from mpi_resolver.options import make_options
-from mpi_resolver.resolution import plan, resolve
+from mpi_resolver._errors import MismatchError, ResolutionError
+from mpi_resolver._options import make_options
+from mpi_resolver._resolution import plan, resolve
 from tests.unit.jobs import run_job, srun_env
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from mpi_resolver import cli
-from mpi_resolver.topology import RankRecord
+from mpi_resolver import _cli as cli
+from mpi_resolver._records import RankRecord
 
 pytestmark = pytest.mark.unit
 
@@ -85,7 +85,7 @@ def test_check_table_says_what_each_rank_saw_of_its_gpus(record, text):
     pytest.param("30000", [30000, 30001], id="a number"),
 ])
 def test_port_base_takes_a_number_or_auto(monkeypatch, capsys, value, ports):
-    from mpi_resolver.ports import auto_base
+    from mpi_resolver._ports import auto_base
     env = {**STEP, "SLURM_JOB_ID": "51", "SLURM_STEP_ID": "2"}
     status, out = show(monkeypatch, capsys, env, "--json", "--port-base", value)
     assert status == 0

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver.errors import MismatchError, ResolutionError
-from mpi_resolver.options import make_options
-from mpi_resolver.resolution import plan, resolve
+from mpi_resolver._errors import MismatchError, ResolutionError
+from mpi_resolver._options import make_options
+from mpi_resolver._resolution import plan, resolve
 from tests.unit.jobs import run_job, run_world, srun_env
 
 pytestmark = pytest.mark.unit

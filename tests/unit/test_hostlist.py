@@ -7,9 +7,9 @@ import tracemalloc
 
 import pytest
 
-from mpi_resolver import hostlist
-from mpi_resolver.errors import FormatError, ResolutionError
-from mpi_resolver.hostlist import MAX_HOSTS, expand_hostlist, expand_tasks_per_node
+from mpi_resolver import _hostlist as hostlist
+from mpi_resolver._errors import FormatError, ResolutionError
+from mpi_resolver._hostlist import MAX_HOSTS, expand_hostlist, expand_tasks_per_node
 
 pytestmark = pytest.mark.unit
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from mpi_resolver.errors import FormatError
-from mpi_resolver.hostlist import expand_hostlist, expand_tasks_per_node
+from mpi_resolver._errors import FormatError
+from mpi_resolver._hostlist import expand_hostlist, expand_tasks_per_node
 
 pytestmark = pytest.mark.unit
 

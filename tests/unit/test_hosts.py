@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver.errors import MismatchError
-from mpi_resolver.hosts import HostIndex, same_host
-from mpi_resolver.options import make_options
-from mpi_resolver.resolution import plan, resolve
+from mpi_resolver._errors import MismatchError
+from mpi_resolver._host_names import HostIndex, same_host
+from mpi_resolver._options import make_options
+from mpi_resolver._resolution import plan, resolve
 from tests.unit.jobs import run_job, srun_env
 
 pytestmark = pytest.mark.unit

@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from mpi_resolver.errors import FormatError, MismatchError, ResolutionError
-from mpi_resolver.launchers import (MpiLaunch, MpiLibrary, SlurmStep, batch_step_view,
+from mpi_resolver._errors import FormatError, MismatchError, ResolutionError
+from mpi_resolver._launchers import (MpiLaunch, MpiLibrary, SlurmStep, batch_step_view,
                                     detect_mpi_launch,
                                     parse_int, slurm_describes_ranks, srun_advice)
-from mpi_resolver.options import make_options
-from mpi_resolver.resolution import plan, resolve
+from mpi_resolver._options import make_options
+from mpi_resolver._resolution import plan, resolve
 from tests.unit.jobs import run_world
 
 pytestmark = pytest.mark.unit
@@ -321,7 +321,7 @@ def test_every_variable_the_package_reads_is_in_VARIABLES():
     import pathlib
     import re
 
-    from mpi_resolver.launchers import VARIABLES
+    from mpi_resolver._launchers import VARIABLES
 
     source = "".join(p.read_text() for p in
                      pathlib.Path(__file__).resolve().parents[2].joinpath("mpi_resolver")

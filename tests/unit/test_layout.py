@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver.errors import MismatchError, ResolutionError
-from mpi_resolver.layout import (build_layout_runs, check_own_placement, expand_runs, runs_of,
+from mpi_resolver._errors import MismatchError, ResolutionError
+from mpi_resolver._layout import (build_layout_runs, check_own_placement, expand_runs, runs_of,
                                  slurm_placement, tf_runs)
 
 pytestmark = pytest.mark.unit

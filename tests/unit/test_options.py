@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from mpi_resolver.errors import FormatError, ResolutionError
-from mpi_resolver.options import Options, make_options, parse_jobs
+from mpi_resolver._errors import FormatError, ResolutionError
+from mpi_resolver._options import Options, make_options, parse_jobs
 
 pytestmark = pytest.mark.unit
 

@@ -8,11 +8,11 @@ from typing import Dict, List
 
 import pytest
 
-from mpi_resolver import ports as P
-from mpi_resolver.errors import ResolutionError
-from mpi_resolver.layout import build_layout_runs
-from mpi_resolver.options import make_options
-from mpi_resolver.resolution import plan, resolve
+from mpi_resolver import _ports as P
+from mpi_resolver._errors import ResolutionError
+from mpi_resolver._layout import build_layout_runs
+from mpi_resolver._options import make_options
+from mpi_resolver._resolution import plan, resolve
 from tests.unit.jobs import FakePorts, PerRank, run_world, srun_env
 
 pytestmark = pytest.mark.unit

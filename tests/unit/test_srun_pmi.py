@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver.errors import ResolutionError
-from mpi_resolver.launchers import MpiLibrary, detect_mpi_launch
-from mpi_resolver.options import make_options
-from mpi_resolver.resolution import plan
-from mpi_resolver.srun_pmi import (check_intel_placement, even_blocks,
+from mpi_resolver._errors import ResolutionError
+from mpi_resolver._launchers import MpiLibrary, detect_mpi_launch
+from mpi_resolver._options import make_options
+from mpi_resolver._resolution import plan
+from mpi_resolver._srun_pmi import (check_intel_placement, even_blocks,
                                    intel_groups_cross_nodes, mpich_default_netmod,
                                    pmi1_warnings)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mpi_resolver.topology import RankRecord
+from mpi_resolver._records import RankRecord
 
 
 def test_wire_is_the_json_record_made_once():

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .errors import ResolutionError
+from ._errors import ResolutionError
 
 __all__ = ["GPU_VARIABLES", "SlurmGpus", "is_bound", "needs_probe", "task_gpus", "Share",
            "NodeGpus", "GpuAllocation", "allocate_nodes", "allocate_uniform", "allocate_own",

@@ -20,7 +20,7 @@ import random
 import socket
 from typing import Callable, Iterator, Mapping, Optional, Protocol, Tuple, Union
 
-from .errors import ResolutionError
+from ._errors import ResolutionError
 
 __all__ = ["AUTO", "AUTO_FIRST", "AUTO_LAST", "TRIES", "ROOM", "PortBase", "Release", "Ports",
            "SocketPorts", "job_key", "step_key", "auto_base", "wrap", "candidates", "claim",

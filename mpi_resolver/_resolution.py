@@ -10,24 +10,24 @@ import socket
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .binding import (NO_LIMIT, GpuAllocation, SlurmGpus, allocate_nodes, allocate_own,
+from ._gpu_allocation import (NO_LIMIT, GpuAllocation, SlurmGpus, allocate_nodes, allocate_own,
                       allocate_uniform, conflicts, divided_fit, group_lists, is_bound,
                       needs_probe, task_gpus)
-from .errors import FormatError, MismatchError, ResolutionError
-from .gpus import parse_visible_devices, probe_gpus
-from .hostlist import check_host_name
-from .hosts import HostIndex
-from .launchers import (MPIRUN_LAUNCHERS, MpiLaunch, MpiLibrary, SlurmStep, batch_step_view,
+from ._errors import FormatError, MismatchError, ResolutionError
+from ._gpu_discovery import parse_visible_devices, probe_gpus
+from ._hostlist import check_host_name
+from ._host_names import HostIndex
+from ._launchers import (MPIRUN_LAUNCHERS, MpiLaunch, MpiLibrary, SlurmStep, batch_step_view,
                         check_pairing,
                         detect_mpi_launch, placement_fix, slurm_describes_ranks, srun_advice)
-from .layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
+from ._layout import (Layout, Runs, build_layout_runs, check_own_placement, count_per_host,
                      count_runs, expand_runs, runs_of, slurm_runs, tf_runs)
-from .options import Options
-from .ports import (ROOM, Ports, Release, SocketPorts, auto_base, claim, in_use, job_key,
+from ._options import Options
+from ._ports import (ROOM, Ports, Release, SocketPorts, auto_base, claim, in_use, job_key,
                     step_key, wrap)
-from .protocol import RECORD_BYTES, MpiFacts, Transport, gather_facts
-from .srun_pmi import check_intel_placement, pmi1_warnings
-from .topology import RankRecord, compare, format_table, likely_cause, make_record
+from ._exchange import RECORD_BYTES, MpiFacts, Transport, gather_facts
+from ._srun_pmi import check_intel_placement, pmi1_warnings
+from ._records import RankRecord, compare, format_table, likely_cause, make_record
 
 __all__ = ["Plan", "plan", "Resolution", "resolve", "local_record"]
 

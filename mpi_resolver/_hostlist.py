@@ -6,7 +6,7 @@ import itertools
 import re
 from typing import List, Tuple
 
-from .errors import FormatError
+from ._errors import FormatError
 
 __all__ = ["MAX_HOSTS", "expand_hostlist", "expand_tasks_per_node", "check_host_name"]
 
@@ -115,7 +115,7 @@ def _parse_expression(expr: str, hostlist: str) -> Tuple[Expression, int]:
     if total > MAX_HOSTS:
         raise FormatError(
             f"hostlist {hostlist!r}: {expr!r} expands to {total} hosts, more than the limit of "
-            f"{MAX_HOSTS} (mpi_resolver.hostlist.MAX_HOSTS).")
+            f"{MAX_HOSTS} (mpi_resolver._hostlist.MAX_HOSTS).")
     return (texts, parsed), total
 
 
@@ -160,7 +160,7 @@ def expand_hostlist(hostlist: str) -> List[str]:
         if total > MAX_HOSTS:  # checked before any name is built
             raise FormatError(
                 f"hostlist {hostlist!r} expands to more than {MAX_HOSTS} hosts, the limit of "
-                "mpi_resolver.hostlist.MAX_HOSTS.")
+                "mpi_resolver._hostlist.MAX_HOSTS.")
     hosts: List[str] = []
     for expression in expressions:
         hosts.extend(_expand_expression(expression))
@@ -200,6 +200,6 @@ def expand_tasks_per_node(tasks_per_node: str) -> List[int]:
         if len(counts) + repeat > MAX_HOSTS:
             raise FormatError(
                 f"tasks-per-node list {tasks_per_node!r} has more than {MAX_HOSTS} entries, the "
-                "limit of mpi_resolver.hostlist.MAX_HOSTS.")
+                "limit of mpi_resolver._hostlist.MAX_HOSTS.")
         counts.extend([int(m.group(1))] * repeat)
     return counts

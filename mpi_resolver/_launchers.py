@@ -6,10 +6,10 @@ import zlib
 from dataclasses import dataclass
 from typing import FrozenSet, List, Mapping, Optional, Tuple
 
-from .binding import GPU_VARIABLES
-from .errors import FormatError, ResolutionError
-from .hostlist import expand_hostlist, expand_tasks_per_node
-from .ports import KEY_VARIABLES
+from ._gpu_allocation import GPU_VARIABLES
+from ._errors import FormatError, ResolutionError
+from ._hostlist import expand_hostlist, expand_tasks_per_node
+from ._ports import KEY_VARIABLES
 
 __all__ = ["SlurmStep", "MpiLaunch", "detect_mpi_launch", "slurm_describes_ranks",
            "batch_step_view", "parse_int", "optional_int", "SLURM_VARS", "VARIABLES",

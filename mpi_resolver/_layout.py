@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from .errors import MismatchError, ResolutionError
-from .hosts import same_host
+from ._errors import MismatchError, ResolutionError
+from ._host_names import same_host
 
 __all__ = ["Runs", "tf_runs", "slurm_runs", "slurm_placement", "Layout", "build_layout_runs",
            "assign_jobs", "count_per_host", "count_runs", "expand_runs", "runs_of", "run_offsets",

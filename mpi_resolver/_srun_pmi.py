@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import List, Mapping, Optional, Sequence
 
-from .errors import ResolutionError
-from .launchers import MpiLaunch, MpiLibrary, SlurmStep
-from .layout import Runs, expand_runs, slurm_runs
+from ._errors import ResolutionError
+from ._launchers import MpiLaunch, MpiLibrary, SlurmStep
+from ._layout import Runs, expand_runs, slurm_runs
 
 __all__ = ["PMI1_LINE_BYTES", "even_blocks", "intel_groups_cross_nodes",
            "mpich_default_netmod", "pmi1_warnings", "check_intel_placement"]

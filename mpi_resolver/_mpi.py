@@ -11,8 +11,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .errors import ExchangeTimeout, MissingDependencyError, ResolutionError
-from .launchers import MpiLibrary
+from ._errors import ExchangeTimeout, MissingDependencyError, ResolutionError
+from ._launchers import MpiLibrary
 
 __all__ = ["import_mpi", "mpi_initialized", "world", "MpiTransport", "wait_for_all",
            "mpi_library"]
@@ -209,7 +209,7 @@ class MpiTransport:
 
     def exchange(self, peers: Sequence[int], payload: bytes) -> Dict[int, bytes]:
         """protocol.Transport.exchange: point to point, at most RECORD_BYTES from each."""
-        from .protocol import RECORD_BYTES
+        from ._exchange import RECORD_BYTES
 
         MPI = self._MPI
         buffers = {p: bytearray(RECORD_BYTES) for p in peers}

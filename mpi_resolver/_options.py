@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Union
 
-from .errors import FormatError, ResolutionError
-from .hostlist import check_host_name
-from .ports import AUTO, PortBase
+from ._errors import FormatError, ResolutionError
+from ._hostlist import check_host_name
+from ._ports import AUTO, PortBase
 
 __all__ = ["Options", "make_options", "parse_jobs", "SOURCES"]
 

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from typing import Optional, Tuple
 
-from .errors import FormatError, ResolutionError
+from ._errors import FormatError, ResolutionError
 
 __all__ = ["parse_visible_devices", "count_nvidia_smi", "probe_gpus", "NVIDIA_SMI_TIMEOUT",
            "NVIDIA_DEVICES"]

@@ -22,9 +22,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from .hosts import same_host
-from .layout import Runs, host_of_rank, ranks_on
-from .topology import RankRecord, own_differences
+from ._host_names import same_host
+from ._layout import Runs, host_of_rank, ranks_on
+from ._records import RankRecord, own_differences
 
 __all__ = ["Transport", "MpiFacts", "gather_facts", "RECORD_BYTES"]
 

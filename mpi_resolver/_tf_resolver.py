@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Union
 
-from .errors import MissingDependencyError
-from .launchers import VARIABLES
-from .logs import log_once
-from .mpi import MpiTransport, mpi_initialized, mpi_library, world
-from .options import make_options
-from .resolution import Resolution, plan, resolve
+from ._errors import MissingDependencyError
+from ._launchers import VARIABLES
+from ._logs import log_once
+from ._mpi import MpiTransport, mpi_initialized, mpi_library, world
+from ._options import make_options
+from ._resolution import Resolution, plan, resolve
 
 try:
     import tensorflow as tf
@@ -80,7 +80,7 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
     Args are TensorFlow's (jobs, port_base, gpus_per_node, gpus_per_task, tasks_per_node,
     auto_set_gpu, rpc_layer) plus:
       port_base may also be 'auto': ports free on each node, so that jobs sharing a node do
-        not collide (see mpi_resolver.ports). With a number, this rank's port must be free.
+        not collide (see mpi_resolver._ports). With a number, this rank's port must be free.
       source: 'slurm' (step variables only; never imports mpi4py), 'mpi' (the communicator
         only) or 'auto' (Slurm's variables in a Slurm step, MPI otherwise).
       verify: 'auto' (cross-check when both are there), True (insist) or False.

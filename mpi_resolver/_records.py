@@ -7,13 +7,13 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .binding import SlurmGpus, conflicts, is_bound
-from .errors import FormatError, ResolutionError
-from .hosts import same_host
-from .tables import text_table
-from .launchers import (MPIRUN_LAUNCHERS, MpiLaunch, SlurmStep, slurm_describes_ranks,
+from ._gpu_allocation import SlurmGpus, conflicts, is_bound
+from ._errors import FormatError, ResolutionError
+from ._host_names import same_host
+from ._tables import text_table
+from ._launchers import (MPIRUN_LAUNCHERS, MpiLaunch, SlurmStep, slurm_describes_ranks,
                         srun_advice)
-from .layout import slurm_placement
+from ._layout import slurm_placement
 
 __all__ = ["RankRecord", "Difference", "compare", "own_differences", "likely_cause",
            "format_table", "make_record", "slurm_hosts"]

@@ -10,13 +10,13 @@ import sys
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence
 
-from .binding import SlurmGpus, describe
-from .errors import ExchangeTimeout, MismatchError, ResolutionError
-from .launchers import MPIRUN_LAUNCHERS, detect_mpi_launch, optional_int
-from .options import make_options, parse_jobs
-from .resolution import Resolution, plan, resolve
-from .tables import text_table
-from .topology import RankRecord
+from ._gpu_allocation import SlurmGpus, describe
+from ._errors import ExchangeTimeout, MismatchError, ResolutionError
+from ._launchers import MPIRUN_LAUNCHERS, detect_mpi_launch, optional_int
+from ._options import make_options, parse_jobs
+from ._resolution import Resolution, plan, resolve
+from ._tables import text_table
+from ._records import RankRecord
 
 __all__ = ["main"]
 
@@ -155,7 +155,7 @@ def _failed(status: int, together: bool, start: bool) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     if together:
-        from .mpi import wait_for_all
+        from ._mpi import wait_for_all
 
         wait_for_all(_REPORT_WAIT, start=start)
     return status
@@ -175,7 +175,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
             source=args.source, verify=True if args.command == "check" else "auto",
             timeout=args.timeout)
-        from .mpi import mpi_library
+        from ._mpi import mpi_library
 
         the_plan = plan(opts, env, library=mpi_library)
         if rank in (0, None) and the_plan.warnings:  # before MPI starts: MPI_Init may hang
@@ -185,7 +185,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         def transport():
             nonlocal rank
-            from .mpi import MpiTransport, world
+            from ._mpi import MpiTransport, world
 
             comm, rank, _ = world()
             return MpiTransport(comm, opts.timeout)
