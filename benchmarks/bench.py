@@ -54,7 +54,7 @@ def bench_slurm_sizes(quick: bool) -> List[Dict[str, Any]]:
 
     from mpi_resolver import MPIClusterResolver
     from mpi_resolver._options import make_options
-    from mpi_resolver._resolution import plan, resolve
+    from mpi_resolver._resolution import resolve_job
 
     tf_cls = tf.distribute.cluster_resolver.SlurmClusterResolver
     rows = []
@@ -76,7 +76,7 @@ def bench_slurm_sizes(quick: bool) -> List[Dict[str, Any]]:
 
                 def cli(env=env):
                     opts = make_options(source="slurm")
-                    return resolve(opts, env, the_plan=plan(opts, env)).cluster()
+                    return resolve_job(opts, env).cluster()
 
                 same = run(tf_cls).as_dict() == run(MPIClusterResolver,
                                                     source="slurm").as_dict()

@@ -39,10 +39,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mpi_resolver._launchers import detect_mpi_launch  # noqa: E402
+from mpi_resolver._exchange import host_hash  # noqa: E402
+from mpi_resolver._gpu_resolution import for_record  # noqa: E402
+from mpi_resolver._launchers import detect_launch  # noqa: E402
 from mpi_resolver._options import make_options  # noqa: E402
-from mpi_resolver._exchange import _host_hash  # noqa: E402
-from mpi_resolver._resolution import local_record, plan, resolve  # noqa: E402
+from mpi_resolver._plan import plan  # noqa: E402
+from mpi_resolver._records import local_record  # noqa: E402
+from mpi_resolver._resolution import resolve_job  # noqa: E402
 
 PER_NODE = 4
 RANK = 5  # the rank measured (not rank 0: nothing special)
@@ -93,8 +96,9 @@ class Replay:
 
 def _record_of(n: int, rank: int, opts: Any, uses: str, host: str) -> bytes:
     env = job_env(n, rank)
-    return local_record(opts, env, detect_mpi_launch(env), rank, n, host,
-                        lambda: (4, False), plan=uses).wire
+    launch = detect_launch(env)
+    discover = for_record(opts, env, lambda: (4, False), launch.local_rank in (0, None))
+    return local_record(env, launch, rank, n, host, discover, plan=uses).wire
 
 
 class _AllFree:
@@ -130,7 +134,7 @@ def simulate(n: int, mode: str) -> Dict[str, Any]:
     if mode == "before":  # every rank's record, as the gather brings them
         prepared["all"] = [record(r) for r in range(n)]
     if mode == "mpi":
-        table = [_host_hash(host_of(r)) + len(host_of(r)).to_bytes(4, "little")
+        table = [host_hash(host_of(r)) + len(host_of(r)).to_bytes(4, "little")
                  for r in range(n)]
         prepared["table"] = table
         prepared["names"] = [host_of(r).encode() if r % PER_NODE == 0 else b""
@@ -153,10 +157,10 @@ def simulate(n: int, mode: str) -> Dict[str, Any]:
         transport = Replay(RANK, n, others)
         tracemalloc.start() if attempt == 0 else None
         start = time.perf_counter()
-        res = resolve(opts, env, the_plan=the_plan,
-                      transport=None if mode == "slurm" else (lambda t=transport: t),
-                      probe=lambda: (4, False), hostname=lambda: host_of(RANK),
-                      details=mode == "before")
+        res = resolve_job(opts, env,
+                          transport=None if mode == "slurm" else (lambda t=transport: t),
+                          probe=lambda: (4, False), hostname=lambda: host_of(RANK),
+                          details=mode == "before")
         elapsed = time.perf_counter() - start
         if attempt == 0:
             peak = tracemalloc.get_traced_memory()[1]
@@ -192,11 +196,9 @@ def _worker(mode: str) -> None:
                str(rank % PER_NODE), "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
     opts = make_options(timeout=120.0, port_base="auto" if mode == "auto" else 8888)
     counting = CountingComm(comm)
-    the_plan = plan(opts, env)
     start = time.perf_counter()
-    res = resolve(opts, env, the_plan=the_plan,
-                  transport=lambda: MpiTransport(counting, opts.timeout),
-                  hostname=lambda: host, ports=_AllFree())
+    res = resolve_job(opts, env, transport=lambda: MpiTransport(counting, opts.timeout),
+                      hostname=lambda: host, ports=_AllFree())
     elapsed = time.perf_counter() - start
     assert res.num_tasks == size and res.verified == (mode != "mpi")
     mine = {"collectives": len(counting.collectives), "names": counting.collectives,

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence
 
-from ._gpu_allocation import SlurmGpus, describe
+from ._environment import snapshot
 from ._errors import ExchangeTimeout, MismatchError, ResolutionError
-from ._launchers import MPIRUN_LAUNCHERS, detect_mpi_launch, optional_int
-from ._options import make_options, parse_jobs
-from ._resolution import Resolution, plan, resolve
-from ._tables import text_table
+from ._gpu_allocation import describe
+from ._gpu_lists import SlurmGpus
+from ._launchers import Launch, detect_launch
+from ._options import (AUTO, DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, SOURCES,
+                       Options, make_options, parse_jobs)
 from ._records import RankRecord
+from ._resolution import Resolution, resolve_job
+from ._tables import text_table
+from ._values import PORT_MAX, PORT_MIN, is_port, whole_number
 
-__all__ = ["main"]
 
 _REPORT_WAIT = 10.0  # seconds a failing rank waits for the others before it exits
 
@@ -37,12 +39,13 @@ Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be
 
 def _port_base(text: str) -> Any:
     """Returns --port-base as a port or 'auto'; argparse reports the error otherwise."""
-    if text == "auto":
+    if text == AUTO:
         return text
-    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
+    port = whole_number(text)
+    if port is None or not is_port(port):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a port (1..65535) or 'auto'")
-    return int(text)
+            f"{text!r} is not a port ({PORT_MIN}..{PORT_MAX}) or 'auto'")
+    return port
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,19 +53,21 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--jobs", metavar="NAME=N,...",
                         help="job names and task counts, e.g. ps=1,worker=3 "
                              "(default: worker=<all tasks>)")
-    common.add_argument("--port-base", type=_port_base, default=8888, metavar="PORT|auto",
+    common.add_argument("--port-base", type=_port_base, default=DEFAULT_PORT_BASE,
+                        metavar="PORT|auto",
                         help="first port on each node; ranks on a node count up (default "
-                             "8888); 'auto': ports free on each node, so that jobs sharing a "
-                             "node do not collide")
+                             f"{DEFAULT_PORT_BASE}); 'auto': ports free on each node, so that "
+                             "jobs sharing a node do not collide")
     common.add_argument("--gpus-per-node", type=int, metavar="N",
                         help="GPUs on each node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi)")
     common.add_argument("--gpus-per-task", type=int, metavar="N",
                         help="GPUs for each task (default: the node's GPUs / its tasks)")
-    common.add_argument("--source", choices=("auto", "slurm", "mpi"), default="auto",
+    common.add_argument("--source", choices=SOURCES, default=DEFAULT_SOURCE,
                         help="where rank and placement come from: slurm's step variables, "
                              "the MPI communicator, or auto (Slurm inside a step, else MPI)")
-    common.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="give up on ranks that do not answer after this long (default 60)")
+    common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="give up on ranks that do not answer after this long (default "
+                             f"{DEFAULT_TIMEOUT:g})")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     parser = argparse.ArgumentParser(
         prog="mpi-resolver", description=_DESCRIPTION,
@@ -161,27 +166,60 @@ def _failed(status: int, together: bool, start: bool) -> int:
     return status
 
 
+def _options(args: argparse.Namespace) -> Options:
+    """Returns the resolver's options from the command line's arguments."""
+    return make_options(
+        jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
+        gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
+        source=args.source, verify=True if args.command == "check" else "auto",
+        timeout=args.timeout)
+
+
+def _warn(warnings: Sequence[str], rank: Optional[int]) -> None:
+    """Prints the plan's warnings on rank 0's stderr, before MPI starts (MPI_Init may hang)."""
+    if rank in (0, None) and warnings:
+        sys.stderr.write("".join(f"mpi-resolver: warning: {w}\n" for w in warnings))
+        sys.stderr.flush()
+
+
+def _error(e: ResolutionError, rank: Optional[int], launch: Launch, source: str) -> int:
+    """Prints ``e`` (rank 0's, or every rank's own timeout) and returns exit status 2.
+
+    After a timeout some ranks never come. An error before MPI started comes on every rank
+    alike; under mpirun/mpiexec, which end the job at the first failing rank, the ranks start
+    MPI to wait for rank 0's message (srun does not end the others, and under srun MPI may be
+    what must not start: a plugin the MPI cannot speak).
+    """
+    own = isinstance(e, ExchangeTimeout)  # each rank's own: every rank reports it
+    if rank in (0, None) or own:
+        prefix = "" if rank is None else f"rank {rank}: "
+        sys.stderr.write(f"mpi-resolver: error: {prefix}{e}\n")  # one write: launchers
+        sys.stderr.flush()                                          # interleave lines
+    return _failed(2, together=not own, start=launch.mpirun and source != "slurm")
+
+
+def _print_result(args: argparse.Namespace, res: Resolution, bind: Optional[str]) -> None:
+    """Prints what the command asks for: every rank its TF_CONFIG, or rank 0 a report."""
+    if args.command == "tf-config":
+        config = json.dumps(res.tf_config(), separators=(",", ":"))
+        line = f"export TF_CONFIG={shlex.quote(config)}" if args.export else config
+        sys.stdout.write(line + "\n")  # one write per rank: launchers interleave lines
+        sys.stdout.flush()
+    elif res.rank == 0:
+        print(_report_check(res, res.records, None, args.json, bind)
+              if args.command == "check" else _report_show(res, args.json, bind))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line; returns the exit status (0, 1 mismatch, 2 error)."""
     args = _parser().parse_args(argv)
-    env = dict(os.environ)
-    launch = detect_mpi_launch(env)
-    bind = SlurmGpus.read(env).bind
+    env = snapshot()
+    launch = detect_launch(env)
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
-    rank = launch.rank if launch.rank is not None else optional_int(env, "SLURM_PROCID")
+    rank = launch.rank if launch.rank is not None else whole_number(env.get("SLURM_PROCID"))
     try:
-        opts = make_options(
-            jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
-            gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
-            source=args.source, verify=True if args.command == "check" else "auto",
-            timeout=args.timeout)
-        from ._mpi import mpi_library
-
-        the_plan = plan(opts, env, library=mpi_library)
-        if rank in (0, None) and the_plan.warnings:  # before MPI starts: MPI_Init may hang
-            sys.stderr.write("".join(f"mpi-resolver: warning: {w}\n"
-                                     for w in the_plan.warnings))
-            sys.stderr.flush()
+        bind = SlurmGpus.read(env).bind
+        opts = _options(args)
 
         def transport():
             nonlocal rank
@@ -190,34 +228,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             comm, rank, _ = world()
             return MpiTransport(comm, opts.timeout)
 
-        try:
-            res = resolve(opts, env, the_plan=the_plan, transport=transport, details=True)
-        except MismatchError as e:
-            if rank in (0, None):
-                records = [r for r in e.records or () if isinstance(r, RankRecord)]
-                print(_report_check(None, records, e, args.json, bind))
-            return _failed(1, together=True, start=False)
+        from ._mpi import mpi_library
+
+        res = resolve_job(opts, env, library=mpi_library, transport=transport, details=True,
+                          warn=lambda warnings: _warn(warnings, rank))
+    except MismatchError as e:
+        if rank in (0, None):
+            records = [r for r in e.records or () if isinstance(r, RankRecord)]
+            print(_report_check(None, records, e, args.json, None))
+        return _failed(1, together=True, start=False)
     except ResolutionError as e:
-        own = isinstance(e, ExchangeTimeout)  # each rank's own: every rank reports it
-        if rank in (0, None) or own:
-            prefix = "" if rank is None else f"rank {rank}: "
-            sys.stderr.write(f"mpi-resolver: error: {prefix}{e}\n")  # one write: launchers
-            sys.stderr.flush()                                           # interleave lines
-        # After a timeout some ranks never come. An error before MPI started comes on every
-        # rank alike; under mpirun/mpiexec, which end the job at the first failing rank, the
-        # ranks start MPI to wait for rank 0's message (srun does not end the others, and
-        # under srun MPI may be what must not start: a plugin the MPI cannot speak).
-        return _failed(2, together=not own,
-                       start=launch.name in MPIRUN_LAUNCHERS and args.source != "slurm")
-    if args.command == "tf-config":
-        config = json.dumps(res.tf_config(), separators=(",", ":"))
-        line = f"export TF_CONFIG={shlex.quote(config)}" if args.export else config
-        sys.stdout.write(line + "\n")  # one write per rank: launchers interleave lines
-        sys.stdout.flush()
-        return 0
-    if res.rank == 0:
-        print(_report_check(res, res.records, None, args.json, bind) if args.command == "check"
-              else _report_show(res, args.json, bind))
+        return _error(e, rank, launch, args.source)
+    _print_result(args, res, bind)
     return 0
 
 

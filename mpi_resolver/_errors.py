@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-__all__ = ["ResolutionError", "FormatError", "MismatchError", "MissingDependencyError",
-           "ExchangeTimeout"]
-
 
 class ResolutionError(RuntimeError):
     """The cluster could not be resolved; the message names the input and the fix.

@@ -19,17 +19,16 @@ disagrees:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from ._agreement import (FirstAgreement, FirstReport, SecondAgreement, SecondReport,
+                         plan_code)
+from ._crosscheck import own_differences
 from ._host_names import same_host
 from ._layout import Runs, host_of_rank, ranks_on
-from ._records import RankRecord, own_differences
+from ._records import RECORD_BYTES, RankRecord
 
-__all__ = ["Transport", "MpiFacts", "gather_facts", "RECORD_BYTES"]
-
-#: Bytes a record may take in the gather of every rank's record.
-RECORD_BYTES = 1024
 _HOST_ENTRY = 12  # bytes per rank in the host table: 8 of hash, 4 of name length
 
 
@@ -52,7 +51,7 @@ class Transport(Protocol):
         """Sends ``payload`` to each of ``peers`` and returns what each of them sent."""
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class MpiFacts:
     """What the exchange told this rank."""
 
@@ -66,16 +65,13 @@ class MpiFacts:
     port_base: Optional[int] = None      # or the base every picked port follows (step 4)
 
 
-def _host_hash(host: str) -> bytes:
+def host_hash(host: str) -> bytes:
     return hashlib.blake2b(host.encode("utf-8", "surrogateescape"), digest_size=8).digest()
 
 
-def _vector(mine: RankRecord, size: int, slurm_runs: Optional[Runs],
-            aim: Optional[int]) -> List[int]:
-    """Returns step 1's vector: [plan, -plan, step, -step, own checks ok, no error,
-    Slurm's placement holds here, picked a port, -picked, aimed base, -aimed base]."""
-    plans = ("slurm", "slurm+check", "mpi", "mpi+check")
-    code = plans.index(mine.plan) if mine.plan in plans else len(plans)
+def _first_report(mine: RankRecord, size: int, slurm_runs: Optional[Runs],
+                  aim: Optional[int]) -> FirstReport:
+    """Returns what this rank puts into step 1."""
     step = int(mine.step, 16) if mine.step else -1
     host_of: Optional[Callable[[int], str]] = None
     if slurm_runs is not None and sum(n for _, n in slurm_runs) == size:
@@ -83,10 +79,10 @@ def _vector(mine: RankRecord, size: int, slurm_runs: Optional[Runs],
         host_of = lambda r: host_of_rank(runs, r)[0]  # noqa: E731
     ok = not (mine.plan or "").endswith("+check") or not own_differences(mine, size, host_of)
     placed = host_of is not None and same_host(host_of(mine.rank), mine.host)
-    picked = int(mine.port is not None)
-    base = -1 if aim is None else aim
-    return [code, -code, step, -step, int(ok), int(mine.error is None), int(placed),
-            picked, -picked, base, -base]
+    return FirstReport(plan=plan_code(mine.plan), step=step, own_checks_ok=ok,
+                       no_error=mine.error is None, placed=placed,
+                       picked_port=mine.port is not None,
+                       aimed_base=-1 if aim is None else aim)
 
 
 def _record_ports(records: Sequence[RankRecord]) -> Optional[List[int]]:
@@ -98,7 +94,7 @@ def _record_ports(records: Sequence[RankRecord]) -> Optional[List[int]]:
 def _host_table(transport: Transport, host: str) -> List[str]:
     """Returns every rank's host (step 2): 12 bytes per rank, then one name per host."""
     name = host.encode("utf-8", "surrogateescape")
-    table = transport.allgather(_host_hash(host) + len(name).to_bytes(4, "little"),
+    table = transport.allgather(host_hash(host) + len(name).to_bytes(4, "little"),
                                 _HOST_ENTRY)
     first: Dict[bytes, int] = {}
     keys, counts = [], []
@@ -113,6 +109,33 @@ def _host_table(transport: Transport, host: str) -> List[str]:
     return [by_hash[k] for k in keys]
 
 
+def _all_records(transport: Transport, mine: RankRecord) -> MpiFacts:
+    """Returns the facts from one gather of every rank's record (step 5)."""
+    records = [RankRecord.from_json(p.decode()) for p in
+               transport.allgather(mine.wire, RECORD_BYTES)]
+    return MpiFacts(rank=transport.rank, size=transport.size, records=records,
+                    hosts=[r.host for r in records],
+                    node=[r for r in records if r.host == mine.host], per_task=None,
+                    ports=_record_ports(records))
+
+
+def _node_records(transport: Transport, mine: RankRecord, slurm_runs: Optional[Runs],
+                  first: FirstAgreement) -> Tuple[List[RankRecord], Optional[List[str]]]:
+    """Returns (the records of this rank's node, every rank's host where step 2 gathered
+    them): steps 2 and 3."""
+    rank = transport.rank
+    hosts: Optional[List[str]] = None
+    if first.slurm_placement_holds and slurm_runs is not None:
+        peers = ranks_on(slurm_runs, host_of_rank(slurm_runs, rank)[0])
+    else:
+        hosts = _host_table(transport, mine.host)
+        peers = [r for r, h in enumerate(hosts) if h == hosts[rank]]
+    sent = transport.exchange([r for r in peers if r != rank], mine.wire)
+    node = sorted([mine] + [RankRecord.from_json(p.decode()) for p in sent.values()],
+                  key=lambda r: r.rank)
+    return node, hosts
+
+
 def gather_facts(transport: Transport, mine: RankRecord, *, slurm_runs: Optional[Runs],
                  node_summary: Callable[[List[RankRecord]], Tuple[int, bool]],
                  details: bool = False, aim: Optional[int] = None) -> MpiFacts:
@@ -120,48 +143,34 @@ def gather_facts(transport: Transport, mine: RankRecord, *, slurm_runs: Optional
 
     ``slurm_runs``: where Slurm's variables put every rank, where they say (the plan verifies
     them); ``node_summary(node records)`` returns (the GPUs per task that node's
-    ranks could each take, or binding.NO_LIMIT; whether the node has a problem that every rank
-    must see in the full table: conflicting GPU lists, or GPUs that cannot be allocated).
-    ``aim``: the base this rank aimed its picked port (``mine.port``) at, plus its local index.
+    ranks could each take, or gpu_allocation.NO_LIMIT; whether the node has a problem that
+    every rank must see in the full table: conflicting GPU lists, or GPUs that cannot be
+    allocated). ``aim``: the base this rank aimed its picked port (``mine.port``) at, plus its
+    local index.
     """
     rank, size = transport.rank, transport.size
-    payload = mine.wire
-    if not details:
-        agreed = transport.allreduce_min(_vector(mine, size, slurm_runs, aim))
-        details = not (agreed[0] == -agreed[1] and agreed[2] == -agreed[3]
-                       and agreed[4] == agreed[5] == 1 and agreed[7] == -agreed[8])
     if details:
-        records = [RankRecord.from_json(p.decode()) for p in
-                   transport.allgather(payload, RECORD_BYTES)]
-        node = [r for r in records if r.host == mine.host]
-        return MpiFacts(rank, size, records, [r.host for r in records], node, None,
-                        _record_ports(records))
-    hosts: Optional[List[str]] = None
-    if agreed[6] == 1 and slurm_runs is not None:  # Slurm's placement holds on every rank
-        peers = ranks_on(slurm_runs, host_of_rank(slurm_runs, rank)[0])
-    else:
-        hosts = _host_table(transport, mine.host)
-        here = hosts[rank]
-        peers = [r for r, h in enumerate(hosts) if h == here]
-    peers = [r for r in peers if r != rank]
-    sent = transport.exchange(peers, payload)
-    node = sorted([mine] + [RankRecord.from_json(p.decode()) for p in sent.values()],
-                  key=lambda r: r.rank)
+        return _all_records(transport, mine)
+    first = FirstAgreement.from_agreed(transport.allreduce_min(
+        _first_report(mine, size, slurm_runs, aim).to_vector()))
+    if not first.all_well:
+        return _all_records(transport, mine)
+    node, hosts = _node_records(transport, mine, slurm_runs, first)
     per_task, conflict = node_summary(node)
-    own_name = hosts is None or hosts[rank] == mine.host  # a hash shared by two names?
-    base = agreed[9] if agreed[9] == -agreed[10] and agreed[9] >= 0 else None
-    aimed = mine.port is None or (base is not None and
-                                  mine.port == base + [r.rank for r in node].index(rank))
-    final = transport.allreduce_min([per_task, int(not conflict), int(own_name), int(aimed)])
-    if final[1] == 1 and final[2] == 1:
-        if mine.port is None:  # fixed port_base: the layout counts up from it
-            return MpiFacts(rank, size, None, hosts, node, final[0])
-        if final[3] == 1:      # every rank got its aimed port: base + index on its node
-            return MpiFacts(rank, size, None, hosts, node, final[0], None, base)
-        ports = [int.from_bytes(p, "little") for p in
-                 transport.allgather(mine.port.to_bytes(2, "little"), 2)]
-        return MpiFacts(rank, size, None, hosts, node, final[0], ports)
-    records = [RankRecord.from_json(p.decode()) for p in
-               transport.allgather(payload, RECORD_BYTES)]
-    return MpiFacts(rank, size, records, [r.host for r in records],
-                    [r for r in records if r.host == mine.host], None, _record_ports(records))
+    aimed = mine.port is None or (first.base is not None and
+                                  mine.port == first.base + [r.rank for r in node].index(rank))
+    second = SecondAgreement.from_agreed(transport.allreduce_min(SecondReport(
+        per_task=per_task, node_ok=not conflict,
+        own_name=hosts is None or hosts[rank] == mine.host,  # a hash shared by two names?
+        aimed=aimed).to_vector()))
+    if not (second.nodes_ok and second.names_own):
+        return _all_records(transport, mine)
+    facts = MpiFacts(rank=rank, size=size, records=None, hosts=hosts, node=node,
+                     per_task=second.per_task)
+    if mine.port is None:  # fixed port_base: the layout counts up from it
+        return facts
+    if second.all_aimed:   # every rank got its aimed port: base + index on its node
+        return replace(facts, port_base=first.base)
+    ports = [int.from_bytes(p, "little") for p in
+             transport.allgather(mine.port.to_bytes(2, "little"), 2)]
+    return replace(facts, ports=ports)

@@ -18,107 +18,11 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._errors import ResolutionError
-
-__all__ = ["GPU_VARIABLES", "SlurmGpus", "is_bound", "needs_probe", "task_gpus", "Share",
-           "NodeGpus", "GpuAllocation", "allocate_nodes", "allocate_uniform", "allocate_own",
-           "conflicts", "describe", "divided_fit", "group_lists", "NO_LIMIT"]
-
-Gpus = Tuple[str, ...]
-
-#: Slurm's variables that say how it gave GPUs to this task (measured on Slurm 22.05).
-GPU_VARIABLES = {
-    "SLURMD_TRES_BIND": "how srun bound GPUs to this task: gpu:per_task:2, gpu:single:1, "
-                        "gpu:map_gpu:3,1, gpu:none ...",
-    "SLURM_GPUS_ON_NODE": "the step's GPUs on this node (also where CUDA_VISIBLE_DEVICES is "
-                          "unset)",
-    "SLURM_NTASKS_PER_TRES": "tasks that share each GPU (--ntasks-per-gpu)",
-    "SLURM_GPUS_PER_TASK": "GPUs per task of the allocation (sbatch/salloc --gpus-per-task)",
-}
+from ._gpu_lists import Gpus, SlurmGpus
 
 KINDS = ("divided", "own", "shared", "none", "unknown")
 #: Larger than any count of GPUs: "no limit" in a minimum.
 NO_LIMIT = 1 << 40
-
-
-def _count(value: Optional[str]) -> Optional[int]:
-    text = (value or "").strip()
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
-
-
-def _gpu_bind(value: Optional[str]) -> Optional[str]:
-    """Returns the GPU part of SLURMD_TRES_BIND: 'gpu:verbose,per_task:2' -> 'per_task:2'."""
-    for part in (value or "").split("+"):
-        kind, _, rest = part.strip().partition(":")
-        if kind == "gpu":
-            rest = rest[len("verbose,"):] if rest.startswith("verbose,") else rest
-            return rest.strip() or None
-    return None
-
-
-@dataclass(frozen=True)
-class SlurmGpus:
-    """What Slurm's variables say of one task's GPUs (all None outside a GPU step)."""
-
-    bind: Optional[str] = None          # SLURMD_TRES_BIND's GPU part: 'per_task:2', 'none' ...
-    on_node: Optional[int] = None       # SLURM_GPUS_ON_NODE
-    tasks_per_gpu: Optional[int] = None  # SLURM_NTASKS_PER_TRES, or K of --gpu-bind=single:K
-    per_task: Optional[int] = None      # SLURM_GPUS_PER_TASK
-
-    @classmethod
-    def read(cls, env: Mapping[str, str]) -> "SlurmGpus":
-        """Returns what ``env``'s GPU variables say; malformed values count as unset."""
-        bind = _gpu_bind(env.get("SLURMD_TRES_BIND"))
-        per_gpu = _count(env.get("SLURM_NTASKS_PER_TRES"))
-        if per_gpu is None and bind is not None and bind.startswith("single:"):
-            per_gpu = _count(bind[len("single:"):])
-        return cls(bind, _count(env.get("SLURM_GPUS_ON_NODE")), per_gpu,
-                   _count(env.get("SLURM_GPUS_PER_TASK")))
-
-
-def is_bound(visible: Optional[Gpus], slurm: SlurmGpus) -> bool:
-    """Returns True when Slurm gave this task GPUs of its own rather than the node's list.
-
-    Slurm says so in SLURMD_TRES_BIND (any binding but ``none``); without it, a task that
-    sees fewer GPUs than the step has on its node (SLURM_GPUS_ON_NODE) was given a subset.
-    """
-    if visible is None:
-        return False
-    if slurm.bind is not None:
-        return slurm.bind != "none"
-    return slurm.on_node is not None and len(visible) < slurm.on_node
-
-
-def needs_probe(visible: Optional[Gpus], slurm: SlurmGpus, gpus_per_node: Optional[int]) -> bool:
-    """Returns True when only nvidia-smi can say how many GPUs this task's node has."""
-    return visible is None and slurm.on_node is None and gpus_per_node is None
-
-
-def task_gpus(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
-              gpus_per_node: Optional[int]) -> Optional[Gpus]:
-    """Returns the list of GPUs this task may use, or None where nothing says.
-
-    Its own CUDA_VISIBLE_DEVICES where Slurm bound GPUs to it (``gpus_per_node`` cannot widen
-    that); else ``gpus_per_node`` entries (named by CUDA_VISIBLE_DEVICES where it lists that
-    many, else 0..n-1); else CUDA_VISIBLE_DEVICES; else 0..SLURM_GPUS_ON_NODE-1; else
-    0..probed-1 (nvidia-smi's count).
-    """
-    if is_bound(visible, slurm):
-        return visible
-    if gpus_per_node is not None:
-        if visible is not None and len(visible) >= gpus_per_node:
-            return visible[:gpus_per_node]
-        return _indices(gpus_per_node)
-    if visible is not None:
-        return visible
-    if slurm.on_node is not None:
-        return _indices(slurm.on_node)
-    if probed is not None:
-        return _indices(probed)
-    return None
-
-
-def _indices(n: int) -> Gpus:
-    return tuple(str(i) for i in range(n))
 
 
 @dataclass(frozen=True)
@@ -259,22 +163,30 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
                 if share.kind == "shared" and not notes:
                     notes.append(_shared_note(host, [(share, len(ranks))], tasks_per_gpu))
             nodes[host] = alike[key]
-            continue
-        shares: List[Share] = []
-        slots: List[Optional[Tuple[int, int]]] = [None] * len(lists[host])
-        shared: List[Tuple[Share, int]] = []
-        for gpus, ranks in by_list.items():
-            share = _share(gpus, len(ranks), gpus_per_task if explicit else None, host,
-                           alone=len(ranks) == 1, explicit=explicit)
-            if share.kind == "shared":
-                shared.append((share, len(ranks)))
-            for i, index in enumerate(ranks):
-                slots[index] = (len(shares), i)
-            shares.append(share)
-        if shared and not notes:
-            notes.append(_shared_note(host, shared, tasks_per_gpu))
-        nodes[host] = NodeGpus(tuple(shares), tuple(slots))
+        else:
+            nodes[host], shared = _node_of_lists(host, by_list, len(lists[host]),
+                                                 gpus_per_task if explicit else None)
+            if shared and not notes:
+                notes.append(_shared_note(host, shared, tasks_per_gpu))
     return GpuAllocation(nodes, gpus_per_task, tuple(notes))
+
+
+def _node_of_lists(host: str, by_list: Mapping[Gpus, Sequence[int]], ranks_on_host: int,
+                   gpus_per_task: Optional[int]) -> Tuple[NodeGpus, List[Tuple[Share, int]]]:
+    """Returns the GPUs of a node whose ranks see different lists (each list its own share),
+    and the shares that stay shared with their number of ranks."""
+    shares: List[Share] = []
+    slots: List[Optional[Tuple[int, int]]] = [None] * ranks_on_host
+    shared: List[Tuple[Share, int]] = []
+    for gpus, ranks in by_list.items():
+        share = _share(gpus, len(ranks), gpus_per_task, host, alone=len(ranks) == 1,
+                       explicit=gpus_per_task is not None)
+        if share.kind == "shared":
+            shared.append((share, len(ranks)))
+        for i, index in enumerate(ranks):
+            slots[index] = (len(shares), i)
+        shares.append(share)
+    return NodeGpus(tuple(shares), tuple(slots)), shared
 
 
 def group_lists(per_rank: Sequence[Gpus]) -> Dict[Gpus, List[int]]:
@@ -340,28 +252,6 @@ def allocate_own(gpus: Gpus, host: str, index: int, ranks_on_host: int, slurm: S
         share = Share(gpus, "own", g)
     slots = tuple((0, 0) if i == index else None for i in range(ranks_on_host))
     return GpuAllocation({host: NodeGpus((share,), slots)}, share.per_task, notes)
-
-
-def conflicts(lists: Mapping[str, Sequence[Tuple[int, Gpus, bool]]]
-              ) -> List[Tuple[int, int, str, Gpus, Gpus]]:
-    """Returns ranks whose lists no Slurm binding gives: on one node, a list that overlaps
-    another rank's but differs from it, where Slurm bound neither to its task.
-
-    ``lists[host]`` holds (rank, list, bound by Slurm) of each rank on ``host``. Returns
-    (rank, other rank, host, its list, the other's list), one row per such rank.
-    """
-    out = []
-    for host, per_rank in lists.items():
-        first: Dict[Gpus, Tuple[int, bool]] = {}
-        for rank, gpus, bound in per_rank:
-            if gpus in first:
-                continue
-            for other, (other_rank, other_bound) in first.items():
-                if not (bound or other_bound) and set(gpus) & set(other):
-                    out.append((rank, other_rank, host, gpus, other))
-                    break
-            first[gpus] = (rank, bound)
-    return out
 
 
 _PHRASES = {

@@ -1,56 +1,23 @@
-"""GPU discovery: CUDA_VISIBLE_DEVICES first, ``nvidia-smi --list-gpus`` as the fallback."""
+"""GPU discovery on this node where nothing else says: ``nvidia-smi --list-gpus``, and the
+NVIDIA device files (the edge: a subprocess with a timeout, a glob)."""
 
 from __future__ import annotations
 
 import glob
-import re
 import shutil
 import subprocess
-from typing import Optional, Tuple
+from typing import Tuple
 
-from ._errors import FormatError, ResolutionError
+from ._errors import ResolutionError
 
-__all__ = ["parse_visible_devices", "count_nvidia_smi", "probe_gpus", "NVIDIA_SMI_TIMEOUT",
-           "NVIDIA_DEVICES"]
 
 #: Seconds nvidia-smi may take before the probe gives up with a ResolutionError.
 NVIDIA_SMI_TIMEOUT = 20.0
 #: The device files of NVIDIA GPUs; a node without them and without nvidia-smi is CPU-only.
 NVIDIA_DEVICES = "/dev/nvidia[0-9]*"
 
-_ENTRY = re.compile(r"[0-9]+|(?:GPU|MIG)-[A-Za-z0-9/-]+")
 _FIX = ("Set gpus_per_node (0 on CPU-only nodes) or CUDA_VISIBLE_DEVICES, or pass "
         "--gpus-per-node to mpi-resolver.")
-
-
-def parse_visible_devices(value: Optional[str]) -> Optional[Tuple[str, ...]]:
-    """Returns the entries of CUDA_VISIBLE_DEVICES, or None when it is not set.
-
-    ``''`` and ``'NoDevFiles'`` (Slurm's word for "no GPU allocated") mean no GPUs: ``()``.
-    As CUDA does, a negative index ends the list (``'-1'`` hides every GPU). Entries are
-    indices (``2,3``) or UUIDs (``GPU-...``, ``MIG-...``).
-
-    Raises:
-      FormatError: an entry that is neither, or the same entry twice.
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    if text in ("", "NoDevFiles"):
-        return ()
-    entries = []
-    for raw in text.split(","):
-        entry = raw.strip()
-        if entry.startswith("-") and entry[1:].isdigit():
-            break
-        if _ENTRY.fullmatch(entry) is None:
-            raise FormatError(
-                f"CUDA_VISIBLE_DEVICES={value!r}: entry {entry!r} is neither a GPU index nor a "
-                "GPU-/MIG- UUID; expected e.g. '0,1' or 'GPU-<uuid>,GPU-<uuid>'.")
-        if entry in entries:
-            raise FormatError(f"CUDA_VISIBLE_DEVICES={value!r} lists {entry!r} twice.")
-        entries.append(entry)
-    return tuple(entries)
 
 
 def count_nvidia_smi(timeout: float = NVIDIA_SMI_TIMEOUT) -> int:

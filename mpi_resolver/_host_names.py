@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional
 
-__all__ = ["same_host", "HostIndex"]
-
 
 def _is_address(name: str) -> bool:
     """Returns True for a dotted all-digit name such as ``10.0.0.1``."""

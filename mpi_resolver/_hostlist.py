@@ -8,7 +8,6 @@ from typing import List, Tuple
 
 from ._errors import FormatError
 
-__all__ = ["MAX_HOSTS", "expand_hostlist", "expand_tasks_per_node", "check_host_name"]
 
 #: The most host names one hostlist (or tasks-per-node list) may expand to. Slurm itself
 #: refuses a single range of more than 65,536 hosts; this limit is on the whole list, so a

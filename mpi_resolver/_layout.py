@@ -12,15 +12,12 @@ Which GPUs each rank gets is binding.py's business.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._errors import MismatchError, ResolutionError
-from ._host_names import same_host
-
-__all__ = ["Runs", "tf_runs", "slurm_runs", "slurm_placement", "Layout", "build_layout_runs",
-           "assign_jobs", "count_per_host", "count_runs", "expand_runs", "runs_of", "run_offsets",
-           "host_of_rank", "ranks_on",
-           "check_own_placement"]
+from ._host_names import HostIndex, same_host
+from ._hostlist import check_host_name
+from ._values import PORT_MAX
 
 
 Runs = List[Tuple[str, int]]   # [(host, consecutive ranks on it)], in rank order
@@ -207,10 +204,11 @@ def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int,
     if ports is not None:
         return Layout(runs, port_base, job_slices, _given_ports(runs, ports), tasks)
     max_tasks = max(tasks.values(), default=0)
-    if port_base + max_tasks - 1 > 65535:
+    if port_base + max_tasks - 1 > PORT_MAX:
         raise ResolutionError(
             f"port_base={port_base} with {max_tasks} tasks on one node needs port "
-            f"{port_base + max_tasks - 1}, above 65535; use a lower port_base (--port-base).")
+            f"{port_base + max_tasks - 1}, above {PORT_MAX}; use a lower port_base "
+            "(--port-base).")
     suffixes = [f":{port_base + i}" for i in range(max_tasks)]
     addresses: List[str] = []
     if len(tasks) == len(runs):  # every host holds one run of ranks: block-wise
@@ -263,3 +261,37 @@ def check_own_placement(runs: Runs, rank: int, nodename: Optional[str],
         raise MismatchError(
             f"SLURM_GTIDS={','.join(map(str, gtids))} on {nodename}, but the step "
             f"variables place ranks {','.join(map(str, on_node))} there. {fix}")
+
+
+def mpi_runs(placement: List[str], declared: Union[None, int, Mapping[str, int]] = None
+             ) -> Runs:
+    """Returns where MPI ranks run (``placement``: every rank's host), as runs, each host's
+    name checked, and checked against a ``declared`` tasks_per_node.
+
+    Raises:
+      FormatError: a host name that cannot be in a 'host:port' address.
+      MismatchError: ``declared`` contradicts where the ranks run.
+    """
+    runs = runs_of(placement)
+    start = 0
+    checked = set()
+    for host, n in runs:  # each host once, named by its first rank
+        if host not in checked:
+            check_host_name(host, what=f"host name of MPI rank {start}")
+            checked.add(host)
+        start += n
+    if declared is not None:
+        _check_declared(declared, placement)
+    return runs
+
+
+def _check_declared(declared: Union[int, Mapping[str, int]], placement: List[str]) -> None:
+    """Raises MismatchError when a given tasks_per_node contradicts where MPI ranks run."""
+    actual = count_per_host(placement)
+    expected = {h: declared for h in actual} if isinstance(declared, int) else dict(declared)
+    index = HostIndex(expected)
+    matched = {index.find(h): n for h, n in actual.items()}
+    if matched != expected:
+        raise MismatchError(
+            f"tasks_per_node={declared!r} does not match where MPI ranks run: "
+            f"{dict(actual)!r}. Leave tasks_per_node unset to use MPI's placement.")

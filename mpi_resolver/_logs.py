@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Set
+from typing import Iterable, Set
 
-__all__ = ["log_once", "logger"]
 
 logger = logging.getLogger("mpi_resolver")
 _said: Set[str] = set()
@@ -16,3 +15,9 @@ def log_once(message: str, level: int = logging.WARNING) -> None:
     if message not in _said:
         _said.add(message)
         logger.log(level, "mpi_resolver: %s", message)
+
+
+def log_each(messages: Iterable[str], level: int = logging.WARNING) -> None:
+    """Logs each of ``messages`` once per process (log_once)."""
+    for message in messages:
+        log_once(message, level)

@@ -12,10 +12,8 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._errors import ExchangeTimeout, MissingDependencyError, ResolutionError
-from ._launchers import MpiLibrary
+from ._mpi_library import MpiLibrary
 
-__all__ = ["import_mpi", "mpi_initialized", "world", "MpiTransport", "wait_for_all",
-           "mpi_library"]
 
 # Tags of the failure path only (see MpiTransport._missing): the one time mpi_resolver sends
 # on the user's communicator is when the exchange's own duplicate of it could not be made.
@@ -123,7 +121,7 @@ def _wait(request: Any, deadline: float, status: Any = None) -> bool:
 
 
 class MpiTransport:
-    """protocol.Transport over MPI: its own duplicate of ``comm`` (MPI_Comm_idup, bounded by
+    """_exchange.Transport over MPI: its own duplicate of ``comm`` (MPI_Comm_idup, bounded by
     ``timeout``), so that none of its messages can match the user's; non-blocking
     collectives, each waited for against one deadline. ``collectives`` and ``received``
     (bytes) count what it did.
@@ -161,7 +159,7 @@ class MpiTransport:
                 f"MPI network is stalled). {_FIX}")
 
     def allreduce_min(self, values: Sequence[int]) -> List[int]:
-        """protocol.Transport.allreduce_min."""
+        """_exchange.Transport.allreduce_min."""
         MPI = self._MPI
         send = bytearray(b"".join(int(v).to_bytes(8, "little", signed=True) for v in values))
         recv = bytearray(len(send))
@@ -174,7 +172,7 @@ class MpiTransport:
                 for i in range(0, len(recv), 8)]
 
     def allgather(self, payload: bytes, width: int) -> List[bytes]:
-        """protocol.Transport.allgather (fixed ``width`` + 4 bytes per rank on the wire)."""
+        """_exchange.Transport.allgather (fixed ``width`` + 4 bytes per rank on the wire)."""
         if len(payload) > width:
             raise ResolutionError(
                 f"rank {self.rank}'s record is {len(payload)} bytes, more than {width}.")
@@ -193,7 +191,7 @@ class MpiTransport:
         return out
 
     def allgatherv(self, payload: bytes, counts: Sequence[int]) -> List[bytes]:
-        """protocol.Transport.allgatherv."""
+        """_exchange.Transport.allgatherv."""
         MPI = self._MPI
         displs, total = [], 0
         for n in counts:
@@ -208,8 +206,8 @@ class MpiTransport:
         return [bytes(recv[d:d + n]) for d, n in zip(displs, counts, strict=True)]
 
     def exchange(self, peers: Sequence[int], payload: bytes) -> Dict[int, bytes]:
-        """protocol.Transport.exchange: point to point, at most RECORD_BYTES from each."""
-        from ._exchange import RECORD_BYTES
+        """_exchange.Transport.exchange: point to point, at most RECORD_BYTES from each."""
+        from ._records import RECORD_BYTES
 
         MPI = self._MPI
         buffers = {p: bytearray(RECORD_BYTES) for p in peers}
@@ -241,35 +239,12 @@ class MpiTransport:
         """Returns the text for a duplicate that did not complete: rank 0 learns who arrived
         from one-byte notes on the user's communicator (the exchange's failure path only),
         and tells the others."""
-        MPI, rank, size = self._MPI, self.rank, self.size
         # Rank 0 collects notes for ``grace`` after its own deadline; a rank that arrived
         # before rank 0 reaches its deadline first, so it waits for the verdict longer than
         # that window (up to two of them and a second), or it would give up too early.
         grace = min(5.0, max(1.0, self.timeout / 5))
-        missing: Optional[List[int]] = None
-        if rank == 0:
-            notes = [(r, comm.Irecv([bytearray(1), MPI.BYTE], source=r, tag=_TAG_ARRIVE))
-                     for r in range(1, size)]
-            end = time.monotonic() + grace
-            for _, request in notes:
-                _wait(request, end)
-            missing = [r for r, request in notes if not request.Test()]
-            for r, request in notes:
-                if r in missing:
-                    request.Cancel()
-            verdict = json.dumps(missing[:10000]).encode()
-            sends = [comm.Isend([verdict, MPI.BYTE], dest=r, tag=_TAG_VERDICT)
-                     for r in range(1, size) if r not in missing]
-            for request in sends:
-                _wait(request, time.monotonic() + 1.0)
-        else:
-            comm.Isend([bytearray(b"\x01"), MPI.BYTE], dest=0, tag=_TAG_ARRIVE)
-            buf, status = bytearray(1 << 17), MPI.Status()
-            request = comm.Irecv([buf, MPI.BYTE], source=0, tag=_TAG_VERDICT)
-            if _wait(request, time.monotonic() + 2 * grace + 1.0, status):
-                missing = json.loads(bytes(buf[:status.Get_count(MPI.BYTE)]))
-            else:
-                request.Cancel()
+        missing = (self._collect_arrivals(comm, grace) if self.rank == 0 else
+                   self._ask_rank_0(comm, 2 * grace + 1.0))
         head = f"the MPI exchange of mpi_resolver did not complete within {self.timeout:g} s: "
         if missing is None:
             return (head + "rank 0 did not answer either, so which ranks are missing is "
@@ -278,3 +253,35 @@ class MpiTransport:
             return (head + "every rank arrived, but the exchange's communicator could not be "
                     "made; the MPI network may be stalled. " + _FIX)
         return head + f"rank(s) {_ranges(missing)} did not reach it. " + _FIX
+
+    def _collect_arrivals(self, comm: Any, grace: float) -> List[int]:
+        """Rank 0: returns the ranks whose note did not come within ``grace`` seconds, and
+        sends that verdict to the others."""
+        MPI = self._MPI
+        notes = [(r, comm.Irecv([bytearray(1), MPI.BYTE], source=r, tag=_TAG_ARRIVE))
+                 for r in range(1, self.size)]
+        end = time.monotonic() + grace
+        for _, request in notes:
+            _wait(request, end)
+        missing = [r for r, request in notes if not request.Test()]
+        for r, request in notes:
+            if r in missing:
+                request.Cancel()
+        verdict = json.dumps(missing[:10000]).encode()
+        sends = [comm.Isend([verdict, MPI.BYTE], dest=r, tag=_TAG_VERDICT)
+                 for r in range(1, self.size) if r not in missing]
+        for request in sends:
+            _wait(request, time.monotonic() + 1.0)
+        return missing
+
+    def _ask_rank_0(self, comm: Any, wait: float) -> Optional[List[int]]:
+        """Any other rank: sends its note to rank 0; returns rank 0's verdict, or None where
+        none came within ``wait`` seconds."""
+        MPI = self._MPI
+        comm.Isend([bytearray(b"\x01"), MPI.BYTE], dest=0, tag=_TAG_ARRIVE)
+        buf, status = bytearray(1 << 17), MPI.Status()
+        request = comm.Irecv([buf, MPI.BYTE], source=0, tag=_TAG_VERDICT)
+        if _wait(request, time.monotonic() + wait, status):
+            return json.loads(bytes(buf[:status.Get_count(MPI.BYTE)]))
+        request.Cancel()
+        return None

@@ -9,12 +9,19 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 from ._errors import FormatError, ResolutionError
 from ._hostlist import check_host_name
-from ._ports import AUTO, PortBase
+from ._values import MAX_GPUS, PORT_MAX, PORT_MIN, check_whole, is_port, whole_number
 
-__all__ = ["Options", "make_options", "parse_jobs", "SOURCES"]
-
+#: The choices of ``source`` and ``verify``; the defaults of the resolver's arguments (the
+#: resolver's signature and the command line's options take them from here).
 SOURCES = ("auto", "slurm", "mpi")
+AUTO = "auto"   # port_base='auto': ports picked free on each node (_ports.py)
+DEFAULT_PORT_BASE = 8888   # TensorFlow's
+DEFAULT_SOURCE = "auto"
+DEFAULT_VERIFY = "auto"
+DEFAULT_TIMEOUT = 60.0     # seconds
 _JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+PortBase = Union[int, str]   # a port, or 'auto'
 
 
 @dataclass(frozen=True)
@@ -22,23 +29,13 @@ class Options:
     """Checked resolver arguments (see MPIClusterResolver for their meaning)."""
 
     jobs: Optional[Dict[str, int]] = None
-    port_base: PortBase = 8888      # a port, or 'auto' (ports.py)
+    port_base: PortBase = DEFAULT_PORT_BASE
     gpus_per_node: Optional[int] = None
     gpus_per_task: Optional[int] = None
     tasks_per_node: Union[None, int, Dict[str, int]] = None
-    source: str = "auto"
-    verify: Union[str, bool] = "auto"
-    timeout: float = 60.0
-
-
-def _whole(value: Any, name: str, minimum: int) -> int:
-    """Returns ``value`` when it is an int in range; ResolutionError names ``name`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ResolutionError(
-            f"{name}={value!r}: expected a whole number (int), got {type(value).__name__}.")
-    if value < minimum:
-        raise ResolutionError(f"{name}={value!r}: expected a number >= {minimum}.")
-    return value
+    source: str = DEFAULT_SOURCE
+    verify: Union[str, bool] = DEFAULT_VERIFY
+    timeout: float = DEFAULT_TIMEOUT
 
 
 def parse_jobs(text: str) -> Dict[str, int]:
@@ -50,14 +47,13 @@ def parse_jobs(text: str) -> Dict[str, int]:
     jobs: Dict[str, int] = {}
     for item in text.split(","):
         name, sep, count = item.strip().partition("=")
-        count = count.strip()
-        if not sep or not count.isascii() or not count.isdigit() or not name.strip():
+        if not sep or whole_number(count) is None or not name.strip():
             raise FormatError(
                 f"--jobs {text!r}: bad element {item!r}; expected NAME=COUNT pairs such as "
                 "'ps=1,worker=3'.")
         if name.strip() in jobs:
             raise FormatError(f"--jobs {text!r} names job {name.strip()!r} twice.")
-        jobs[name.strip()] = int(count)
+        jobs[name.strip()] = int(count.strip())
     return jobs
 
 
@@ -76,7 +72,7 @@ def _check_jobs(jobs: Any) -> Optional[Dict[str, int]]:
             raise ResolutionError(
                 f"jobs: job name {name!r} is not valid; TensorFlow job names are a letter "
                 "followed by letters, digits or '_' (e.g. 'worker', 'ps', 'chief').")
-        out[name] = _whole(count, f"jobs[{name!r}]", 1)
+        out[name] = check_whole(count, f"jobs[{name!r}]", 1)
     return out
 
 
@@ -87,23 +83,35 @@ def _check_tasks_per_node(value: Any) -> Union[None, int, Dict[str, int]]:
         if not value:
             raise ResolutionError("tasks_per_node={}: expected {host: count} for each node.")
         return {check_host_name(h if isinstance(h, str) else "", what="tasks_per_node"):
-                _whole(n, f"tasks_per_node[{h!r}]", 1) for h, n in value.items()}
-    return _whole(value, "tasks_per_node", 1)
+                check_whole(n, f"tasks_per_node[{h!r}]", 1) for h, n in value.items()}
+    return check_whole(value, "tasks_per_node", 1)
 
 
 def _check_port_base(value: Any) -> PortBase:
     if isinstance(value, str) and value == AUTO:
         return AUTO
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+    if isinstance(value, bool) or not isinstance(value, int) or not is_port(value):
         raise ResolutionError(
-            f"port_base={value!r}: expected a port number (int, 1..65535) or 'auto' (free "
-            "ports picked on each node).")
+            f"port_base={value!r}: expected a port number (int, {PORT_MIN}..{PORT_MAX}) or "
+            "'auto' (free ports picked on each node).")
     return value
 
 
-def make_options(*, jobs: Any = None, port_base: Any = 8888, gpus_per_node: Any = None,
-                 gpus_per_task: Any = None, tasks_per_node: Any = None, source: Any = "auto",
-                 verify: Any = "auto", timeout: Any = 60.0) -> Options:
+def _gpus(value: Any, name: str) -> Optional[int]:
+    """Returns a GPU count argument (None: not given), at most values.MAX_GPUS."""
+    if value is None:
+        return None
+    count = check_whole(value, name, 0)
+    if count > MAX_GPUS:
+        raise ResolutionError(f"{name}={count}: more GPUs than a node can have (at most "
+                              f"{MAX_GPUS}).")
+    return count
+
+
+def make_options(*, jobs: Any = None, port_base: Any = DEFAULT_PORT_BASE,
+                 gpus_per_node: Any = None, gpus_per_task: Any = None,
+                 tasks_per_node: Any = None, source: Any = DEFAULT_SOURCE,
+                 verify: Any = DEFAULT_VERIFY, timeout: Any = DEFAULT_TIMEOUT) -> Options:
     """Returns checked Options.
 
     Raises:
@@ -118,11 +126,8 @@ def make_options(*, jobs: Any = None, port_base: Any = 8888, gpus_per_node: Any 
             not math.isfinite(timeout) or timeout <= 0:
         raise ResolutionError(f"timeout={timeout!r}: expected a number of seconds > 0.")
     return Options(
-        jobs=_check_jobs(jobs),
-        port_base=_check_port_base(port_base),
-        gpus_per_node=None if gpus_per_node is None else _whole(gpus_per_node,
-                                                                "gpus_per_node", 0),
-        gpus_per_task=None if gpus_per_task is None else _whole(gpus_per_task,
-                                                                "gpus_per_task", 0),
+        jobs=_check_jobs(jobs), port_base=_check_port_base(port_base),
+        gpus_per_node=_gpus(gpus_per_node, "gpus_per_node"),
+        gpus_per_task=_gpus(gpus_per_task, "gpus_per_task"),
         tasks_per_node=_check_tasks_per_node(tasks_per_node),
         source=source, verify=verify, timeout=float(timeout))

@@ -2,7 +2,8 @@
 jobs sharing a node do not share.
 
 Pure: the 'auto' range, the base derived from a job's identity, the candidates a rank tries,
-the messages. Edge: ``SocketPorts``, which tries to listen on a port of this host.
+which port each rank checks or claims, the messages. The edge that listens on this host's
+ports is _port_sockets.SocketPorts (the ``Ports`` protocol here).
 
 ``port_base='auto'`` takes ports from ``AUTO_FIRST..AUTO_LAST`` (20000-32767), below Linux's
 default ephemeral range (32768-60999), so the kernel never hands one of them to an outgoing
@@ -13,20 +14,17 @@ and every rank learns every rank's port in the exchange.
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import os
 import random
-import socket
-from typing import Callable, Iterator, Mapping, Optional, Protocol, Tuple, Union
+from typing import Callable, Iterator, Mapping, Optional, Protocol, Tuple
 
 from ._errors import ResolutionError
+from ._launchers import Launch, srun_advice
+from ._layout import Layout, Runs, count_runs
+from ._options import Options
+from ._values import PORT_MAX
 
-__all__ = ["AUTO", "AUTO_FIRST", "AUTO_LAST", "TRIES", "ROOM", "PortBase", "Release", "Ports",
-           "SocketPorts", "job_key", "step_key", "auto_base", "wrap", "candidates", "claim",
-           "in_use", "KEY_VARIABLES"]
 
-AUTO = "auto"
 AUTO_FIRST, AUTO_LAST = 20000, 32767
 _SPAN = AUTO_LAST - AUTO_FIRST + 1
 #: Ports a rank tries (its own, then others at random in the range) before it gives up.
@@ -36,7 +34,6 @@ KEY_VARIABLES = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid")
 #: Tasks on a node that an 'auto' base leaves room for where the job does not say (mpirun).
 ROOM = 64
 
-PortBase = Union[int, str]   # a port, or 'auto'
 Release = Callable[[], None]
 
 
@@ -132,60 +129,75 @@ def in_use(port: int, host: str, how: str, fix: str) -> str:
             f"'Could not start gRPC server'. {fix}")
 
 
-class SocketPorts:
-    """Ports of this host, tried by listening on them (IPv4, all addresses, SO_REUSEADDR as
-    TensorFlow's gRPC server binds): a port another process listens on, on any address or
-    through IPv6's dual stack, is in use; one in TIME_WAIT is not. ``address`` narrows the
-    listening address (tests: loopback)."""
+# ------------------------------------------------------------------- which port a rank takes
+FIX_FIXED = ("Pass port_base='auto' (mpi-resolver --port-base auto): with MPI each node's "
+             "ranks pick ports free there, without it they are derived from the job and "
+             "step; or pass another port_base.")
 
-    def __init__(self, address: str = "") -> None:
-        self.address = address
 
-    def hold(self, port: int) -> Optional[Release]:
-        """See Ports.hold."""
-        sock = None
-        try:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.address, port))
-            sock.listen(1)
-        except OSError as e:
-            if sock is not None:
-                sock.close()
-            if e.errno == errno.EADDRINUSE:
-                return None
-            why = " (ports below 1024 need root)" if port < 1024 else ""
-            raise ResolutionError(
-                f"cannot listen on port {port}{why}: {e.strerror or e}; TensorFlow's server "
-                "could not either. Pass another port_base (--port-base).") from e
-        return sock.close
+def slurm_port_base(opts: Options, env: Mapping[str, str], runs: Runs) -> int:
+    """Returns the port_base of a resolution from Slurm's variables alone: the given one, or
+    for 'auto' the one SLURM_JOB_ID and SLURM_STEP_ID give (auto_base).
 
-    def ours(self, port: int) -> bool:
-        """See Ports.ours: a listening socket of /proc/net/tcp{,6} on ``port`` whose inode is
-        one of this process's descriptors (False where /proc cannot say)."""
-        inodes = set()
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                with open(table) as f:
-                    rows = f.read().splitlines()[1:]
-            except OSError:
-                continue
-            for row in rows:
-                fields = row.split()
-                if len(fields) > 9 and fields[3] == "0A" and \
-                        int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    inodes.add(fields[9])
-        if not inodes:
-            return False
-        try:
-            names = os.listdir("/proc/self/fd")
-        except OSError:
-            return False
-        for name in names:
-            try:
-                link = os.readlink(f"/proc/self/fd/{name}")
-            except OSError:
-                continue
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                return True
-        return False
+    Raises:
+      ResolutionError: 'auto' outside a Slurm job.
+    """
+    if isinstance(opts.port_base, int):
+        return opts.port_base
+    key = step_key(env)
+    if key is None:
+        raise ResolutionError(
+            "port_base='auto' without MPI derives the ports from SLURM_JOB_ID and "
+            "SLURM_STEP_ID, but SLURM_JOB_ID is not set; launch with MPI (srun --mpi=pmix, "
+            "mpirun) or pass a number as port_base.")
+    return auto_base(key, max(count_runs(runs).values()))
+
+
+def check_free(ports: Ports, port: int, host: str, how: str, fix: str) -> None:
+    """Raises ResolutionError (in_use) where another process listens on ``port`` here."""
+    release = ports.hold(port)
+    if release is not None:
+        release()
+    elif not ports.ours(port):  # this process's own server (an earlier resolver's) is fine
+        raise ResolutionError(in_use(port, host, how, fix))
+
+
+def check_own_port(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
+                   ports: Ports, launch: Launch) -> None:
+    """Raises ResolutionError where this rank's port (from Slurm's variables alone) is in
+    use; without MPI the ranks cannot move to other ports together, so the message says how
+    to launch with it."""
+    if isinstance(opts.port_base, int):
+        how, fix = f"port_base={opts.port_base}", FIX_FIXED
+    else:
+        how = (f"port_base='auto' from SLURM_JOB_ID and SLURM_STEP_ID {step_key(env)}, "
+               "without MPI")
+        how_mpi = ("leave out source='slurm' (--source slurm)" if launch.wired else
+                   f"launch with {srun_advice(launch.name, None)}")
+        fix = (f"Without MPI the ranks cannot agree on other ports: {how_mpi} so that they "
+               "pick free ports together, or pass a free port_base.")
+    check_free(ports, layout.port_of(rank), layout.host_of(rank)[0], how, fix)
+
+
+def pick_port(opts: Options, env: Mapping[str, str], tasks_on_node: Optional[int],
+              launch: Launch, host: str, rank: int, ports: Ports
+              ) -> Tuple[Optional[int], Optional[Release], Optional[int]]:
+    """Returns (the port this rank now listens on, what releases it, the base it aimed at)
+    for port_base='auto' (``tasks_on_node``: the most of any node, where Slurm says); (None,
+    None, None) for a number, after checking this rank's own port where the launcher says its
+    index on the node.
+
+    Raises:
+      ResolutionError: that port is in use, or no free port was found (claim).
+    """
+    local = launch.local_rank
+    if isinstance(opts.port_base, int):
+        port = opts.port_base + (local or 0)
+        if local is not None and port <= PORT_MAX:
+            check_free(ports, port, host, f"port_base={opts.port_base} + local rank {local}",
+                       FIX_FIXED)
+        return None, None, None
+    key = job_key(env, mpirun=launch.mpirun)
+    base = auto_base(key, tasks_on_node if tasks_on_node is not None else ROOM)
+    port, release = claim(ports, wrap(base + (local or 0)), f"{key}/{host}/{rank}", host)
+    return port, release, base

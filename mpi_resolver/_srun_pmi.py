@@ -25,12 +25,14 @@ from __future__ import annotations
 from typing import List, Mapping, Optional, Sequence
 
 from ._errors import ResolutionError
-from ._launchers import MpiLaunch, MpiLibrary, SlurmStep
+from ._launchers import Launch
 from ._layout import Runs, expand_runs, slurm_runs
+from ._mpi_library import MpiLibrary
+from ._slurm_step import SlurmStep
 
-__all__ = ["PMI1_LINE_BYTES", "even_blocks", "intel_groups_cross_nodes",
-           "mpich_default_netmod", "pmi1_warnings", "check_intel_placement"]
 
+#: The variables these rules read besides Slurm's: how MPICH and Intel MPI talk to srun.
+PMI_VARIABLES = ("MPIR_CVAR_CH4_NETMOD", "MPIR_CVAR_PMI_VERSION", "I_MPI_PMI_LIBRARY")
 #: Slurm's limit on one PMI-1 request (MAX_READLINE in src/plugins/mpi/pmi2/pmi1.c).
 PMI1_LINE_BYTES = 1024
 _LIBPMI2 = ("I_MPI_PMI_LIBRARY set to Slurm's PMI-2 library (e.g. "
@@ -93,11 +95,11 @@ def _mpich_own_pmi1(library: MpiLibrary, env: Mapping[str, str]) -> bool:
     return env.get("MPIR_CVAR_PMI_VERSION", "").strip() not in ("2",)
 
 
-def pmi1_warnings(launch: MpiLaunch, library: Optional[MpiLibrary],
+def pmi1_warnings(launch: Launch, library: Optional[MpiLibrary],
                   env: Mapping[str, str]) -> List[str]:
     """Returns one-line warnings for a launch that may hang in MPI_Init through Slurm's PMI-1
     line limit: MPICH's UCX netmod under ``srun --mpi=pmi2`` on two or more nodes."""
-    if launch.name != "pmi2" or library is None or library.family != "mpich":
+    if launch.srun_plugin != "pmi2" or library is None or library.family != "mpich":
         return []
     netmod = env.get("MPIR_CVAR_CH4_NETMOD", "").strip().lower() or \
         mpich_default_netmod(library)
@@ -112,7 +114,7 @@ def pmi1_warnings(launch: MpiLaunch, library: Optional[MpiLibrary],
             "fabric), or start the ranks with MPICH's mpiexec inside the allocation."]
 
 
-def check_intel_placement(launch: MpiLaunch, library: Optional[MpiLibrary],
+def check_intel_placement(launch: Launch, library: Optional[MpiLibrary],
                           env: Mapping[str, str]) -> Optional[str]:
     """Returns a warning where Intel MPI's own PMI-1 client cannot be checked against the
     placement (a plane or arbitrary distribution), else None.
@@ -121,7 +123,7 @@ def check_intel_placement(launch: MpiLaunch, library: Optional[MpiLibrary],
       ResolutionError: Intel MPI under ``srun --mpi=pmi2`` without I_MPI_PMI_LIBRARY where
         Slurm placed the ranks otherwise than evenly in blocks: MPI_Init would fail.
     """
-    if launch.name != "pmi2" or library is None or library.family != "intel" \
+    if launch.srun_plugin != "pmi2" or library is None or library.family != "intel" \
             or env.get("I_MPI_PMI_LIBRARY"):
         return None
     found = _step_runs(env)

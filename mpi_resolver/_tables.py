@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Sequence
 
-__all__ = ["text_table"]
-
 
 def text_table(rows: Sequence[Mapping[str, object]], columns: Sequence[str],
                limit: Optional[int] = None) -> str:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Union
 
+from ._environment import snapshot
 from ._errors import MissingDependencyError
-from ._launchers import VARIABLES
-from ._logs import log_once
+from ._logs import log_each
 from ._mpi import MpiTransport, mpi_initialized, mpi_library, world
+from ._options import DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, DEFAULT_VERIFY
 from ._options import make_options
-from ._resolution import Resolution, plan, resolve
+from ._resolution import Resolution, resolve_job
 
 try:
     import tensorflow as tf
@@ -23,7 +24,6 @@ except ImportError as e:  # pragma: no cover - exercised only without TensorFlow
         f"TensorFlow could not be imported ({e}). Install it with `pip install tensorflow` "
         "(or tensorflow-cpu). The command line `mpi-resolver` works without it.") from e
 
-__all__ = ["MPIClusterResolver"]
 
 _CVD = "CUDA_VISIBLE_DEVICES"
 # What this process's resolvers wrote to CUDA_VISIBLE_DEVICES, and what was there before, so
@@ -31,19 +31,10 @@ _CVD = "CUDA_VISIBLE_DEVICES"
 _narrowed: Dict[str, Optional[str]] = {}
 
 
-# os.environ's own bytes dict on POSIX: reading it skips a KeyError per missing variable.
-_RAW = getattr(os.environ, "_data", None) if os.name == "posix" else None
-_RAW_KEYS = [(name, os.fsencode(name)) for name in VARIABLES]
-
-
 def _environment() -> Dict[str, str]:
     """Returns the variables mpi_resolver reads, with CUDA_VISIBLE_DEVICES as it was before
     this process's resolvers narrowed it."""
-    if _RAW is not None:
-        env = {name: os.fsdecode(raw) for name, key in _RAW_KEYS
-               if (raw := _RAW.get(key)) is not None}
-    else:
-        env = {name: os.environ[name] for name in VARIABLES if name in os.environ}
+    env = snapshot()
     if _narrowed and env.get(_CVD) == _narrowed["written"]:
         if _narrowed["original"] is None:
             env.pop(_CVD, None)
@@ -93,24 +84,21 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
     """
 
     def __init__(self, jobs: Optional[Dict[str, int]] = None,
-                 port_base: Union[int, str] = 8888,
+                 port_base: Union[int, str] = DEFAULT_PORT_BASE,
                  gpus_per_node: Optional[int] = None, gpus_per_task: Optional[int] = None,
                  tasks_per_node: Any = None, auto_set_gpu: bool = True,
-                 rpc_layer: str = "grpc", *, source: str = "auto", verify: Any = "auto",
-                 comm: Any = None, timeout: float = 60.0) -> None:
+                 rpc_layer: str = "grpc", *, source: str = DEFAULT_SOURCE,
+                 verify: Any = DEFAULT_VERIFY, comm: Any = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
         opts = make_options(jobs=jobs, port_base=port_base, gpus_per_node=gpus_per_node,
                             gpus_per_task=gpus_per_task, tasks_per_node=tasks_per_node,
                             source=source, verify=verify, timeout=timeout)
-        env = _environment()
-        the_plan = plan(opts, env, have_comm=comm is not None, mpi_running=mpi_initialized(),
-                        library=mpi_library)
-        for warning in the_plan.warnings:  # before MPI starts: MPI_Init may hang
-            log_once(warning)
-        self._resolution = resolve(
-            opts, env, the_plan=the_plan,
+        self._resolution = resolve_job(
+            opts, _environment(), library=mpi_library, have_comm=comm is not None,
+            mpi_running=mpi_initialized(),
+            warn=log_each,  # the plan's warnings, before MPI starts
             transport=lambda: MpiTransport(world(comm)[0], opts.timeout))
-        for note in self._resolution.notes:
-            log_once(note)
+        log_each(self._resolution.notes)
         self._cluster_spec = None
         # TensorFlow's own GPU arithmetic is not used (cluster_spec and num_accelerators are
         # ours); give it numbers that pass its check (tasks x GPUs per task <= GPUs per node).

@@ -164,7 +164,8 @@ import json, os, socket, sys, time
 from mpi4py import MPI
 from mpi_resolver._mpi import MpiTransport
 from mpi_resolver._options import make_options
-from mpi_resolver._resolution import plan, resolve
+from mpi_resolver._plan import plan
+from mpi_resolver._resolution import resolve
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
 env = dict(os.environ)
@@ -176,7 +177,7 @@ opts = make_options(timeout=600, gpus_per_node=0)
 the_plan = plan(opts, env)
 start = time.monotonic()
 try:
-    resolve(opts, env, the_plan=the_plan, transport=lambda: MpiTransport(comm, 600.0))
+    resolve(opts, the_plan=the_plan, transport=lambda: MpiTransport(comm, 600.0))
     out = "resolved"
 except Exception as e:
     out = f"{type(e).__name__}: {e}"

@@ -68,14 +68,12 @@ def resolve(variant, kwargs):
     from mpi_resolver._mpi import MpiTransport, mpi_initialized, world
     from mpi_resolver._mpi import mpi_library as library_of_mpi4py
     from mpi_resolver._options import make_options
-    from mpi_resolver._resolution import plan, resolve as resolve_job
+    from mpi_resolver._resolution import resolve_job
 
     def make_line():
         opts = make_options(**{k: v for k, v in kwargs.items() if k in OPTION_ARGS})
         env = dict(os.environ)
-        the_plan = plan(opts, env, mpi_running=mpi_initialized(),
-                        library=library_of_mpi4py)
-        res = resolve_job(opts, env, the_plan=the_plan,
+        res = resolve_job(opts, env, library=library_of_mpi4py, mpi_running=mpi_initialized(),
                           transport=lambda: MpiTransport(world()[0], opts.timeout))
         task_type, task_id = res.task
         address = res.cluster()[task_type][task_id]

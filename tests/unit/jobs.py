@@ -7,7 +7,7 @@ import threading
 from typing import Any, Dict, Iterable, List, Optional
 
 from mpi_resolver._options import make_options
-from mpi_resolver._resolution import plan, resolve
+from mpi_resolver._resolution import resolve_job
 
 
 def srun_env(rank: int, hosts: List[str], counts: List[int], placement: List[str],
@@ -143,10 +143,10 @@ def run_world(envs: List[Dict[str, str]], hosts_by_rank: List[str], probe=None,
         try:
             opts = make_options(**{k: v.values[rank] if isinstance(v, PerRank) else v
                                    for k, v in kwargs.items()})
-            out[rank] = resolve(opts, envs[rank], the_plan=plan(opts, envs[rank]),
-                                transport=lambda: world.transport(rank), probe=probe,
-                                hostname=lambda: hosts_by_rank[rank], details=details,
-                                ports=ports.on(hosts_by_rank[rank]))
+            out[rank] = resolve_job(opts, envs[rank],
+                                    transport=lambda: world.transport(rank), probe=probe,
+                                    hostname=lambda: hosts_by_rank[rank], details=details,
+                                    ports=ports.on(hosts_by_rank[rank]))
         except Exception as e:  # noqa: BLE001 - handed to the caller
             out[rank] = e
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from mpi_resolver._errors import FormatError, MismatchError, ResolutionError
 from mpi_resolver._options import make_options
-from mpi_resolver._resolution import plan, resolve
+from mpi_resolver._resolution import resolve_job
 from tests.unit.jobs import run_world
 
 pytestmark = pytest.mark.unit
@@ -27,7 +27,7 @@ DROP = object()
 
 def resolve_slurm(env: Dict[str, str], **kwargs: Any):
     opts = make_options(source="slurm", **kwargs)
-    return resolve(opts, env, the_plan=plan(opts, env), probe=lambda: (2, False))
+    return resolve_job(opts, env, probe=lambda: (2, False))
 
 
 def env_with(**changes: Any) -> Dict[str, str]:

@@ -8,11 +8,12 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from mpi_resolver._gpu_allocation import (SlurmGpus, allocate_nodes, allocate_own, allocate_uniform,
-                                  conflicts, describe, is_bound, task_gpus)
+from mpi_resolver._gpu_allocation import (allocate_nodes, allocate_own, allocate_uniform,
+                                          describe)
+from mpi_resolver._gpu_lists import SlurmGpus, conflicts, is_bound, task_gpus
 from mpi_resolver._errors import MismatchError, ResolutionError
 from mpi_resolver._options import make_options
-from mpi_resolver._resolution import plan, resolve
+from mpi_resolver._resolution import resolve_job
 from tests.unit.jobs import run_job, srun_env
 
 pytestmark = pytest.mark.unit
@@ -46,7 +47,7 @@ def via_slurm(envs, probe=None, **kwargs) -> List[str]:
     out = []
     for env in envs:
         opts = make_options(source="slurm", **kwargs)
-        res = resolve(opts, env, the_plan=plan(opts, env), probe=probe or _no_probe)
+        res = resolve_job(opts, env, probe=probe or _no_probe)
         out.append(res.visible_devices)
     return out
 
@@ -130,7 +131,7 @@ def test_shared_gpus_give_one_note(cvd, gpu_vars, fragment):
     shared = [n for n in res.notes if "shared" in n]
     assert len(shared) == 1 and fragment in shared[0], res.notes
     opts = make_options(source="slurm")
-    alone = resolve(opts, envs[1], the_plan=plan(opts, envs[1]), probe=_no_probe)
+    alone = resolve_job(opts, envs[1], probe=_no_probe)
     assert [n for n in alone.notes if "shared" in n], alone.notes
 
 
@@ -180,7 +181,7 @@ def test_two_nodes(placement, cvd, gpu_vars, expected):
 def test_slurm_alone_cannot_know_other_ranks_bound_gpus():
     envs = job(["0,1", "2,3"], ONE_NODE[:2], SLURMD_TRES_BIND="gpu:per_task:2")
     opts = make_options(source="slurm")
-    res = resolve(opts, envs[1], the_plan=plan(opts, envs[1]), probe=_no_probe)
+    res = resolve_job(opts, envs[1], probe=_no_probe)
     assert res.gpus_of(1) == (("2", "3"), "own")
     assert res.gpus_of(0) == (None, "unknown")
 
@@ -355,6 +356,6 @@ def test_without_mpi_notes_speak_of_this_rank_s_node_only():
     placement = ["node1"] * 3 + ["node2"]
     envs = job(["0,1,2,3"] * 3 + ["0,1"], placement, SLURM_GPUS_ON_NODE="2")
     opts = make_options(source="slurm")
-    alone = resolve(opts, envs[3], the_plan=plan(opts, envs[3]), probe=_no_probe)
+    alone = resolve_job(opts, envs[3], probe=_no_probe)
     assert alone.visible_devices == "0,1"
     assert [n for n in alone.notes if "shared" in n] == []

@@ -10,7 +10,8 @@ import pytest
 
 from mpi_resolver._errors import MismatchError, ResolutionError
 from mpi_resolver._options import make_options
-from mpi_resolver._resolution import plan, resolve
+from mpi_resolver._plan import plan
+from mpi_resolver._resolution import resolve_job
 from tests.unit.jobs import run_job, run_world, srun_env
 
 pytestmark = pytest.mark.unit
@@ -132,7 +133,7 @@ def test_source_slurm_placement_from_variables_alone(distribution, placement_ok)
     for rank in range(4):
         opts = make_options(source="slurm", gpus_per_node=0)
         def call(opts=opts, rank=rank):
-            return resolve(opts, envs[rank], the_plan=plan(opts, envs[rank]))
+            return resolve_job(opts, envs[rank])
         if placement_ok:
             res = call()
             assert res.layout.placement == actual
@@ -147,7 +148,7 @@ def test_source_slurm_raises_when_own_variables_contradict_the_layout():
     env = srun_env(1, ["node1", "node2"], [3, 1], CYCLIC, mpi="none")
     opts = make_options(source="slurm", gpus_per_node=0)
     with pytest.raises(MismatchError, match="SLURMD_NODENAME=node2"):
-        resolve(opts, env, the_plan=plan(opts, env))
+        resolve_job(opts, env)
 
 
 def test_nodes_with_different_gpu_counts_use_their_own_count():

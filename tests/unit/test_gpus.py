@@ -9,7 +9,8 @@ import stat
 import pytest
 
 from mpi_resolver._errors import FormatError, ResolutionError
-from mpi_resolver._gpu_discovery import count_nvidia_smi, parse_visible_devices, probe_gpus
+from mpi_resolver._gpu_discovery import count_nvidia_smi, probe_gpus
+from mpi_resolver._gpu_lists import parse_visible_devices
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import pytest
 from mpi_resolver._errors import MismatchError
 from mpi_resolver._host_names import HostIndex, same_host
 from mpi_resolver._options import make_options
-from mpi_resolver._resolution import plan, resolve
+from mpi_resolver._resolution import resolve_job
 from tests.unit.jobs import run_job, srun_env
 
 pytestmark = pytest.mark.unit
@@ -61,7 +61,7 @@ IPS = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "3",
 ])
 def test_source_slurm_resolves_dotted_and_address_node_names(env, spec):
     opts = make_options(source="slurm", gpus_per_node=0)
-    res = resolve(opts, env, the_plan=plan(opts, env))
+    res = resolve_job(opts, env)
     assert res.cluster() == {"worker": spec}
 
 
@@ -69,7 +69,7 @@ def test_a_contradiction_between_dotted_names_is_still_found():
     env = dict(DOTTED, SLURM_GTIDS="0,1,2")  # claims every rank on hpc.n2
     opts = make_options(source="slurm", gpus_per_node=0)
     with pytest.raises(MismatchError, match="SLURM_GTIDS=0,1,2 on hpc.n2"):
-        resolve(opts, env, the_plan=plan(opts, env))
+        resolve_job(opts, env)
 
 
 @pytest.mark.parametrize("slurm_names, mpi_names, agree", [

@@ -7,11 +7,13 @@ import re
 import pytest
 
 from mpi_resolver._errors import FormatError, MismatchError, ResolutionError
-from mpi_resolver._launchers import (MpiLaunch, MpiLibrary, SlurmStep, batch_step_view,
-                                    detect_mpi_launch,
-                                    parse_int, slurm_describes_ranks, srun_advice)
+from mpi_resolver._launchers import detect_launch, srun_advice
+from mpi_resolver._mpi_library import MpiLibrary
+from mpi_resolver._slurm_step import SlurmStep, batch_step_view, slurm_describes_ranks
+from mpi_resolver._values import require_whole as parse_int
 from mpi_resolver._options import make_options
-from mpi_resolver._resolution import plan, resolve
+from mpi_resolver._plan import plan
+from mpi_resolver._resolution import resolve
 from tests.unit.jobs import run_world
 
 pytestmark = pytest.mark.unit
@@ -47,41 +49,46 @@ MVAPICH = {"MV2_COMM_WORLD_RANK": "5", "MV2_COMM_WORLD_SIZE": "8",
 
 
 # --------------------------------------------------------------------------------------------
-# detect_mpi_launch
+# detect_launch
 # --------------------------------------------------------------------------------------------
 
+def seen(launch):
+    """(launcher name, rank, local rank) of a Launch."""
+    return launch.name, launch.rank, launch.local_rank
+
+
 @pytest.mark.parametrize("env, expected", [
-    pytest.param(OPEN_MPI, MpiLaunch("openmpi", 3, 1),
+    pytest.param(OPEN_MPI, ("openmpi", 3, 1),
                  id="Open MPI's mpirun is recognised by OMPI_COMM_WORLD_*"),
-    pytest.param({**OPEN_MPI, "PMIX_RANK": "3"}, MpiLaunch("openmpi", 3, 1),
+    pytest.param({**OPEN_MPI, "PMIX_RANK": "3"}, ("openmpi", 3, 1),
                  id="Open MPI 5's mpirun also sets PMIX_RANK and is still openmpi"),
-    pytest.param({**SALLOC_DAEMON, **OPEN_MPI}, MpiLaunch("openmpi", 3, 1),
+    pytest.param({**SALLOC_DAEMON, **OPEN_MPI}, ("openmpi", 3, 1),
                  id="Open MPI inside an allocation reads OMPI's rank, not SLURM_PROCID"),
-    pytest.param(HYDRA, MpiLaunch("hydra", 2, 0),
+    pytest.param(HYDRA, ("hydra", 2, 0),
                  id="Hydra (MPICH, Intel MPI) is recognised by PMI_RANK and MPI_LOCALRANKID"),
-    pytest.param({**SALLOC_DAEMON, **HYDRA}, MpiLaunch("hydra", 2, 0),
+    pytest.param({**SALLOC_DAEMON, **HYDRA}, ("hydra", 2, 0),
                  id="Hydra inside an allocation is still hydra"),
-    pytest.param(SRUN_PMIX, MpiLaunch("pmix", 2, 2),
+    pytest.param(SRUN_PMIX, ("pmix", 2, 2),
                  id="srun --mpi=pmix gives PMIX_RANK and SLURM_LOCALID"),
-    pytest.param(SRUN_PMI2, MpiLaunch("pmi2", 2, 2),
+    pytest.param(SRUN_PMI2, ("pmi2", 2, 2),
                  id="srun --mpi=pmi2 gives PMI_RANK, PMI_SIZE and SLURM_LOCALID"),
-    pytest.param(SRUN_NONE, MpiLaunch(None, None, None),
+    pytest.param(SRUN_NONE, (None, None, None),
                  id="srun --mpi=none gives no launcher"),
-    pytest.param({}, MpiLaunch(None, None, None), id="an empty environment is no launcher"),
-    pytest.param(MVAPICH, MpiLaunch("mvapich", 5, 1), id="MVAPICH's mpirun_rsh"),
+    pytest.param({}, (None, None, None), id="an empty environment is no launcher"),
+    pytest.param(MVAPICH, ("mvapich", 5, 1), id="MVAPICH's mpirun_rsh"),
     pytest.param({"PMI_ID": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1"},
-                 MpiLaunch("hydra", 3, 1), id="older Hydra's PMI_ID with MPI_LOCALRANKID"),
-    pytest.param({**SLURM_TASK, "PMI_ID": "2"}, MpiLaunch("pmi2", 2, 2),
+                 ("hydra", 3, 1), id="older Hydra's PMI_ID with MPI_LOCALRANKID"),
+    pytest.param({**SLURM_TASK, "PMI_ID": "2"}, ("pmi2", 2, 2),
                  id="PMI_ID under srun: PMI wired by Slurm"),
     pytest.param({"OMPI_COMM_WORLD_RANK": "x", "OMPI_COMM_WORLD_SIZE": "",
                   "OMPI_COMM_WORLD_LOCAL_RANK": "-1"},
-                 MpiLaunch("openmpi", None, None),
+                 ("openmpi", None, None),
                  id="unreadable numbers become None instead of failing detection"),
-    pytest.param({"PMIX_RANK": " 5 "}, MpiLaunch("pmix", 5, None),
+    pytest.param({"PMIX_RANK": " 5 "}, ("pmix", 5, None),
                  id="spaces around a number are ignored"),
 ])
-def test_detect_mpi_launch(env, expected):
-    assert detect_mpi_launch(env) == expected
+def test_detect_launch(env, expected):
+    assert seen(detect_launch(env)) == expected
 
 
 @pytest.mark.parametrize("env, wired", [
@@ -93,17 +100,17 @@ def test_detect_mpi_launch(env, expected):
     pytest.param({}, False, id="a plain process is not wired"),
 ])
 def test_wired_says_whether_mpi_can_connect(env, wired):
-    assert detect_mpi_launch(env).wired is wired
+    assert detect_launch(env).wired is wired
 
 
 @pytest.mark.parametrize("env, expected", [
     pytest.param({"OMPI_COMM_WORLD_RANK": "²", "OMPI_COMM_WORLD_LOCAL_RANK": "1"},
-                 MpiLaunch("openmpi", None, 1), id="a superscript two as Open MPI's rank"),
-    pytest.param({"PMIX_RANK": "0", "SLURM_LOCALID": "²"}, MpiLaunch("pmix", 0, None),
+                 ("openmpi", None, 1), id="a superscript two as Open MPI's rank"),
+    pytest.param({"PMIX_RANK": "0", "SLURM_LOCALID": "²"}, ("pmix", 0, None),
                  id="a superscript two as SLURM_LOCALID"),
 ])
-def test_detect_mpi_launch_treats_non_decimal_digits_as_unreadable(env, expected):
-    assert detect_mpi_launch(env) == expected
+def test_detect_launch_treats_non_decimal_digits_as_unreadable(env, expected):
+    assert seen(detect_launch(env)) == expected
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,7 +134,7 @@ def test_detect_mpi_launch_treats_non_decimal_digits_as_unreadable(env, expected
                  id="a batch script (job variables but no SLURM_PROCID)"),
 ])
 def test_slurm_describes_ranks(env, expected):
-    assert slurm_describes_ranks(env, detect_mpi_launch(env)) is expected
+    assert slurm_describes_ranks(env, detect_launch(env)) is expected
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,7 +328,7 @@ def test_every_variable_the_package_reads_is_in_VARIABLES():
     import pathlib
     import re
 
-    from mpi_resolver._launchers import VARIABLES
+    from mpi_resolver._environment import VARIABLES
 
     source = "".join(p.read_text() for p in
                      pathlib.Path(__file__).resolve().parents[2].joinpath("mpi_resolver")
@@ -361,7 +368,7 @@ def test_batch_step_of_one_task_resolves_as_one_task_with_a_note(ntasks):
         env["SLURM_NTASKS"] = ntasks
     opts = make_options(gpus_per_node=0)
     the_plan = plan(opts, env)
-    res = resolve(opts, env, the_plan=the_plan)
+    res = resolve(opts, the_plan=the_plan)
     assert res.cluster() == {"worker": ["node1:8888"]} and res.task == ("worker", 0)
     assert res.notes == ["the batch step of Slurm job 7 (python without srun): resolved as "
                          "one task on node1; start more with srun."]

@@ -9,10 +9,11 @@ from typing import Dict, List
 import pytest
 
 from mpi_resolver import _ports as P
+from mpi_resolver._port_sockets import SocketPorts
 from mpi_resolver._errors import ResolutionError
 from mpi_resolver._layout import build_layout_runs
 from mpi_resolver._options import make_options
-from mpi_resolver._resolution import plan, resolve
+from mpi_resolver._resolution import resolve_job
 from tests.unit.jobs import FakePorts, PerRank, run_world, srun_env
 
 pytestmark = pytest.mark.unit
@@ -167,7 +168,7 @@ def _listener() -> socket.socket:
 
 
 def test_socket_ports_see_a_listener_and_hold_a_free_port() -> None:
-    ports = P.SocketPorts("127.0.0.1")
+    ports = SocketPorts("127.0.0.1")
     other = _listener()
     try:
         assert ports.hold(other.getsockname()[1]) is None
@@ -196,7 +197,7 @@ def test_socket_ports_name_a_port_this_process_may_not_listen_on(monkeypatch, po
         raise PermissionError(13, "Permission denied")
     monkeypatch.setattr(socket.socket, "bind", denied)
     with pytest.raises(ResolutionError, match=why + "; TensorFlow's server could not either"):
-        P.SocketPorts().hold(port)
+        SocketPorts().hold(port)
 
 
 def test_socket_ports_report_a_socket_they_cannot_open(monkeypatch) -> None:
@@ -204,7 +205,7 @@ def test_socket_ports_report_a_socket_they_cannot_open(monkeypatch) -> None:
         raise OSError(24, "Too many open files")
     monkeypatch.setattr(socket, "socket", no_files)
     with pytest.raises(ResolutionError, match="port 20000: Too many open files"):
-        P.SocketPorts().hold(20000)
+        SocketPorts().hold(20000)
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,7 +214,7 @@ def test_socket_ports_report_a_socket_they_cannot_open(monkeypatch) -> None:
 
 def alone(env, table: FakePorts, host: str, **kwargs):
     opts = make_options(source="slurm", gpus_per_node=0, **kwargs)
-    return resolve(opts, env, the_plan=plan(opts, env), ports=table.on(host))
+    return resolve_job(opts, env, ports=table.on(host))
 
 
 def test_without_mpi_the_default_port_is_checked_on_this_rank_only() -> None:
@@ -360,7 +361,7 @@ LISTEN_CHILD = ("import socket, sys, time\n"
 def test_socket_ports_tell_this_process_s_own_listener_from_another_s() -> None:
     import subprocess
     import sys
-    ports = P.SocketPorts("127.0.0.1")
+    ports = SocketPorts("127.0.0.1")
     own = _listener()
     child = subprocess.Popen([sys.executable, "-c", LISTEN_CHILD], stdout=subprocess.PIPE,
                              text=True)
@@ -376,11 +377,11 @@ def test_socket_ports_tell_this_process_s_own_listener_from_another_s() -> None:
         # goes on; another process's listener on it stops it.
         env = {**step_envs(["node1"])[0], "SLURM_STEP_NUM_TASKS": "1"}
         opts = make_options(source="slurm", gpus_per_node=0, port_base=own.getsockname()[1])
-        res = resolve(opts, env, the_plan=plan(opts, env), ports=ports)
+        res = resolve_job(opts, env, ports=ports)
         assert res.cluster() == {"worker": [f"node1:{own.getsockname()[1]}"]}
         opts = make_options(source="slurm", gpus_per_node=0, port_base=theirs)
         with pytest.raises(ResolutionError, match=f"port {theirs} on node1 .* is in use"):
-            resolve(opts, env, the_plan=plan(opts, env), ports=ports)
+            resolve_job(opts, env, ports=ports)
     finally:
         own.close()
         child.kill()  # the process this test started, by its PID

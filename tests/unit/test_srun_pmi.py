@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from mpi_resolver._errors import ResolutionError
-from mpi_resolver._launchers import MpiLibrary, detect_mpi_launch
+from mpi_resolver._launchers import detect_launch
+from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
-from mpi_resolver._resolution import plan
+from mpi_resolver._plan import plan
 from mpi_resolver._srun_pmi import (check_intel_placement, even_blocks,
                                    intel_groups_cross_nodes, mpich_default_netmod,
                                    pmi1_warnings)
@@ -103,7 +104,7 @@ WARNS = "can hang in MPI_Init"
     pytest.param(step("x"), MPICH, False, id="malformed counts: no guess"),
 ])
 def test_mpich_pmi1_line_limit_warning(env, library, warns):
-    said = pmi1_warnings(detect_mpi_launch(env), library, env)
+    said = pmi1_warnings(detect_launch(env), library, env)
     assert bool(said) is warns
     if warns:
         assert len(said) == 1 and WARNS in said[0] and "MPIR_CVAR_CH4_NETMOD=ofi" in said[0]
@@ -119,7 +120,7 @@ def test_mpich_pmi1_line_limit_warning(env, library, warns):
 ])
 def test_intel_without_slurm_pmi_refused_where_placement_is_uneven(env, says):
     with pytest.raises(ResolutionError) as caught:
-        check_intel_placement(detect_mpi_launch(env), INTEL, env)
+        check_intel_placement(detect_launch(env), INTEL, env)
     text = str(caught.value)
     assert says in text, text
     assert "I_MPI_PMI_LIBRARY" in text and "libpmi2.so" in text and "--mpi=pmix" in text
@@ -136,12 +137,12 @@ def test_intel_without_slurm_pmi_refused_where_placement_is_uneven(env, says):
     pytest.param(step("3,1"), None, id="library unknown"),
 ])
 def test_intel_placement_passes(env, library):
-    assert check_intel_placement(detect_mpi_launch(env), library, env) is None
+    assert check_intel_placement(detect_launch(env), library, env) is None
 
 
 def test_intel_placement_that_the_variables_do_not_tell_is_a_warning():
     env = step("2(x2)", distribution="plane=2")
-    said = check_intel_placement(detect_mpi_launch(env), INTEL, env)
+    said = check_intel_placement(detect_launch(env), INTEL, env)
     assert said is not None and "I_MPI_PMI_LIBRARY" in said and "may not" in said
 
 
@@ -164,6 +165,6 @@ def test_plan_under_source_slurm_never_starts_mpi_so_says_nothing():
 
 def test_open_mpi_is_none_of_this():
     env = step("3,1")
-    launch = detect_mpi_launch(env)
+    launch = detect_launch(env)
     assert pmi1_warnings(launch, OPEN_MPI, env) == []
     assert check_intel_placement(launch, OPEN_MPI, env) is None

@@ -1,0 +1,151 @@
+"""Every rank's GPUs for a resolution: what each task finds out (gpu_lists), the allocation
+rules (gpu_allocation) applied to it from Slurm's variables alone or from the ranks' records,
+and the notes that say what was done (pure but for the probe it is given)."""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ._errors import ResolutionError
+from ._gpu_allocation import (NO_LIMIT, GpuAllocation, allocate_nodes, allocate_own,
+                              allocate_uniform, divided_fit, group_lists)
+from ._gpu_lists import (Gpus, SlurmGpus, is_bound, needs_probe, parse_visible_devices,
+                         task_gpus)
+from ._layout import Layout
+from ._options import Options
+from ._records import RankRecord, gpu_conflicts
+
+#: probe() -> (GPUs on this node, True when it is CPU-only); see gpu_discovery.probe_gpus.
+Probe = Callable[[], Tuple[int, bool]]
+
+
+def discover(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: bool
+             ) -> Tuple[Optional[Gpus], SlurmGpus, Optional[int], bool]:
+    """Returns what this task finds out about its GPUs: (CUDA_VISIBLE_DEVICES entries, Slurm's
+    GPU variables, nvidia-smi's count, CPU-only); nvidia-smi runs only where ``may_probe`` and
+    neither CUDA_VISIBLE_DEVICES nor Slurm nor gpus_per_node says."""
+    visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+    slurm = SlurmGpus.read(env)
+    probed, cpu_only = None, False
+    if may_probe and needs_probe(visible, slurm, opts.gpus_per_node):
+        probed, cpu_only = probe()
+    return visible, slurm, probed, cpu_only
+
+
+def for_record(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: bool
+               ) -> Callable[[], Tuple[Optional[Gpus], Optional[int], bool]]:
+    """Returns what records.local_record calls for this rank's GPUs: discover's answer
+    without Slurm's variables (the record reads those itself)."""
+    def found() -> Tuple[Optional[Gpus], Optional[int], bool]:
+        visible, _, probed, cpu_only = discover(opts, env, probe, may_probe)
+        return visible, probed, cpu_only
+    return found
+
+
+def node_summary(opts: Options, node: List[RankRecord]) -> Tuple[int, bool]:
+    """Returns (the GPUs per task this node's ranks could divide, or NO_LIMIT; whether the
+    node has a problem every rank must see: GPU lists that conflict, or cannot be given)."""
+    try:
+        lists = _task_lists(opts, [r.host for r in node], node)[node[0].host]
+        allocate_nodes({node[0].host: lists}, opts.gpus_per_task)
+    except ResolutionError:
+        return NO_LIMIT, True
+    return divided_fit(group_lists(lists)), bool(gpu_conflicts(node))
+
+
+def _cpu_only_note(hosts: Sequence[str]) -> str:
+    shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+    return (f"no GPUs found on {shown} (no nvidia-smi, no /dev/nvidia* devices, "
+            "CUDA_VISIBLE_DEVICES and SLURM_GPUS_ON_NODE unset): running on CPU.")
+
+
+def _ignored_note(gpus_per_node: int, bind: Optional[str]) -> str:
+    how = f"SLURMD_TRES_BIND=gpu:{bind}" if bind else "fewer GPUs than SLURM_GPUS_ON_NODE"
+    return (f"gpus_per_node={gpus_per_node} is ignored for tasks that Slurm bound GPUs to "
+            f"({how}): each keeps the GPUs Slurm gave it.")
+
+
+def gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
+                    probe: Probe) -> GpuAllocation:
+    """Returns the GPUs from this task's own variables (no MPI): its own list where Slurm
+    bound GPUs to it, else its node's list, which every node is taken to have (as
+    TensorFlow does)."""
+    visible, slurm, probed, cpu_only = discover(opts, env, probe, True)
+    host, index = layout.host_of(rank)
+    if is_bound(visible, slurm):
+        assert visible is not None  # is_bound says so
+        gpus = allocate_own(visible, host, index, layout.tasks_per_host[host], slurm,
+                            opts.gpus_per_task)
+        if opts.gpus_per_node is not None:
+            return GpuAllocation(gpus.nodes, gpus.per_task,
+                                 gpus.notes + (_ignored_note(opts.gpus_per_node, slurm.bind),))
+        return gpus
+    own = task_gpus(visible, slurm, probed, opts.gpus_per_node) or ()
+    gpus = allocate_uniform(own, layout.tasks_per_host, opts.gpus_per_task, host)
+    if cpu_only:
+        return GpuAllocation(gpus.nodes, gpus.per_task, gpus.notes + (_cpu_only_note([host]),),
+                             gpus.tasks, gpus.by_count)
+    return gpus
+
+
+def _task_lists(opts: Options, placement: Sequence[str], records: Sequence[RankRecord]
+                ) -> Dict[str, List[Tuple[str, ...]]]:
+    """Returns {host: the GPU list of each of its ranks, in rank order} (binding.task_gpus),
+    nvidia-smi's count coming from the rank of that host that ran it.
+
+    Raises:
+      ResolutionError: a host none of whose ranks could say.
+    """
+    probed: Dict[str, int] = {}
+    for host, r in zip(placement, records, strict=True):
+        if r.probed is not None:
+            probed.setdefault(host, r.probed)
+    lists: Dict[str, List[Tuple[str, ...]]] = {}
+    for host, r in zip(placement, records, strict=True):
+        gpus = task_gpus(r.visible, r.slurm_gpus(), probed.get(host), opts.gpus_per_node)
+        if gpus is None:
+            raise ResolutionError(
+                f"no rank on {host} reported its GPUs (CUDA_VISIBLE_DEVICES and "
+                "SLURM_GPUS_ON_NODE unset, and no local rank 0 ran nvidia-smi); set "
+                "gpus_per_node or CUDA_VISIBLE_DEVICES.")
+        lists.setdefault(host, []).append(gpus)
+    return lists
+
+
+def _gpu_notes(opts: Options, placement: Sequence[str],
+               records: Sequence[RankRecord]) -> List[str]:
+    """Returns the notes on CPU-only hosts and on gpus_per_node ignored for bound tasks."""
+    notes = []
+    cpu_hosts = list(dict.fromkeys(h for h, r in zip(placement, records, strict=True)
+                                   if r.cpu_only))
+    if cpu_hosts:
+        notes.append(_cpu_only_note(cpu_hosts))
+    bound = next((r for r in records if is_bound(r.visible, r.slurm_gpus())), None)
+    if opts.gpus_per_node is not None and bound is not None:
+        notes.append(_ignored_note(opts.gpus_per_node, bound.gpu_bind))
+    return notes
+
+
+def _allocate(opts: Options, placement: Sequence[str], records: Sequence[RankRecord],
+              divided_per_task: Optional[int] = None) -> GpuAllocation:
+    """Returns the GPUs of the ranks of ``records`` (binding.allocate_nodes), with notes."""
+    gpus = allocate_nodes(_task_lists(opts, placement, records), opts.gpus_per_task,
+                          tasks_per_gpu=max((r.tasks_per_gpu or 0 for r in records),
+                                            default=0) or None,
+                          divided_per_task=divided_per_task)
+    return GpuAllocation(gpus.nodes, gpus.per_task,
+                         gpus.notes + tuple(_gpu_notes(opts, placement, records)))
+
+
+def gpus_from_records(opts: Options, layout: Layout,
+                       records: List[RankRecord]) -> GpuAllocation:
+    """Returns every rank's GPUs from every rank's record."""
+    return _allocate(opts, layout.placement, records)
+
+
+def gpus_from_node(opts: Options, host: str, node: List[RankRecord],
+                    per_task: Optional[int]) -> GpuAllocation:
+    """Returns the GPUs of this rank's node (``node``: its ranks' records, named ``host``),
+    with ``per_task`` the job's GPUs per task of divided lists (from the exchange)."""
+    return _allocate(opts, [host] * len(node), node,
+                     None if per_task is None or per_task >= NO_LIMIT else per_task)
