@@ -243,12 +243,10 @@ def check_own_placement(runs: Runs, rank: int, nodename: Optional[str],
     """
     if nodename is None:
         return
+    mine = host_of_rank(runs, rank)[0] if 0 <= rank < sum(n for _, n in runs) else None
     on_node: List[int] = []
-    mine = None
     start = 0
     for host, n in runs:
-        if start <= rank < start + n:
-            mine = host
         if same_host(host, nodename):
             on_node.extend(range(start, start + n))
         start += n

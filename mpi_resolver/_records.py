@@ -17,7 +17,7 @@ from ._slurm_step import SlurmStep, slurm_describes_ranks
 RECORD_BYTES = 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RankRecord:
     """What one rank reports about itself in the exchange."""
 

@@ -66,15 +66,20 @@ def test_show_on_a_cpu_only_node_needs_no_gpus_per_node(monkeypatch, capsys):
     assert any("running on CPU" in n for n in json.loads(out)["notes"])
 
 
+def a_record(**fields):
+    """A record of rank 0 of 1 on n1, with ``fields``."""
+    return RankRecord(rank=0, size=1, host="n1", launcher=None, **fields)
+
+
 @pytest.mark.parametrize("record, text", [
-    pytest.param(RankRecord(0, 1, "n1", None, visible=("0", "1")), "0,1", id="its list"),
-    pytest.param(RankRecord(0, 1, "n1", None, visible=()), "''", id="an empty list"),
-    pytest.param(RankRecord(0, 1, "n1", None, gpus_on_node=4), "4 (SLURM_GPUS_ON_NODE)",
+    pytest.param(a_record(visible=("0", "1")), "0,1", id="its list"),
+    pytest.param(a_record(visible=()), "''", id="an empty list"),
+    pytest.param(a_record(gpus_on_node=4), "4 (SLURM_GPUS_ON_NODE)",
                  id="Slurm's count"),
-    pytest.param(RankRecord(0, 1, "n1", None, probed=2), "2 (nvidia-smi)", id="nvidia-smi"),
-    pytest.param(RankRecord(0, 1, "n1", None, probed=0, cpu_only=True), "none (CPU-only)",
+    pytest.param(a_record(probed=2), "2 (nvidia-smi)", id="nvidia-smi"),
+    pytest.param(a_record(probed=0, cpu_only=True), "none (CPU-only)",
                  id="CPU-only"),
-    pytest.param(RankRecord(0, 1, "n1", None), "-", id="nothing: '-'"),
+    pytest.param(a_record(), "-", id="nothing: '-'"),
 ])
 def test_check_table_says_what_each_rank_saw_of_its_gpus(record, text):
     assert cli._gpu_text(record) == text
@@ -104,7 +109,7 @@ def test_port_base_refuses_anything_else_naming_the_option(monkeypatch, capsys, 
 
 def test_check_json_reports_record_fields_only():
     """A record's serialised form, cached on it by the exchange, is not a field of the report."""
-    record = RankRecord(0, 1, "n1", None, visible=("0",))
+    record = a_record(visible=("0",))
     assert record.wire == record.wire  # made and cached
     report = json.loads(cli._report_check(None, [record], None, True, None))
     assert set(report["records"][0]) == {f.name for f in __import__("dataclasses").fields(record)}

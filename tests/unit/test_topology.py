@@ -6,7 +6,7 @@ from mpi_resolver._records import RankRecord
 
 
 def test_wire_is_the_json_record_made_once():
-    record = RankRecord(3, 4, "node2", "1", visible=("0", "1"), probed=2)
+    record = RankRecord(rank=3, size=4, host="node2", launcher="1", visible=("0", "1"), probed=2)
     first = record.wire
     assert first == record.to_json().encode()
     assert record.wire is first  # cached: each rank serialises its record once
