@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 
 from mpi_resolver._errors import MismatchError, ResolutionError
-from mpi_resolver._layout import (build_layout_runs, check_own_placement, expand_runs, runs_of,
-                                 slurm_placement, tf_runs)
+from mpi_resolver._layout import (
+    build_layout_runs,
+    check_own_placement,
+    expand_runs,
+    runs_of,
+    slurm_placement,
+    tf_runs,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -183,3 +189,12 @@ def test_check_own_placement_raises_mismatch(placement, rank, nodename, gtids, v
     with pytest.raises(MismatchError, match=variable) as excinfo:
         check_own_placement(runs_of(placement), rank, nodename, gtids, "THE FIX.")
     assert str(excinfo.value).endswith("THE FIX.")
+
+
+def test_layout_takes_given_ports_and_refuses_one_port_twice_on_a_host() -> None:
+    runs = [("a", 2), ("b", 1)]
+    layout = build_layout_runs(runs, jobs={"worker": 3}, port_base=0, ports=[20001, 20007, 20001])
+    assert layout.cluster == {"worker": ["a:20001", "a:20007", "b:20001"]}
+    assert [layout.port_of(r) for r in range(3)] == [20001, 20007, 20001]
+    with pytest.raises(ResolutionError, match="ranks 0 and 1 on a were both given port 20001"):
+        build_layout_runs(runs, jobs={"worker": 3}, port_base=0, ports=[20001, 20001, 20002])

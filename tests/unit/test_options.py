@@ -162,3 +162,13 @@ def test_parse_jobs_refuses_malformed_lists(text, fragment):
 def test_parse_jobs_refuses_a_superscript_count():
     with pytest.raises(FormatError, match="--jobs"):
         parse_jobs("ps=²")
+
+
+@pytest.mark.parametrize("value, ok", [
+    ("auto", True), (8888, True), ("AUTO", False), ("8888", False), (0, False), (65536, False)])
+def test_options_take_a_port_or_auto(value, ok) -> None:
+    if ok:
+        assert make_options(port_base=value).port_base == value
+    else:
+        with pytest.raises(ResolutionError, match=r"port_base=.*1\.\.65535\) or 'auto'"):
+            make_options(port_base=value)

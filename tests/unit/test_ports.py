@@ -3,15 +3,12 @@ derived from the Slurm step without MPI, picked free per host and exchanged with
 
 from __future__ import annotations
 
-import socket
 from typing import Dict, List
 
 import pytest
 
 from mpi_resolver import _ports as P
-from mpi_resolver._port_sockets import SocketPorts
 from mpi_resolver._errors import ResolutionError
-from mpi_resolver._layout import build_layout_runs
 from mpi_resolver._options import make_options
 from mpi_resolver._resolution import resolve_job
 from tests.unit.jobs import FakePorts, PerRank, run_world, srun_env
@@ -137,75 +134,9 @@ def test_claim_keeps_the_port_where_this_process_s_own_server_listens(ours) -> N
         P.claim(FakePorts({"h": {first, second}}).on("h"), first, "s", "h", 2)
 
 
-def test_layout_takes_given_ports_and_refuses_one_port_twice_on_a_host() -> None:
-    runs = [("a", 2), ("b", 1)]
-    layout = build_layout_runs(runs, jobs={"worker": 3}, port_base=0, ports=[20001, 20007, 20001])
-    assert layout.cluster == {"worker": ["a:20001", "a:20007", "b:20001"]}
-    assert [layout.port_of(r) for r in range(3)] == [20001, 20007, 20001]
-    with pytest.raises(ResolutionError, match="ranks 0 and 1 on a were both given port 20001"):
-        build_layout_runs(runs, jobs={"worker": 3}, port_base=0, ports=[20001, 20001, 20002])
-
-
-@pytest.mark.parametrize("value, ok", [
-    ("auto", True), (8888, True), ("AUTO", False), ("8888", False), (0, False), (65536, False)])
-def test_options_take_a_port_or_auto(value, ok) -> None:
-    if ok:
-        assert make_options(port_base=value).port_base == value
-    else:
-        with pytest.raises(ResolutionError, match=r"port_base=.*1\.\.65535\) or 'auto'"):
-            make_options(port_base=value)
-
-
 # --------------------------------------------------------------------------------------------
 # The edge: SocketPorts listens for real (on loopback here)
 # --------------------------------------------------------------------------------------------
-
-def _listener() -> socket.socket:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(1)
-    return s
-
-
-def test_socket_ports_see_a_listener_and_hold_a_free_port() -> None:
-    ports = SocketPorts("127.0.0.1")
-    other = _listener()
-    try:
-        assert ports.hold(other.getsockname()[1]) is None
-    finally:
-        other.close()
-    probe = _listener()
-    free = probe.getsockname()[1]
-    probe.close()
-    release = ports.hold(free)
-    assert release is not None
-    assert ports.hold(free) is None  # held: a second rank of the host cannot take it
-    release()
-    again = ports.hold(free)
-    assert again is not None
-    again()
-
-
-@pytest.mark.parametrize("port, why", [
-    pytest.param(80, r"cannot listen on port 80 \(ports below 1024 need root\): Permission "
-                     "denied", id="a low port"),
-    pytest.param(1024, r"cannot listen on port 1024: Permission denied", id="1024: no hint"),
-])
-def test_socket_ports_name_a_port_this_process_may_not_listen_on(monkeypatch, port,
-                                                                   why) -> None:
-    def denied(self, address):
-        raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(socket.socket, "bind", denied)
-    with pytest.raises(ResolutionError, match=why + "; TensorFlow's server could not either"):
-        SocketPorts().hold(port)
-
-
-def test_socket_ports_report_a_socket_they_cannot_open(monkeypatch) -> None:
-    def no_files(*args, **kwargs):
-        raise OSError(24, "Too many open files")
-    monkeypatch.setattr(socket, "socket", no_files)
-    with pytest.raises(ResolutionError, match="port 20000: Too many open files"):
-        SocketPorts().hold(20000)
 
 
 # --------------------------------------------------------------------------------------------
@@ -351,41 +282,6 @@ def test_auto_on_some_ranks_and_a_number_on_others_fails_every_rank(bases) -> No
                     port_base=PerRank(*bases))
     assert all(isinstance(r, ResolutionError) and "pass the same port_base on every rank"
                in str(r) for r in out), out
-
-
-LISTEN_CHILD = ("import socket, sys, time\n"
-                "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
-                "print(s.getsockname()[1], flush=True); time.sleep(60)\n")
-
-
-def test_socket_ports_tell_this_process_s_own_listener_from_another_s() -> None:
-    import subprocess
-    import sys
-    ports = SocketPorts("127.0.0.1")
-    own = _listener()
-    child = subprocess.Popen([sys.executable, "-c", LISTEN_CHILD], stdout=subprocess.PIPE,
-                             text=True)
-    try:
-        theirs = int(child.stdout.readline())
-        assert ports.ours(own.getsockname()[1]) is True
-        assert ports.ours(theirs) is False
-        free = _listener()
-        port = free.getsockname()[1]
-        free.close()
-        assert ports.ours(port) is False
-        # A resolution in a process whose own server (an earlier resolver's) holds its port
-        # goes on; another process's listener on it stops it.
-        env = {**step_envs(["node1"])[0], "SLURM_STEP_NUM_TASKS": "1"}
-        opts = make_options(source="slurm", gpus_per_node=0, port_base=own.getsockname()[1])
-        res = resolve_job(opts, env, ports=ports)
-        assert res.cluster() == {"worker": [f"node1:{own.getsockname()[1]}"]}
-        opts = make_options(source="slurm", gpus_per_node=0, port_base=theirs)
-        with pytest.raises(ResolutionError, match=f"port {theirs} on node1 .* is in use"):
-            resolve_job(opts, env, ports=ports)
-    finally:
-        own.close()
-        child.kill()  # the process this test started, by its PID
-        child.wait()
 
 
 def test_the_readme_quotes_the_message_of_a_port_in_use() -> None:

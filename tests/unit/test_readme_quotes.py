@@ -14,7 +14,7 @@ from mpi_resolver._errors import ResolutionError
 from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
 from mpi_resolver._plan import plan
-from tests.unit.test_launchers import IMPI, MPICH_TEXT, OMPI4, SRUN_NONE, SRUN_PMI2, SRUN_PMIX
+from tests.unit.envs import IMPI, MPICH_TEXT, OMPI4, SRUN_NONE, SRUN_PMI2, SRUN_PMIX
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

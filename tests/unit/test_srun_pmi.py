@@ -11,9 +11,13 @@ from mpi_resolver._launchers import detect_launch
 from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
 from mpi_resolver._plan import plan
-from mpi_resolver._srun_pmi import (check_intel_placement, even_blocks,
-                                   intel_groups_cross_nodes, mpich_default_netmod,
-                                   pmi1_warnings)
+from mpi_resolver._srun_pmi import (
+    check_intel_placement,
+    even_blocks,
+    intel_groups_cross_nodes,
+    mpich_default_netmod,
+    pmi1_warnings,
+)
 
 MPICH = MpiLibrary(
     "MPICH Version:      5.0.2\nMPICH Release date: Fri Sep 25 20:45:26 UTC 2026\n"

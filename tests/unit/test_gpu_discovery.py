@@ -8,54 +8,15 @@ import stat
 
 import pytest
 
-from mpi_resolver._errors import FormatError, ResolutionError
+from mpi_resolver._errors import ResolutionError
 from mpi_resolver._gpu_discovery import count_nvidia_smi, probe_gpus
-from mpi_resolver._gpu_lists import parse_visible_devices
 
 pytestmark = pytest.mark.unit
-
-UUID_A = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"
-UUID_B = "GPU-2c6ad7e4-3a4b-4c16-9e8f-1f2d3c4b5a69"
-MIG_A = "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0"
-MIG_B = "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"
 
 
 # --------------------------------------------------------------------------------------------
 # parse_visible_devices
 # --------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("value, expected", [
-    pytest.param(None, None, id="unset says nothing"),
-    pytest.param("", (), id="empty means no GPUs, not one"),
-    pytest.param("   ", (), id="only spaces means no GPUs"),
-    pytest.param("NoDevFiles", (), id="Slurm's NoDevFiles means no GPUs"),
-    pytest.param("0", ("0",), id="one index"),
-    pytest.param("0,1", ("0", "1"), id="two indices"),
-    pytest.param(" 2, 3 ", ("2", "3"), id="spaces around entries are dropped"),
-    pytest.param("3,1", ("3", "1"), id="the order is kept, not sorted"),
-    pytest.param(f"{UUID_A},{UUID_B}", (UUID_A, UUID_B), id="GPU UUIDs are kept as written"),
-    pytest.param(f"{MIG_A},{MIG_B}", (MIG_A, MIG_B), id="MIG UUIDs are kept as written"),
-    pytest.param("-1", (), id="a negative index hides every GPU"),
-    pytest.param("0,-1,2", ("0",), id="a negative index ends the list"),
-    pytest.param("0,1,-1", ("0", "1"), id="a trailing negative index is dropped"),
-])
-def test_parse_visible_devices(value, expected):
-    assert parse_visible_devices(value) == expected
-
-
-@pytest.mark.parametrize("value, fragment", [
-    pytest.param("abc", "entry 'abc'", id="a word is refused"),
-    pytest.param("0,0", "lists '0' twice", id="an index twice is refused"),
-    pytest.param(f"{UUID_A},{UUID_A}", "twice", id="a UUID twice is refused"),
-    pytest.param("0,,1", "entry ''", id="an empty entry is refused"),
-    pytest.param("1.5", "entry '1.5'", id="a fraction is refused"),
-    pytest.param("GPU-", "entry 'GPU-'", id="a UUID prefix without a UUID is refused"),
-    pytest.param("²", "entry '²'", id="a superscript digit is refused"),
-])
-def test_parse_visible_devices_refuses_malformed_values(value, fragment):
-    with pytest.raises(FormatError, match="CUDA_VISIBLE_DEVICES") as excinfo:
-        parse_visible_devices(value)
-    assert fragment in str(excinfo.value)
 
 
 # --------------------------------------------------------------------------------------------

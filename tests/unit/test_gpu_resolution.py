@@ -8,9 +8,6 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from mpi_resolver._gpu_allocation import (allocate_nodes, allocate_own, allocate_uniform,
-                                          describe)
-from mpi_resolver._gpu_lists import SlurmGpus, conflicts, is_bound, task_gpus
 from mpi_resolver._errors import MismatchError, ResolutionError
 from mpi_resolver._options import make_options
 from mpi_resolver._resolution import resolve_job
@@ -259,96 +256,6 @@ def test_check_refuses_lists_no_slurm_binding_gives(cvd, gpu_vars, agree):
 # The pure pieces
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("env, expected", [
-    pytest.param({}, SlurmGpus(), id="no GPU variables"),
-    pytest.param({"SLURMD_TRES_BIND": "gpu:per_task:2"}, SlurmGpus(bind="per_task:2"),
-                 id="per_task"),
-    pytest.param({"SLURMD_TRES_BIND": "gpu:verbose,map_gpu:3,1"},
-                 SlurmGpus(bind="map_gpu:3,1"), id="verbose is dropped, commas kept"),
-    pytest.param({"SLURMD_TRES_BIND": "gpu:single:2"}, SlurmGpus(bind="single:2",
-                                                                 tasks_per_gpu=2),
-                 id="single:K gives K tasks per GPU"),
-    pytest.param({"SLURMD_TRES_BIND": "gpu:single:1", "SLURM_NTASKS_PER_TRES": "3"},
-                 SlurmGpus(bind="single:1", tasks_per_gpu=3),
-                 id="SLURM_NTASKS_PER_TRES wins over single:K"),
-    pytest.param({"SLURMD_TRES_BIND": "nic:closest"}, SlurmGpus(), id="another TRES only"),
-    pytest.param({"SLURM_GPUS_ON_NODE": "4", "SLURM_GPUS_PER_TASK": "2"},
-                 SlurmGpus(on_node=4, per_task=2), id="counts"),
-    pytest.param({"SLURM_GPUS_ON_NODE": "four", "SLURM_NTASKS_PER_TRES": "-1"}, SlurmGpus(),
-                 id="malformed counts are unset"),
-])
-def test_slurm_gpus_read(env, expected):
-    assert SlurmGpus.read(env) == expected
-
-
-@pytest.mark.parametrize("visible, slurm, bound", [
-    pytest.param(None, SlurmGpus(bind="per_task:1"), False, id="nothing visible is not bound"),
-    pytest.param(("0",), SlurmGpus(bind="per_task:1"), True, id="a binding is bound"),
-    pytest.param(("0",), SlurmGpus(bind="none"), False, id="gpu-bind=none is not bound"),
-    pytest.param(("0",), SlurmGpus(on_node=2), True, id="fewer than the node's: bound"),
-    pytest.param(("0", "1"), SlurmGpus(on_node=2), False, id="as many as the node's: not"),
-    pytest.param(("0", "1"), SlurmGpus(), False, id="no Slurm variables: not bound"),
-])
-def test_is_bound(visible, slurm, bound):
-    assert is_bound(visible, slurm) is bound
-
-
-@pytest.mark.parametrize("visible, slurm, probed, gpus_per_node, expected", [
-    pytest.param(None, SlurmGpus(), None, None, None, id="nothing known gives None"),
-    pytest.param(None, SlurmGpus(), 2, None, ("0", "1"), id="nvidia-smi's count from 0"),
-    pytest.param(None, SlurmGpus(), 0, None, (), id="nvidia-smi's 0 gives no GPUs"),
-    pytest.param(("2", "3"), SlurmGpus(), 8, None, ("2", "3"),
-                 id="CUDA_VISIBLE_DEVICES wins over nvidia-smi"),
-    pytest.param((), SlurmGpus(), 4, None, (), id="an empty CUDA_VISIBLE_DEVICES wins"),
-    pytest.param(None, SlurmGpus(on_node=3), 8, None, ("0", "1", "2"),
-                 id="SLURM_GPUS_ON_NODE wins over nvidia-smi"),
-    pytest.param(("2", "3", "5"), SlurmGpus(), None, 2, ("2", "3"),
-                 id="gpus_per_node takes that many from CUDA_VISIBLE_DEVICES"),
-    pytest.param(("2",), SlurmGpus(), None, 2, ("0", "1"),
-                 id="gpus_per_node above what CUDA_VISIBLE_DEVICES lists numbers from 0"),
-    pytest.param(None, SlurmGpus(), 8, 2, ("0", "1"), id="gpus_per_node wins over nvidia-smi"),
-    pytest.param(("2", "3"), SlurmGpus(), 8, 0, (), id="gpus_per_node 0 means no GPUs"),
-    pytest.param(("3",), SlurmGpus(bind="single:1"), None, 4, ("3",),
-                 id="gpus_per_node does not widen a bound task's list"),
-])
-def test_task_gpus(visible, slurm, probed, gpus_per_node, expected):
-    assert task_gpus(visible, slurm, probed, gpus_per_node) == expected
-
-
-def test_allocate_nodes_shares_one_object_for_nodes_alike():
-    lists = {f"n{i}": [("0", "1")] * 2 for i in range(1000)}
-    gpus = allocate_nodes(lists, None)
-    assert len({id(node) for node in gpus.nodes.values()}) == 1
-    assert gpus.at("n999", 1) == (("1",), "divided")
-
-
-def test_allocate_uniform_and_own_and_describe():
-    uniform = allocate_uniform(("0", "1", "2", "3"), {"a": 2, "b": 1}, None)
-    assert uniform.per_task == 2
-    assert [uniform.at("a", 1), uniform.at("b", 0)] == [(("2", "3"), "divided"),
-                                                        (("0", "1"), "divided")]
-    own = allocate_own(("5",), "a", 1, 2, SlurmGpus(bind="single:1"), None)
-    assert [own.at("a", 0), own.at("a", 1), own.at("b", 0)] == [
-        (None, "unknown"), (("5",), "own"), (None, "unknown")]
-    assert describe(["own", "unknown"], "single:1") == (
-        "each task keeps the GPUs Slurm bound to it; other tasks' GPUs unknown without MPI "
-        "(each keeps what Slurm bound to it) (Slurm: SLURMD_TRES_BIND=gpu:single:1)")
-    assert describe(["divided"], None) == "each node's GPUs divided among its tasks in rank order"
-
-
-def test_conflicts_names_the_first_overlapping_pair_per_rank():
-    lists = {"n1": [(0, ("0", "1"), False), (1, ("1", "2"), False), (2, ("1", "2"), False),
-                    (3, ("2", "3"), False)]}
-    assert conflicts(lists) == [(1, 0, "n1", ("1", "2"), ("0", "1")),
-                                (3, 1, "n1", ("2", "3"), ("1", "2"))]
-
-
-def test_shared_note_names_every_shared_list_of_the_node():
-    envs = job(["0", "0", "1", "1"], SLURMD_TRES_BIND="gpu:single:2", SLURM_NTASKS_PER_TRES="2")
-    notes = [n for n in run_job(envs, ONE_NODE, rank=3).notes if "shared" in n]
-    assert notes == ["GPUs are shared: 4 tasks on node1 use GPU(s) 0 / 1, 2 tasks per GPU as "
-                     "Slurm bound them (--ntasks-per-gpu / --gpu-bind=single:2)."]
-
 
 def test_without_mpi_notes_speak_of_this_rank_s_node_only():
     """source='slurm': node2's lone rank sees 0,1 and cannot know node1's GPUs: no note that
@@ -359,3 +266,10 @@ def test_without_mpi_notes_speak_of_this_rank_s_node_only():
     alone = resolve_job(opts, envs[3], probe=_no_probe)
     assert alone.visible_devices == "0,1"
     assert [n for n in alone.notes if "shared" in n] == []
+
+
+def test_shared_note_names_every_shared_list_of_the_node():
+    envs = job(["0", "0", "1", "1"], SLURMD_TRES_BIND="gpu:single:2", SLURM_NTASKS_PER_TRES="2")
+    notes = [n for n in run_job(envs, ONE_NODE, rank=3).notes if "shared" in n]
+    assert notes == ["GPUs are shared: 4 tasks on node1 use GPU(s) 0 / 1, 2 tasks per GPU as "
+                     "Slurm bound them (--ntasks-per-gpu / --gpu-bind=single:2)."]

@@ -1,4 +1,4 @@
-"""topology: a rank's record, as the exchange sends it."""
+"""_records: a rank's record, as the exchange sends it."""
 
 from __future__ import annotations
 

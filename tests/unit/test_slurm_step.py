@@ -1,0 +1,221 @@
+"""_slurm_step: Slurm's step variables read and checked, from plain dicts that stand in for
+os.environ."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mpi_resolver._errors import FormatError, ResolutionError
+from mpi_resolver._launchers import detect_launch
+from mpi_resolver._slurm_step import SlurmStep, batch_step_view, slurm_describes_ranks
+from tests.unit.envs import (
+    HYDRA,
+    MVAPICH,
+    OPEN_MPI,
+    SALLOC_DAEMON,
+    SLURM_TASK,
+    SRUN_NONE,
+    SRUN_PMI2,
+    SRUN_PMIX,
+)
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("env, expected", [
+    pytest.param(SRUN_PMIX, True, id="a task of srun --mpi=pmix: Slurm describes the ranks"),
+    pytest.param(SRUN_PMI2, True, id="a task of srun --mpi=pmi2: Slurm describes the ranks"),
+    pytest.param(SRUN_NONE, True, id="a task of a plain srun step: Slurm describes the ranks"),
+    pytest.param({**SALLOC_DAEMON, **OPEN_MPI}, False,
+                 id="Open MPI's mpirun inside an allocation: Slurm describes the daemons"),
+    pytest.param({**SALLOC_DAEMON, **HYDRA}, False,
+                 id="Hydra inside an allocation: Slurm describes the daemons"),
+    pytest.param({**SALLOC_DAEMON, **MVAPICH}, False,
+                 id="MVAPICH's mpirun_rsh inside an allocation: Slurm describes the daemons"),
+    pytest.param(OPEN_MPI, False, id="Open MPI outside Slurm: no step at all"),
+    pytest.param(HYDRA, False, id="Hydra outside Slurm: no step at all"),
+    pytest.param({}, False, id="a plain process outside Slurm"),
+    pytest.param({"SLURM_JOB_ID": "42", "SLURM_NODELIST": "n1"}, False,
+                 id="a batch script (job variables but no SLURM_PROCID)"),
+])
+def test_slurm_describes_ranks(env, expected):
+    assert slurm_describes_ranks(env, detect_launch(env)) is expected
+
+
+@pytest.mark.parametrize("accessor, expected", [
+    pytest.param("procid", 2, id="procid reads SLURM_PROCID"),
+    pytest.param("num_tasks", 4, id="num_tasks reads SLURM_STEP_NUM_TASKS"),
+    pytest.param("hostlist", ["n1", "n2"], id="hostlist expands SLURM_STEP_NODELIST"),
+    pytest.param("tasks_per_node", [3, 1], id="tasks_per_node expands SLURM_STEP_TASKS_PER_NODE"),
+    pytest.param("nodename", "n1", id="nodename reads SLURMD_NODENAME"),
+    pytest.param("distribution", "block", id="distribution is block when unset"),
+    pytest.param("gtids", (0, 1, 2), id="gtids reads SLURM_GTIDS"),
+])
+def test_slurm_step_accessors_read_a_task_environment(accessor, expected):
+    assert getattr(SlurmStep(SLURM_TASK), accessor)() == expected
+
+
+@pytest.mark.parametrize("env, present", [
+    pytest.param(SLURM_TASK, True, id="a step task is present"),
+    pytest.param({"SLURM_PROCID": ""}, True, id="SLURM_PROCID set but empty is still present"),
+    pytest.param({"SLURM_JOB_ID": "1"}, False, id="job variables alone are not a step"),
+    pytest.param({}, False, id="an empty environment is not a step"),
+])
+def test_slurm_step_present(env, present):
+    assert SlurmStep.present(env) is present
+
+
+@pytest.mark.parametrize("value, expected", [
+    pytest.param("block", "block", id="block stays block"),
+    pytest.param("cyclic", "cyclic", id="cyclic stays cyclic"),
+    pytest.param("cyclic:block", "cyclic", id="cyclic:block is cyclic across nodes"),
+    pytest.param("block:cyclic", "block", id="block:cyclic is block across nodes"),
+    pytest.param("plane=4", "plane", id="plane=4 is plane"),
+    pytest.param("arbitrary", "arbitrary", id="arbitrary stays arbitrary"),
+    pytest.param("Cyclic", "cyclic", id="upper case is folded"),
+    pytest.param("", "block", id="an empty value is block"),
+    pytest.param(None, "block", id="unset is block"),
+])
+def test_slurm_step_distribution_is_the_node_level_part(value, expected):
+    env = dict(SLURM_TASK)
+    env.pop("SLURM_DISTRIBUTION", None)
+    if value is not None:
+        env["SLURM_DISTRIBUTION"] = value
+    assert SlurmStep(env).distribution() == expected
+
+
+@pytest.mark.parametrize("value, expected", [
+    pytest.param(None, None, id="gtids unset is None"),
+    pytest.param("", None, id="gtids empty is None"),
+    pytest.param("0,2,3", (0, 2, 3), id="gtids of a cyclic step on its first node"),
+    pytest.param("7", (7,), id="gtids of one rank"),
+])
+def test_slurm_step_gtids(value, expected):
+    env = {k: v for k, v in SLURM_TASK.items() if k != "SLURM_GTIDS"}
+    if value is not None:
+        env["SLURM_GTIDS"] = value
+    assert SlurmStep(env).gtids() == expected
+
+
+@pytest.mark.parametrize("value", [
+    pytest.param(None, id="nodename unset is None"),
+    pytest.param("", id="nodename empty is None"),
+])
+def test_slurm_step_nodename_missing(value):
+    env = {k: v for k, v in SLURM_TASK.items() if k != "SLURMD_NODENAME"}
+    if value is not None:
+        env["SLURMD_NODENAME"] = value
+    assert SlurmStep(env).nodename() is None
+
+
+_MISSING = object()
+
+
+@pytest.mark.parametrize("variable, value, accessor, error", [
+    pytest.param("SLURM_PROCID", _MISSING, "procid", ResolutionError,
+                 id="procid without SLURM_PROCID"),
+    pytest.param("SLURM_PROCID", "", "procid", FormatError, id="procid with SLURM_PROCID empty"),
+    pytest.param("SLURM_PROCID", "abc", "procid", FormatError,
+                 id="procid with SLURM_PROCID='abc'"),
+    pytest.param("SLURM_PROCID", "-1", "procid", FormatError,
+                 id="procid with SLURM_PROCID negative"),
+    pytest.param("SLURM_PROCID", "1.0", "procid", FormatError,
+                 id="procid with SLURM_PROCID a fraction"),
+    pytest.param("SLURM_PROCID", "３", "procid", FormatError,
+                 id="procid with SLURM_PROCID a full-width digit"),
+    pytest.param("SLURM_STEP_NUM_TASKS", _MISSING, "num_tasks", ResolutionError,
+                 id="num_tasks without SLURM_STEP_NUM_TASKS"),
+    pytest.param("SLURM_STEP_NUM_TASKS", "0", "num_tasks", FormatError,
+                 id="num_tasks with SLURM_STEP_NUM_TASKS='0'"),
+    pytest.param("SLURM_STEP_NUM_TASKS", "four", "num_tasks", FormatError,
+                 id="num_tasks with SLURM_STEP_NUM_TASKS not a number"),
+    pytest.param("SLURM_STEP_NODELIST", _MISSING, "hostlist", ResolutionError,
+                 id="hostlist without SLURM_STEP_NODELIST"),
+    pytest.param("SLURM_STEP_NODELIST", "", "hostlist", FormatError,
+                 id="hostlist with SLURM_STEP_NODELIST empty"),
+    pytest.param("SLURM_STEP_NODELIST", "n[3-1]", "hostlist", FormatError,
+                 id="hostlist with SLURM_STEP_NODELIST reversed"),
+    pytest.param("SLURM_STEP_NODELIST", "n[1-2", "hostlist", FormatError,
+                 id="hostlist with SLURM_STEP_NODELIST unbalanced"),
+    pytest.param("SLURM_STEP_TASKS_PER_NODE", _MISSING, "tasks_per_node", ResolutionError,
+                 id="tasks_per_node without SLURM_STEP_TASKS_PER_NODE"),
+    pytest.param("SLURM_STEP_TASKS_PER_NODE", "", "tasks_per_node", FormatError,
+                 id="tasks_per_node with SLURM_STEP_TASKS_PER_NODE empty"),
+    pytest.param("SLURM_STEP_TASKS_PER_NODE", "0,1", "tasks_per_node", FormatError,
+                 id="tasks_per_node with a node of 0 tasks"),
+    pytest.param("SLURM_STEP_TASKS_PER_NODE", "0(x2)", "tasks_per_node", FormatError,
+                 id="tasks_per_node with repeated nodes of 0 tasks"),
+    pytest.param("SLURM_STEP_TASKS_PER_NODE", "3(x0)", "tasks_per_node", FormatError,
+                 id="tasks_per_node with a repeat of 0"),
+    pytest.param("SLURM_GTIDS", "0,a", "gtids", FormatError, id="gtids with a letter"),
+    pytest.param("SLURM_GTIDS", "0,,1", "gtids", FormatError, id="gtids with an empty element"),
+    pytest.param("SLURM_GTIDS", "0,-1", "gtids", FormatError, id="gtids with a negative rank"),
+])
+def test_slurm_step_errors_name_the_variable(variable, value, accessor, error):
+    env = dict(SLURM_TASK)
+    if value is _MISSING:
+        del env[variable]
+    else:
+        env[variable] = value
+    with pytest.raises(ResolutionError, match=re.escape(variable)) as excinfo:
+        getattr(SlurmStep(env), accessor)()
+    assert excinfo.type is error
+
+
+def test_a_missing_step_variable_says_how_to_start_a_step():
+    with pytest.raises(ResolutionError, match="srun") as excinfo:
+        SlurmStep({}).procid()
+    assert "SLURM_PROCID is not set" in str(excinfo.value)
+
+
+def test_a_malformed_nodelist_error_keeps_the_cause():
+    with pytest.raises(FormatError) as excinfo:
+        SlurmStep({"SLURM_STEP_NODELIST": "n[3-1]"}).hostlist()
+    assert isinstance(excinfo.value.__cause__, FormatError)
+
+
+def test_a_huge_procid_is_a_format_error():
+    with pytest.raises(FormatError, match="SLURM_PROCID"):
+        SlurmStep({"SLURM_PROCID": "1" * 5000}).procid()
+
+
+def test_digest_is_eight_hex_digits():
+    assert re.fullmatch(r"[0-9a-f]{8}", SlurmStep(SLURM_TASK).digest())
+
+
+def test_digest_is_equal_on_every_rank_of_one_step():
+    assert SlurmStep(SLURM_TASK).digest() == SlurmStep(_rank_on_n2()).digest()
+
+
+def test_digest_ignores_unrelated_variables():
+    assert SlurmStep(SLURM_TASK).digest() == SlurmStep({**SLURM_TASK, "HOME": "/x"}).digest()
+
+
+@pytest.mark.parametrize("variable, value", [
+    pytest.param("SLURM_STEP_NODELIST", "n[1,3]", id="another node list gives another digest"),
+    pytest.param("SLURM_STEP_TASKS_PER_NODE", "2(x2)",
+                 id="other tasks per node give another digest"),
+    pytest.param("SLURM_STEP_NUM_TASKS", "5", id="another task count gives another digest"),
+    pytest.param("SLURM_JOB_ID", "43", id="another job gives another digest"),
+    pytest.param("SLURM_STEP_ID", "1", id="another step gives another digest"),
+    pytest.param("SLURM_DISTRIBUTION", "cyclic", id="another distribution gives another digest"),
+])
+def test_digest_differs_when_a_job_wide_variable_differs(variable, value):
+    assert SlurmStep(SLURM_TASK).digest() != SlurmStep({**SLURM_TASK, variable: value}).digest()
+
+
+@pytest.mark.parametrize("env", [
+    pytest.param(SLURM_TASK, id="a task of srun"),
+    pytest.param(SALLOC_DAEMON, id="mpirun's daemons inside salloc (a step of their own)"),
+    pytest.param({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}, id="salloc's shell: no PROCID"),
+])
+def test_batch_step_view_leaves_other_processes_alone(env):
+    assert batch_step_view(env) == (env, None)
+
+
+def _rank_on_n2():
+    """What rank 3 of the same step sees on n2."""
+    return {**SLURM_TASK, "SLURM_PROCID": "3", "SLURM_LOCALID": "0", "SLURMD_NODENAME": "n2",
+            "SLURM_GTIDS": "3"}
