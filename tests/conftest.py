@@ -8,6 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (derandomize: a seed from each test's
+# own name), and replay none saved by an earlier run: a run of this suite never fails on an
+# example that the run before it did not also see. To explore further, run with
+# HYPOTHESIS_PROFILE=explore (random examples, as many more as the test's max_examples).
+settings.register_profile("suite", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
