@@ -319,7 +319,7 @@ def table(results: Dict[str, Any]) -> str:
             rows.append(f"| CLI path (no TF object), 10000 x 4 | {r['cli_path_ms']:.2f} ms | - |"
                         f" - | < 20 ms | {'yes' if r['cli_path_ms'] < 20 else 'NO'} |")
     # source='mpi': Idup, the verdict, the host table and its names, the GPU reduction
-    # (protocol.py); the count must not grow with the job (benchmarks/exchange.py up to 64).
+    # (_exchange.py); the count must not grow with the job (benchmarks/exchange.py up to 64).
     for r in results["mpi"]:
         rows.append(f"| mpirun -n {r['ranks']}: constructor to ClusterSpec | "
                     f"{r['mpi_resolver_ms']:.1f} ms, {r['collectives']} collectives | "

@@ -11,7 +11,7 @@
    - Slurm only (source='slurm', no MPI): the baseline;
    - verified, before: every rank's 1 KiB record gathered and compared (the first release's
      exchange; today the path taken only where something disagrees, and by the command line);
-   - verified, after: the protocol's fast path (protocol.py);
+   - verified, after: the protocol's fast path (_exchange.py);
    - source='mpi' (no Slurm), after: every rank's host through the 12-byte host table;
    - verified with port_base='auto': the fast path plus a real free port held on this machine.
 2. Real runs: mpirun -n N (oversubscribed, 4 ranks per emulated host) of the same resolve()

@@ -120,7 +120,7 @@ def test_mpirun_inside_allocation_uses_mpi_and_says_so(caplog):
 
 
 def test_few_collectives_on_a_duplicate_and_nvidia_smi_once_per_node(tmp_path_factory):
-    """source='mpi' on one node: the exchange's fixed steps (protocol.py), all on its own
+    """source='mpi' on one node: the exchange's fixed steps (_exchange.py), all on its own
     duplicate of the communicator; the ranks of the node swap records point to point."""
     from tests.conftest import write_fake_nvidia_smi
 

@@ -88,6 +88,10 @@ ENV_CASES = [
      env_with(SLURMD_NODENAME="n1", SLURM_GTIDS="0,2"), MismatchError, "SLURM_GTIDS"),
     ("plane distribution cannot be placed from variables",
      env_with(SLURM_DISTRIBUTION="plane=2"), MismatchError, "SLURM_DISTRIBUTION"),
+    # was a list of 999,999,999 GPU names built, and the rank stuck for minutes
+    ("SLURM_GPUS_ON_NODE more than a node has",
+     env_with(CUDA_VISIBLE_DEVICES=DROP, SLURM_GPUS_ON_NODE="999999999"), FormatError,
+     "SLURM_GPUS_ON_NODE='999999999': more GPUs than a node can have"),
 ]
 
 

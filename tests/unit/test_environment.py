@@ -22,3 +22,22 @@ def test_every_variable_the_package_reads_is_in_VARIABLES():
     names = set(re.findall(r'"((?:SLURMD?|OMPI|PMIX?|MPIR?|I_MPI|CUDA)_[A-Z_]+)"', source))
     names.discard("SLURM_VARS")  # the name of a table, not a variable
     assert names and names <= set(VARIABLES), sorted(names - set(VARIABLES))
+
+
+def test_snapshot_holds_the_variables_read_and_nothing_else():
+    from mpi_resolver._environment import VARIABLES, snapshot
+
+    environ = {"SLURM_PROCID": "3", "PMIX_RANK": "3", "CUDA_VISIBLE_DEVICES": "",
+               "HOME": "/root", "SLURM_CONF": "/etc/slurm/slurm.conf", "I_MPI_PMI_LIBRARY": "x"}
+    assert snapshot(environ) == {"SLURM_PROCID": "3", "PMIX_RANK": "3",
+                                 "CUDA_VISIBLE_DEVICES": "", "I_MPI_PMI_LIBRARY": "x"}
+    assert len(VARIABLES) == len(set(VARIABLES))  # each once
+    assert "SLURM_LOCALID" in VARIABLES and "MPI_LOCALRANKID" in VARIABLES  # from the launchers
+
+
+def test_snapshot_reads_this_process_s_environment_by_default(monkeypatch):
+    from mpi_resolver._environment import snapshot
+
+    monkeypatch.setenv("SLURM_PROCID", "5")
+    monkeypatch.delenv("PMIX_RANK", raising=False)
+    assert snapshot()["SLURM_PROCID"] == "5" and "PMIX_RANK" not in snapshot()

@@ -172,3 +172,11 @@ def test_options_take_a_port_or_auto(value, ok) -> None:
     else:
         with pytest.raises(ResolutionError, match=r"port_base=.*1\.\.65535\) or 'auto'"):
             make_options(port_base=value)
+
+
+@pytest.mark.parametrize("name", ["gpus_per_node", "gpus_per_task"])
+def test_gpu_counts_on_both_sides_of_the_limit(name):
+    """A node has at most 4096 GPUs: a larger count is a typo that would build a huge list."""
+    assert getattr(make_options(**{name: 4096}), name) == 4096
+    with pytest.raises(ResolutionError, match=f"{name}=4097: more GPUs than a node can have"):
+        make_options(**{name: 4097})
