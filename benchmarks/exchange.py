@@ -43,7 +43,7 @@ from mpi_resolver._exchange import host_hash  # noqa: E402
 from mpi_resolver._gpu_resolution import for_record  # noqa: E402
 from mpi_resolver._launchers import detect_launch  # noqa: E402
 from mpi_resolver._options import make_options  # noqa: E402
-from mpi_resolver._plan import plan  # noqa: E402
+from mpi_resolver._plan import make_plan  # noqa: E402
 from mpi_resolver._records import local_record  # noqa: E402
 from mpi_resolver._resolution import resolve_job  # noqa: E402
 
@@ -121,13 +121,13 @@ def simulate(n: int, mode: str) -> Dict[str, Any]:
     if mode == "mpi":
         env = {"OMPI_COMM_WORLD_RANK": str(RANK), "OMPI_COMM_WORLD_LOCAL_RANK": str(RANK % 4),
                "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
-    the_plan = plan(opts, env)
+    plan = make_plan(opts, env)
     host_of = (lambda r: f"nid{r // PER_NODE:06d}")  # noqa: E731
     records: Dict[int, bytes] = {}
 
     def record(r: int) -> bytes:
         if r not in records:
-            records[r] = _record_of(n, r, opts, the_plan.uses, host_of(r))
+            records[r] = _record_of(n, r, opts, plan.uses, host_of(r))
         return records[r]
 
     prepared: Dict[str, Any] = {}

@@ -69,20 +69,20 @@ def host_hash(host: str) -> bytes:
     return hashlib.blake2b(host.encode("utf-8", "surrogateescape"), digest_size=8).digest()
 
 
-def _first_report(mine: RankRecord, size: int, slurm_runs: Optional[Runs],
-                  aim: Optional[int]) -> FirstReport:
+def _first_report(record: RankRecord, size: int, slurm_runs: Optional[Runs],
+                  aimed_base: Optional[int]) -> FirstReport:
     """Returns what this rank puts into step 1."""
-    step = int(mine.step, 16) if mine.step else -1
+    step = int(record.step, 16) if record.step else -1
     host_of: Optional[Callable[[int], str]] = None
     if slurm_runs is not None and sum(n for _, n in slurm_runs) == size:
         runs = slurm_runs
         host_of = lambda r: host_of_rank(runs, r)[0]  # noqa: E731
-    ok = not (mine.plan or "").endswith("+check") or not own_differences(mine, size, host_of)
-    placed = host_of is not None and same_host(host_of(mine.rank), mine.host)
-    return FirstReport(plan=plan_code(mine.plan), step=step, own_checks_ok=ok,
-                       no_error=mine.error is None, placed=placed,
-                       picked_port=mine.port is not None,
-                       aimed_base=-1 if aim is None else aim)
+    ok = not (record.plan or "").endswith("+check") or not own_differences(record, size, host_of)
+    placed = host_of is not None and same_host(host_of(record.rank), record.host)
+    return FirstReport(plan=plan_code(record.plan), step=step, own_checks_ok=ok,
+                       no_error=record.error is None, placed=placed,
+                       picked_port=record.port is not None,
+                       aimed_base=-1 if aimed_base is None else aimed_base)
 
 
 def _record_ports(records: Sequence[RankRecord]) -> Optional[List[int]]:
@@ -109,17 +109,17 @@ def _host_table(transport: Transport, host: str) -> List[str]:
     return [by_hash[k] for k in keys]
 
 
-def _all_records(transport: Transport, mine: RankRecord) -> MpiFacts:
+def _all_records(transport: Transport, record: RankRecord) -> MpiFacts:
     """Returns the facts from one gather of every rank's record (step 5)."""
     records = [RankRecord.from_json(p.decode()) for p in
-               transport.allgather(mine.wire, RECORD_BYTES)]
+               transport.allgather(record.wire, RECORD_BYTES)]
     return MpiFacts(rank=transport.rank, size=transport.size, records=records,
                     hosts=[r.host for r in records],
-                    node=[r for r in records if r.host == mine.host], per_task=None,
+                    node=[r for r in records if r.host == record.host], per_task=None,
                     ports=_record_ports(records))
 
 
-def _node_records(transport: Transport, mine: RankRecord, slurm_runs: Optional[Runs],
+def _node_records(transport: Transport, record: RankRecord, slurm_runs: Optional[Runs],
                   first: FirstAgreement) -> Tuple[List[RankRecord], Optional[List[str]]]:
     """Returns (the records of this rank's node, every rank's host where step 2 gathered
     them): steps 2 and 3."""
@@ -128,49 +128,50 @@ def _node_records(transport: Transport, mine: RankRecord, slurm_runs: Optional[R
     if first.slurm_placement_holds and slurm_runs is not None:
         peers = ranks_on(slurm_runs, host_of_rank(slurm_runs, rank)[0])
     else:
-        hosts = _host_table(transport, mine.host)
+        hosts = _host_table(transport, record.host)
         peers = [r for r, h in enumerate(hosts) if h == hosts[rank]]
-    sent = transport.exchange([r for r in peers if r != rank], mine.wire)
-    node = sorted([mine] + [RankRecord.from_json(p.decode()) for p in sent.values()],
-                  key=lambda r: r.rank)
-    return node, hosts
+    sent = transport.exchange([r for r in peers if r != rank], record.wire)
+    node_records = sorted([record] + [RankRecord.from_json(p.decode()) for p in sent.values()],
+                          key=lambda r: r.rank)
+    return node_records, hosts
 
 
-def gather_facts(transport: Transport, mine: RankRecord, *, slurm_runs: Optional[Runs],
+def gather_facts(transport: Transport, record: RankRecord, *, slurm_runs: Optional[Runs],
                  node_summary: Callable[[List[RankRecord]], Tuple[int, bool]],
-                 details: bool = False, aim: Optional[int] = None) -> MpiFacts:
+                 details: bool = False, aimed_base: Optional[int] = None) -> MpiFacts:
     """Returns what every rank's records say, through the steps of the module docstring.
 
     ``slurm_runs``: where Slurm's variables put every rank, where they say (the plan verifies
     them); ``node_summary(node records)`` returns (the GPUs per task that node's
     ranks could each take, or gpu_allocation.NO_LIMIT; whether the node has a problem that
     every rank must see in the full table: conflicting GPU lists, or GPUs that cannot be
-    allocated). ``aim``: the base this rank aimed its picked port (``mine.port``) at, plus its
-    local index.
+    allocated). ``aimed_base``: the base this rank aimed its picked port (``record.port``)
+    at, plus its local index.
     """
     rank, size = transport.rank, transport.size
     if details:
-        return _all_records(transport, mine)
+        return _all_records(transport, record)
     first = FirstAgreement.from_agreed(transport.allreduce_min(
-        _first_report(mine, size, slurm_runs, aim).to_vector()))
+        _first_report(record, size, slurm_runs, aimed_base).to_vector()))
     if not first.all_well:
-        return _all_records(transport, mine)
-    node, hosts = _node_records(transport, mine, slurm_runs, first)
-    per_task, conflict = node_summary(node)
-    aimed = mine.port is None or (first.base is not None and
-                                  mine.port == first.base + [r.rank for r in node].index(rank))
+        return _all_records(transport, record)
+    node_records, hosts = _node_records(transport, record, slurm_runs, first)
+    per_task, conflict = node_summary(node_records)
+    index = [r.rank for r in node_records].index(rank)
+    got_aimed = record.port is None or (first.base is not None and
+                                        record.port == first.base + index)
     second = SecondAgreement.from_agreed(transport.allreduce_min(SecondReport(
         per_task=per_task, node_ok=not conflict,
-        own_name=hosts is None or hosts[rank] == mine.host,  # a hash shared by two names?
-        aimed=aimed).to_vector()))
+        own_name=hosts is None or hosts[rank] == record.host,  # a hash shared by two names?
+        aimed=got_aimed).to_vector()))
     if not (second.nodes_ok and second.names_own):
-        return _all_records(transport, mine)
-    facts = MpiFacts(rank=rank, size=size, records=None, hosts=hosts, node=node,
+        return _all_records(transport, record)
+    facts = MpiFacts(rank=rank, size=size, records=None, hosts=hosts, node=node_records,
                      per_task=second.per_task)
-    if mine.port is None:  # fixed port_base: the layout counts up from it
+    if record.port is None:  # fixed port_base: the layout counts up from it
         return facts
     if second.all_aimed:   # every rank got its aimed port: base + index on its node
         return replace(facts, port_base=first.base)
     ports = [int.from_bytes(p, "little") for p in
-             transport.allgather(mine.port.to_bytes(2, "little"), 2)]
+             transport.allgather(record.port.to_bytes(2, "little"), 2)]
     return replace(facts, ports=ports)

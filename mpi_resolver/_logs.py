@@ -7,13 +7,13 @@ from typing import Iterable, Set
 
 
 logger = logging.getLogger("mpi_resolver")
-_said: Set[str] = set()
+_logged: Set[str] = set()
 
 
 def log_once(message: str, level: int = logging.WARNING) -> None:
     """Logs ``message`` unless this process logged it before."""
-    if message not in _said:
-        _said.add(message)
+    if message not in _logged:
+        _logged.add(message)
         logger.log(level, "mpi_resolver: %s", message)
 
 

@@ -116,7 +116,7 @@ def _before_mpi(task: _Task) -> List[str]:
     return ([intel] if intel else []) + pmi1_warnings(task.launch, task.library, task.env)
 
 
-def plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
+def make_plan(opts: Options, env: Mapping[str, str], *, have_comm: bool = False,
          mpi_running: bool = False,
          library: Callable[[], Optional[MpiLibrary]] = lambda: None) -> Plan:
     """Returns the sources to use. ``library()`` reads which MPI mpi4py loads, without

@@ -23,7 +23,7 @@ from ._host_names import HostIndex
 from ._layout import Layout, Runs, build_layout_runs, mpi_runs, runs_of
 from ._mpi_library import MpiLibrary
 from ._options import Options
-from ._plan import Plan, plan
+from ._plan import Plan, make_plan
 from ._port_sockets import SocketPorts
 from ._ports import Ports, Release, check_own_port, pick_port, slurm_port_base
 from ._records import RankRecord, local_record
@@ -95,20 +95,20 @@ def resolve_job(opts: Options, env: Dict[str, str], *,
     Raises:
       ResolutionError, FormatError, MismatchError: see plan and resolve.
     """
-    the_plan = plan(opts, env, have_comm=have_comm, mpi_running=mpi_running, library=library)
-    warn(the_plan.warnings)
-    return resolve(opts, the_plan=the_plan, transport=transport, probe=probe,
+    plan = make_plan(opts, env, have_comm=have_comm, mpi_running=mpi_running, library=library)
+    warn(plan.warnings)
+    return resolve(opts, plan=plan, transport=transport, probe=probe,
                    hostname=hostname, details=details, ports=ports)
 
 
-def resolve(opts: Options, *, the_plan: Plan,
+def resolve(opts: Options, *, plan: Plan,
             transport: Optional[Callable[[], Transport]] = None, probe: Probe = probe_gpus,
             hostname: Callable[[], str] = socket.gethostname,
             details: bool = False, ports: Optional[Ports] = None) -> Resolution:
-    """Returns this rank's Resolution from the variables of ``the_plan``: Slurm's variables
+    """Returns this rank's Resolution from the variables of ``plan``: Slurm's variables
     and the MPI exchange -> cross-check -> placement -> layout -> GPUs.
 
-    ``transport()`` starts MPI and is called once, where ``the_plan`` uses MPI (see
+    ``transport()`` starts MPI and is called once, where ``plan`` uses MPI (see
     _exchange.py); ``details`` gathers every rank's record even where all agree (the command
     line's reports). ``probe()`` counts this node's GPUs where nothing else says. ``ports``
     tries this host's ports (SocketPorts): this rank's own port must be free (_ports.py).
@@ -118,38 +118,38 @@ def resolve(opts: Options, *, the_plan: Plan,
         every rank of an exchange raises alike.
     """
     ports = ports or SocketPorts()
-    if not the_plan.use_mpi:
-        return _from_slurm(opts, the_plan, probe, ports)
+    if not plan.use_mpi:
+        return _from_slurm(opts, plan, probe, ports)
     if transport is None:
         raise ResolutionError("internal: MPI is needed but no transport was given.")
-    return _with_mpi(opts, the_plan, transport, probe, hostname, details, ports)
+    return _with_mpi(opts, plan, transport, probe, hostname, details, ports)
 
 
-def _notes(the_plan: Plan, *more: Optional[str]) -> List[str]:
-    return list(the_plan.notes + the_plan.warnings) + [n for n in more if n]
+def _notes(plan: Plan, *more: Optional[str]) -> List[str]:
+    return list(plan.notes + plan.warnings) + [n for n in more if n]
 
 
-def _from_slurm(opts: Options, the_plan: Plan, probe: Probe, ports: Ports) -> Resolution:
+def _from_slurm(opts: Options, plan: Plan, probe: Probe, ports: Ports) -> Resolution:
     """Returns the Resolution from this task's Slurm variables alone (no MPI)."""
-    env = the_plan.env
+    env = plan.env
     step = SlurmStep(env)
     view = read_slurm(opts, step)
-    runs = slurm_truth(view, step, the_plan.launch.name)
+    runs = slurm_truth(view, step, plan.launch.name)
     layout = _layout(opts, runs, slurm_port_base(opts, env, runs))
-    check_own_port(opts, env, layout, view.rank, ports, the_plan.launch)
+    check_own_port(opts, env, layout, view.rank, ports, plan.launch)
     gpus = gpus_from_slurm(opts, env, layout, view.rank, probe)
     return Resolution(rank=view.rank, layout=layout, gpus=gpus, source="slurm",
-                      notes=_notes(the_plan, why_not_tf(runs, view.tf_assumed, step))
+                      notes=_notes(plan, why_not_tf(runs, view.tf_assumed, step))
                       + list(gpus.notes))
 
 
-def _with_mpi(opts: Options, the_plan: Plan, transport: Callable[[], Transport],
+def _with_mpi(opts: Options, plan: Plan, transport: Callable[[], Transport],
               probe: Probe, hostname: Callable[[], str], details: bool,
               ports: Ports) -> Resolution:
     """Returns the Resolution the MPI exchange gives, checked against Slurm's variables
     where the plan reads them."""
-    step = SlurmStep(the_plan.env) if SlurmStep.present(the_plan.env) else None
-    facts, view = _exchange(opts, the_plan, step, transport, probe, hostname, details, ports)
+    step = SlurmStep(plan.env) if SlurmStep.present(plan.env) else None
+    facts, view = _exchange(opts, plan, step, transport, probe, hostname, details, ports)
     note = None
     if view is not None and step is not None:  # the plan reads Slurm (a failed read raised)
         rank, runs = view.rank, _runs_named_by_slurm(view, facts)
@@ -163,8 +163,8 @@ def _with_mpi(opts: Options, the_plan: Plan, transport: Callable[[], Transport],
     else:
         gpus = gpus_from_node(opts, layout.host_of(rank)[0], facts.node, facts.per_task)
     return Resolution(rank=rank, layout=layout, gpus=gpus,
-                      source="slurm" if the_plan.use_slurm else "mpi", records=facts.records,
-                      verified=the_plan.verify, notes=_notes(the_plan, note) + list(gpus.notes))
+                      source="slurm" if plan.use_slurm else "mpi", records=facts.records,
+                      verified=plan.verify, notes=_notes(plan, note) + list(gpus.notes))
 
 
 def _runs_named_by_slurm(view: SlurmView, facts: MpiFacts) -> Runs:
@@ -195,7 +195,7 @@ def _mpi_layout(opts: Options, runs: Runs, facts: MpiFacts) -> Layout:
     return _layout(opts, runs, opts.port_base)
 
 
-def _exchange(opts: Options, the_plan: Plan, step: Optional[SlurmStep],
+def _exchange(opts: Options, plan: Plan, step: Optional[SlurmStep],
               transport: Callable[[], Transport], probe: Probe, hostname: Callable[[], str],
               details: bool, ports: Ports) -> Tuple[MpiFacts, Optional[SlurmView]]:
     """Returns what the MPI exchange says, and Slurm's view where the plan reads it; raises
@@ -203,15 +203,15 @@ def _exchange(opts: Options, the_plan: Plan, step: Optional[SlurmStep],
     ranks' plans) disagree. Under port_base='auto' each rank listens on the port it picked
     until the exchange is over, so that the ranks of a node pick different ones."""
     view, error = None, None
-    if the_plan.use_slurm:
+    if plan.use_slurm:
         try:
-            view = read_slurm(opts, step or SlurmStep(the_plan.env))
+            view = read_slurm(opts, step or SlurmStep(plan.env))
         except ResolutionError as e:  # every rank must learn it: carried in the record
             error = f"{type(e).__name__}: {e}"
     t = transport()
     release: Optional[Release] = None
     try:
-        facts, release = _gather(opts, the_plan, view, error, t, probe, hostname(), details,
+        facts, release = _gather(opts, plan, view, error, t, probe, hostname(), details,
                                  ports)
     finally:
         if release is not None:
@@ -219,37 +219,37 @@ def _exchange(opts: Options, the_plan: Plan, step: Optional[SlurmStep],
         close = getattr(t, "close", None)
         if close is not None:
             close()
-    _raise_what_ranks_met(facts, the_plan, step)
+    _raise_what_ranks_met(facts, plan, step)
     return facts, view
 
 
-def _gather(opts: Options, the_plan: Plan, view: Optional[SlurmView], error: Optional[str],
+def _gather(opts: Options, plan: Plan, view: Optional[SlurmView], error: Optional[str],
             t: Transport, probe: Probe, host: str, details: bool, ports: Ports
             ) -> Tuple[MpiFacts, Optional[Release]]:
     """Returns (the facts of the exchange, what releases this rank's picked port): this
     rank's port picked and its record made, then gather_facts."""
-    port = release = aim = None
+    port = release = aimed_base = None
     if error is None:
         try:
-            port, release, aim = pick_port(opts, the_plan.env,
-                                           max(view.counts) if view is not None else None,
-                                           the_plan.launch, host, t.rank, ports)
+            port, release, aimed_base = pick_port(
+                opts, plan.env, max(view.counts) if view is not None else None, plan.launch,
+                host, t.rank, ports)
         except ResolutionError as e:
             error = str(e)
-    discover = for_record(opts, the_plan.env, probe, the_plan.launch.local_rank in (0, None))
-    mine = local_record(the_plan.env, the_plan.launch, t.rank, t.size, host, discover,
-                        plan=the_plan.uses, error=error, port=port)
-    facts = gather_facts(t, mine, slurm_runs=view.runs if view else None,
-                         node_summary=lambda node: node_summary(opts, node),
-                         details=details, aim=aim)
+    discover = for_record(opts, plan.env, probe, plan.launch.local_rank in (0, None))
+    record = local_record(plan.env, plan.launch, t.rank, t.size, host, discover,
+                          plan=plan.uses, error=error, port=port)
+    facts = gather_facts(t, record, slurm_runs=view.runs if view else None,
+                         node_summary=lambda records: node_summary(opts, records),
+                         details=details, aimed_base=aimed_base)
     return facts, release
 
 
-def _raise_what_ranks_met(facts: MpiFacts, the_plan: Plan, step: Optional[SlurmStep]) -> None:
+def _raise_what_ranks_met(facts: MpiFacts, plan: Plan, step: Optional[SlurmStep]) -> None:
     """Raises, alike on every rank, what the gathered records show: Slurm and MPI (or the
     ranks' plans) disagreeing, a rank's own error, 'auto' ports on some ranks only."""
     records = facts.records
-    if records is not None and (the_plan.verify or any(r.plan != records[0].plan
+    if records is not None and (plan.verify or any(r.plan != records[0].plan
                                                        for r in records)):
         raise_mismatch(records, step)  # the table says more than a rank's own error
     for r in records if records is not None else facts.node:

@@ -164,7 +164,7 @@ import json, os, socket, sys, time
 from mpi4py import MPI
 from mpi_resolver._mpi import MpiTransport
 from mpi_resolver._options import make_options
-from mpi_resolver._plan import plan
+from mpi_resolver._plan import make_plan
 from mpi_resolver._resolution import resolve
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
@@ -174,15 +174,15 @@ if rank == 3:  # this rank alone sees a Slurm step wired by PMIx: it would cross
     env.update(SLURM_PROCID="3", SLURM_STEP_NUM_TASKS="4", PMIX_RANK="3",
                SLURM_STEP_NODELIST=socket.gethostname(), SLURM_STEP_TASKS_PER_NODE="4")
 opts = make_options(timeout=600, gpus_per_node=0)
-the_plan = plan(opts, env)
+plan = make_plan(opts, env)
 start = time.monotonic()
 try:
-    resolve(opts, the_plan=the_plan, transport=lambda: MpiTransport(comm, 600.0))
+    resolve(opts, plan=plan, transport=lambda: MpiTransport(comm, 600.0))
     out = "resolved"
 except Exception as e:
     out = f"{type(e).__name__}: {e}"
 with open(os.path.join(os.environ["OUT_DIR"], f"rank{rank}.json"), "w") as f:  # not stdout:
-    json.dump({"rank": rank, "uses": the_plan.uses, "out": out,   # mpirun may glue lines
+    json.dump({"rank": rank, "uses": plan.uses, "out": out,   # mpirun may glue lines
                "after": time.monotonic() - start}, f)
 """
 

@@ -7,7 +7,7 @@ import pytest
 from mpi_resolver._errors import ResolutionError
 from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
-from mpi_resolver._plan import plan
+from mpi_resolver._plan import make_plan
 from mpi_resolver._resolution import resolve
 from tests.unit.envs import BATCH, BLOCK, IMPI, MPICH_TEXT, OMPI4, SRUN_NONE, SRUN_PMI2, SRUN_PMIX
 from tests.unit.jobs import srun_env
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.unit
 def test_batch_step_of_several_tasks_is_a_clear_error(env):
     for source in ("auto", "slurm"):
         with pytest.raises(ResolutionError) as excinfo:
-            plan(make_options(source=source), env)
+            make_plan(make_options(source=source), env)
         text = str(excinfo.value)
         assert "batch step of Slurm job 7" in text and "SLURM_NTASKS=4" in text
         assert "srun --mpi=pmix python train.py" in text and "--mpi=pmi2" in text
@@ -35,19 +35,19 @@ def test_batch_step_of_one_task_resolves_as_one_task_with_a_note(ntasks):
     if ntasks:
         env["SLURM_NTASKS"] = ntasks
     opts = make_options(gpus_per_node=0)
-    the_plan = plan(opts, env)
-    res = resolve(opts, the_plan=the_plan)
+    plan = make_plan(opts, env)
+    res = resolve(opts, plan=plan)
     assert res.cluster() == {"worker": ["node1:8888"]} and res.task == ("worker", 0)
     assert res.notes == ["the batch step of Slurm job 7 (python without srun): resolved as "
                          "one task on node1; start more with srun."]
 
 
 def test_unwired_slurm_step_advice_names_both_plugins():
-    the_plan = plan(make_options(), SRUN_NONE)
+    plan = make_plan(make_options(), SRUN_NONE)
     assert any("`srun --mpi=pmix` (Open MPI; `srun --mpi=pmi2` for MPICH" in n
-               for n in the_plan.notes)
+               for n in plan.notes)
     with pytest.raises(ResolutionError, match="--mpi=pmi2` for MPICH"):
-        plan(make_options(verify=True), SRUN_NONE)
+        make_plan(make_options(verify=True), SRUN_NONE)
 
 
 @pytest.mark.parametrize("env, library, says", [
@@ -58,7 +58,7 @@ def test_unwired_slurm_step_advice_names_both_plugins():
 ])
 def test_a_plugin_the_mpi_cannot_speak_is_refused_before_mpi_init(env, library, says):
     with pytest.raises(ResolutionError) as excinfo:
-        plan(make_options(), env, library=lambda: library)
+        make_plan(make_options(), env, library=lambda: library)
     text = str(excinfo.value)
     assert says in text and library.name in text and "MPI_Init would abort" in text
     assert text.count("`srun --mpi=") == 1, text
@@ -72,14 +72,14 @@ def test_a_plugin_the_mpi_cannot_speak_is_refused_before_mpi_init(env, library, 
     pytest.param(SRUN_PMI2, MpiLibrary(OMPI4), id="Open MPI 4, components unknown"),
 ])
 def test_fitting_or_unknown_pairings_pass(env, library):
-    assert plan(make_options(), env, library=lambda: library).verify
+    assert make_plan(make_options(), env, library=lambda: library).verify
 
 
 def test_source_slurm_never_looks_at_the_mpi_library():
     def library():
         raise AssertionError("source='slurm' must not load mpi4py's library")
 
-    assert not plan(make_options(source="slurm"), SRUN_PMIX, library=library).use_mpi
+    assert not make_plan(make_options(source="slurm"), SRUN_PMIX, library=library).use_mpi
 
 
 @pytest.mark.parametrize("library, advice", [
@@ -89,17 +89,17 @@ def test_source_slurm_never_looks_at_the_mpi_library():
 ])
 def test_unwired_step_advice_follows_the_mpi_library(library, advice):
     with pytest.raises(ResolutionError) as excinfo:
-        plan(make_options(verify=True), SRUN_NONE, library=lambda: library)
+        make_plan(make_options(verify=True), SRUN_NONE, library=lambda: library)
     assert advice in str(excinfo.value)
 
 
 def test_slurm_step_without_mpi_wiring_skips_the_check_with_a_warning():
     env = srun_env(0, ["node1", "node2"], [3, 1], BLOCK, mpi="none")
     opts = make_options(gpus_per_node=0)
-    the_plan = plan(opts, env)
-    assert not the_plan.use_mpi and not the_plan.verify
-    assert any("--mpi=pmix" in n for n in the_plan.notes)
+    plan = make_plan(opts, env)
+    assert not plan.use_mpi and not plan.verify
+    assert any("--mpi=pmix" in n for n in plan.notes)
     with pytest.raises(ResolutionError, match="--mpi=pmix"):
-        plan(make_options(verify=True), env)
+        make_plan(make_options(verify=True), env)
     with pytest.raises(ResolutionError, match="no MPI wiring|without MPI wiring"):
-        plan(make_options(source="mpi"), env)
+        make_plan(make_options(source="mpi"), env)

@@ -13,7 +13,7 @@ import pytest
 from mpi_resolver._errors import ResolutionError
 from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
-from mpi_resolver._plan import plan
+from mpi_resolver._plan import make_plan
 from tests.unit.envs import IMPI, MPICH_TEXT, OMPI4, SRUN_NONE, SRUN_PMI2, SRUN_PMIX
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -54,7 +54,7 @@ def error_of(call: Callable[[], object]) -> str:
 
 def plan_with(env, text: str, components=frozenset()):
     library = MpiLibrary(text, components)
-    return lambda: plan(make_options(), env, library=lambda: library)
+    return lambda: make_plan(make_options(), env, library=lambda: library)
 
 
 @pytest.mark.parametrize("first_cell, message", [
@@ -73,7 +73,7 @@ def test_wrong_pairing_quotes_are_what_the_code_says(first_cell, message):
 
 
 def test_the_unwired_step_row_says_what_the_note_says():
-    notes = " ".join(plan(make_options(), SRUN_NONE,
+    notes = " ".join(make_plan(make_options(), SRUN_NONE,
                           library=lambda: MpiLibrary(OMPI4)).notes)
     assert "the cross-check of Slurm against MPI is skipped" in notes
     assert "a note that the cross-check was skipped" in row("any")[-1]

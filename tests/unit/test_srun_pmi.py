@@ -10,7 +10,7 @@ from mpi_resolver._errors import ResolutionError
 from mpi_resolver._launchers import detect_launch
 from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
-from mpi_resolver._plan import plan
+from mpi_resolver._plan import make_plan
 from mpi_resolver._srun_pmi import (
     check_intel_placement,
     even_blocks,
@@ -152,19 +152,19 @@ def test_intel_placement_that_the_variables_do_not_tell_is_a_warning():
 
 def test_plan_says_the_warnings_before_mpi_starts_and_keeps_them_in_the_notes():
     env = step("3,1")
-    the_plan = plan(make_options(), env, library=lambda: MPICH)
-    assert len(the_plan.warnings) == 1 and WARNS in the_plan.warnings[0]
-    assert the_plan.notes == ()
+    plan = make_plan(make_options(), env, library=lambda: MPICH)
+    assert len(plan.warnings) == 1 and WARNS in plan.warnings[0]
+    assert plan.notes == ()
 
 
 def test_plan_refuses_intel_on_an_uneven_step_before_mpi_init():
     with pytest.raises(ResolutionError, match="I_MPI_PMI_LIBRARY"):
-        plan(make_options(), step("3,1"), library=lambda: INTEL)
+        make_plan(make_options(), step("3,1"), library=lambda: INTEL)
 
 
 def test_plan_under_source_slurm_never_starts_mpi_so_says_nothing():
-    the_plan = plan(make_options(source="slurm"), step("3,1"), library=lambda: INTEL)
-    assert the_plan.warnings == () and not the_plan.use_mpi
+    plan = make_plan(make_options(source="slurm"), step("3,1"), library=lambda: INTEL)
+    assert plan.warnings == () and not plan.use_mpi
 
 
 def test_open_mpi_is_none_of_this():
