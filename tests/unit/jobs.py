@@ -41,6 +41,9 @@ class ThreadWorld:
         self._cond = threading.Condition()
         self.collectives = [0] * size
         self.messages = [0] * size
+        self.received = [0] * size          # bytes each rank's receive buffers take, as MPI's
+        #: each rank's collectives in order: (kind, bytes its receive buffer took)
+        self.kinds: List[List[tuple]] = [[] for _ in range(size)]
 
     def transport(self, rank: int) -> "_ThreadTransport":
         return _ThreadTransport(self, rank)
@@ -50,23 +53,50 @@ class _ThreadTransport:
     def __init__(self, world: ThreadWorld, rank: int) -> None:
         self.world, self.rank, self.size = world, rank, world.size
 
-    def _all(self, value: Any) -> List[Any]:
+    def _all(self, value: Any, kind: str) -> List[Any]:
         w = self.world
         w._slots[self.rank] = value
         w._barrier.wait()
         out = list(w._slots)
         w._barrier.wait()
         w.collectives[self.rank] += 1
+        w.kinds[self.rank].append((kind, 0))
         return out
 
+    def _took(self, n: int) -> None:
+        """Counts ``n`` bytes received by the last collective."""
+        w = self.world
+        w.received[self.rank] += n
+        kind, _ = w.kinds[self.rank][-1]
+        w.kinds[self.rank][-1] = (kind, n)
+
     def allreduce_min(self, values):
-        return [min(column) for column in zip(*self._all(list(values)), strict=False)]
+        vectors = self._all(list(values), "allreduce")
+        if len({len(v) for v in vectors}) != 1:  # MPI would reduce garbage
+            raise AssertionError(f"reduction of vectors of different lengths: {vectors}")
+        self._took(8 * len(values))
+        return [min(column) for column in zip(*vectors, strict=True)]
 
     def allgather(self, payload, width):
-        return self._all(bytes(payload))
+        """As mpi.MpiTransport: at most ``width`` bytes from each rank, the same width on every
+        rank (MPI would mix up the ranks' slots otherwise)."""
+        if len(payload) > width:
+            raise AssertionError(f"rank {self.rank}: {len(payload)} bytes, more than {width}")
+        got = self._all((width, bytes(payload)), "allgather")
+        if len({w for w, _ in got}) != 1:
+            raise AssertionError(f"allgather with different widths: {[w for w, _ in got]}")
+        self._took((width + 4) * self.size)
+        return [p for _, p in got]
 
     def allgatherv(self, payload, counts):
-        return self._all(bytes(payload))
+        """As MPI: every rank passes the same counts, and sends exactly counts[rank] bytes."""
+        got = self._all((list(counts), bytes(payload)), "allgatherv")
+        if any(c != list(counts) for c, _ in got) or len(got) != len(counts):
+            raise AssertionError("allgatherv with different counts on different ranks")
+        if any(len(p) != counts[r] for r, (_, p) in enumerate(got)):
+            raise AssertionError(f"allgatherv: a rank sent other than its count: {counts}")
+        self._took(sum(counts))
+        return [p for _, p in got]
 
     def exchange(self, peers, payload):
         w = self.world
@@ -78,7 +108,9 @@ class _ThreadTransport:
             if not w._cond.wait_for(lambda: all((p, self.rank) in w._mail for p in peers),
                                     timeout=w.timeout):
                 raise TimeoutError("a peer never sent its record")
-            return {p: w._mail.pop((p, self.rank)) for p in peers}
+            out = {p: w._mail.pop((p, self.rank)) for p in peers}
+            w.received[self.rank] += sum(len(v) for v in out.values())
+            return out
 
 
 class FakePorts:
