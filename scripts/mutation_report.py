@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import pathlib
+import re
 import subprocess
 import sys
 import tokenize
@@ -50,22 +51,44 @@ def _tokens(lines: List[str]) -> List[Tuple[int, str]]:
         return [(-1, text)]
 
 
+_LITERAL = re.compile(r"""[fFrRbBuU]*(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
+
+
+def _literals(lines: List[str]) -> List[Tuple[int, str]]:
+    """The lines as tokens where tokenize cannot read them (a piece of a longer expression):
+    its string literals, and what lies between them."""
+    text = " ".join(line.strip() for line in lines)
+    out: List[Tuple[int, str]] = []
+    at = 0
+    for m in _LITERAL.finditer(text):
+        out += [(tokenize.OP, text[at:m.start()]), (tokenize.STRING, m.group())]
+        at = m.end()
+    return out + [(tokenize.OP, text[at:])]
+
+
 def message_only(old: List[str], new: List[str]) -> bool:
     """True where the mutant changes only strings that hold words (a message's text)."""
     a, b = _tokens(old), _tokens(new)
+    if a and a[0][0] == -1 or b and b[0][0] == -1:
+        a, b = _literals(old), _literals(new)
     if len(a) != len(b) or not a:
         return False
     changed = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
     return bool(changed) and all(
-        x[0] == y[0] == tokenize.STRING and " " in x[1] and " " in y[1]
-        or x[0] == y[0] == tokenize.STRING and x[1] in ('""', "''") and "XX" in y[1]
-        and _in_message(a)
+        x[0] == y[0] == tokenize.STRING and (_text(x[1]) or x[1] in ('""', "''")
+                                            and _in_message(a))
         for x, y in changed)
 
 
+def _text(literal: str) -> bool:
+    """True for a string literal of a message: words (a blank), or the end of a sentence."""
+    body = literal.strip("fFrRbBuU").strip("\"'")
+    return any(c.isspace() for c in body) or body.endswith((".", ")", ":", "!", "?", ";"))
+
+
 def _in_message(tokens: List[Tuple[int, str]]) -> bool:
-    """True where the line builds a message: another string of it holds words."""
-    return any(t == tokenize.STRING and " " in s for t, s in tokens)
+    """True where the line builds a message: another string of it is text."""
+    return any(t == tokenize.STRING and _text(s) for t, s in tokens)
 
 
 def equivalent() -> Dict[str, str]:

@@ -86,3 +86,13 @@ def test_auto_ports_where_one_rank_moved_gather_two_bytes_a_rank():
     assert all(r.cluster() == spec for r in results)
     assert spec["worker"][0] != first[0] and spec["worker"][1:] == first[1:]
     assert kinds(0) == ["allreduce", "allreduce", "allgather"] and taken(0)[-1] == (2 + 4) * 4
+
+
+def test_a_host_name_with_undecodable_bytes_is_reported_not_a_crash():
+    """socket.gethostname() decodes undecodable bytes as lone surrogates: the exchange carries
+    them (surrogateescape) and the host name check names the rank."""
+    hosts = ["n\udcff1", "n\udcff1", "node2", "node2"]
+    results = run_world(mpirun_envs(hosts), hosts, gpus_per_node=0)
+    for r in results:
+        assert type(r).__name__ == "FormatError", r
+        assert "host name of MPI rank 0" in str(r)

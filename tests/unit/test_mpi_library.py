@@ -29,3 +29,9 @@ pytestmark = pytest.mark.unit
 def test_mpi_library_family_and_plugins(library, family, pmix, pmi2):
     assert library.family == family
     assert library.speaks("pmix") is pmix and library.speaks("pmi2") is pmi2
+
+
+def test_open_mpi_text_without_a_version_cannot_tell_pmi2():
+    """An Open MPI whose text has no 'Open MPI v<major>': PMI-2 depends on its components."""
+    assert MpiLibrary("Open MPI (site build)").speaks("pmi2") is None
+    assert MpiLibrary("Open MPI (site build)", frozenset({"s2"})).speaks("pmi2") is True

@@ -295,3 +295,21 @@ def test_the_readme_quotes_the_message_of_a_port_in_use() -> None:
                       re.S)
     assert block, "README.md lost its example of a port in use"
     assert " ".join(block.group(1).split()) == " ".join(message.split())
+
+
+@pytest.mark.parametrize("key, tasks, base", [
+    pytest.param("7.0", 1, 23256, id="job 7 step 0"),
+    pytest.param("7.0", 4, 28146, id="room for 4 tasks moves it"),
+    pytest.param("12.3", 0, 24429, id="no task counts as one"),
+    pytest.param("PMIX_NAMESPACE=77", 64, 28016, id="an mpirun job"),
+])
+def test_auto_base_is_the_same_on_every_machine_and_release(key, tasks, base) -> None:
+    """Every rank derives the base alone (without MPI), so the hash is fixed: blake2b-64 of
+    the key, little-endian, modulo the room left; a change here moves the ports of every job."""
+    assert P.auto_base(key, tasks) == base
+
+
+def test_job_key_prefers_the_slurm_step_unless_told_it_is_an_mpirun() -> None:
+    env = {"SLURM_JOB_ID": "12", "SLURM_STEP_ID": "3", "PMIX_NAMESPACE": "77"}
+    assert P.job_key(env) == "12.3"
+    assert P.job_key(env, mpirun=True) == "PMIX_NAMESPACE=77"

@@ -51,6 +51,7 @@ def step(tasks_per_node: str, nodes: str = "node[1-2]", distribution: str = "",
     pytest.param(7, 3, [3, 2, 2], id="7 on 3"),
     pytest.param(1, 2, [1, 0], id="fewer tasks than nodes"),
     pytest.param(3, 0, [], id="no nodes"),
+    pytest.param(4, 1, [4], id="one node takes them all"),
 ])
 def test_even_blocks(tasks, nodes, blocks):
     assert even_blocks(tasks, nodes) == blocks
@@ -70,6 +71,7 @@ def test_even_blocks(tasks, nodes, blocks):
                  id="cyclic 2+2: fails"),
     pytest.param([("a", 1), ("b", 1)], 2, False, id="one task a node"),
     pytest.param([("a", 4)], 1, False, id="one node"),
+    pytest.param([("a", 3), ("b", 2), ("c", 2)], 3, False, id="7 on 3 (3,2,2): runs"),
 ])
 def test_intel_groups_cross_nodes(runs, nodes, crosses):
     assert intel_groups_cross_nodes(runs, nodes) is crosses
@@ -81,6 +83,8 @@ def test_intel_groups_cross_nodes(runs, nodes, crosses):
     pytest.param(MpiLibrary("MPICH Version: 4.1\nMPICH Device: ch3:nemesis\n"), None,
                  id="ch3: no netmod"),
     pytest.param(MpiLibrary("MPICH Version: 4.1\n"), None, id="no Device line"),
+    pytest.param(MpiLibrary("MPICH Version: 4.1\nMPICH Device: ch4:ofi,ucx\n"), "ofi",
+                 id="netmods listed with a comma"),
 ])
 def test_mpich_default_netmod(library, netmod):
     assert mpich_default_netmod(library) == netmod
@@ -102,6 +106,12 @@ WARNS = "can hang in MPI_Init"
     pytest.param(step("3,1", MPIR_CVAR_PMI_VERSION="2"), MPICH, False,
                  id="PMI-2 asked for: no line limit"),
     pytest.param(step("3,1"), MPICH_SLURM_PMI, False, id="built with Slurm's PMI"),
+    pytest.param(step("3,1"), MpiLibrary(MPICH.version.replace("--with-pm=hydra:gforker",
+                                                               "--with-slurm")),
+                 False, id="built --with-slurm"),
+    pytest.param(step("3,1"), MpiLibrary("MPICH Version:      5.0.2\n"
+                                         "MPICH Device:       ch4:ucx ofi\n"),
+                 True, id="no configure line: its own PMI"),
     pytest.param(step("3,1"), INTEL, False, id="Intel MPI: not this fault"),
     pytest.param(step("3,1"), None, False, id="library unknown"),
     pytest.param({**step("3,1"), "PMIX_RANK": "0"}, MPICH, False, id="not pmi2"),
