@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -32,6 +33,42 @@ def write_fake_nvidia_smi(directory: Path, gpus: int) -> str:
     script.write_text("#!/bin/sh\n" + lines)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return str(directory)
+
+
+class AllPortsFree:
+    """ports.Ports where every port is free: the unit and TensorFlow-parity tests never listen
+    on this machine's ports (another process, a Jupyter server on 8888 or another run of this
+    suite, would make them fail). Tests of the ports pass their own Ports, or use
+    _port_sockets.SocketPorts itself; the real port checks run in tests/cluster, on emulated nodes."""
+
+    def hold(self, port: int):
+        return lambda: None
+
+    def ours(self, port: int) -> bool:
+        return False
+
+
+_NO_REAL_PORTS = (ROOT / "tests" / "unit", ROOT / "tests" / "tf")
+
+
+def own_network(argv):
+    """Returns ``argv`` run in a network namespace of its own with its loopback up (as root,
+    ``unshare --net``): a command that checks ranks' ports for real (the default 8888) then
+    meets no other process's listener (a Jupyter server on 8888, another run of this suite).
+    Only for commands that need no network but loopback (mpirun on this host does)."""
+    if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip"):
+        return ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', *argv]
+    return list(argv)
+
+
+@pytest.fixture(autouse=True)
+def _all_ports_free(request, monkeypatch):
+    """Replaces the resolution's SocketPorts with AllPortsFree in tests/unit and tests/tf."""
+    path = Path(str(request.node.fspath)).resolve()
+    if any(path.is_relative_to(d) for d in _NO_REAL_PORTS):
+        from mpi_resolver import _resolution
+
+        monkeypatch.setattr(_resolution, "SocketPorts", AllPortsFree)
 
 
 @pytest.fixture(autouse=True)

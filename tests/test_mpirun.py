@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import own_network
+
 pytestmark = pytest.mark.mpirun
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,8 +31,9 @@ def mpirun_env():
 
 
 def mpirun(n, args, timeout=300, extra=()):
-    return subprocess.run(["mpirun", "-n", str(n), *extra, *args], capture_output=True,
-                          text=True, timeout=timeout, env=mpirun_env(), cwd=ROOT)
+    return subprocess.run(own_network(["mpirun", "-n", str(n), *extra, *args]),
+                          capture_output=True, text=True, timeout=timeout, env=mpirun_env(),
+                          cwd=ROOT)
 
 
 def test_mpi_parity_and_cross_check_under_mpirun_4():
@@ -48,7 +51,8 @@ def test_mpi_parity_and_cross_check_under_mpirun_4():
 def cli(n, *args, extra_env=None):
     env = mpirun_env()
     env.update(extra_env or {})
-    return subprocess.run(["mpirun", "-n", str(n), sys.executable, "-m", "mpi_resolver", *args],
+    return subprocess.run(own_network(["mpirun", "-n", str(n), sys.executable, "-m",
+                                       "mpi_resolver", *args]),
                           capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
 
 
@@ -91,7 +95,7 @@ def test_cli_error_from_a_slow_rank_0_still_comes_out():
               "if os.environ['OMPI_COMM_WORLD_RANK'] == '0': time.sleep(3)\n"
               "from mpi_resolver._cli import main\n"
               "sys.exit(main(['check', '--gpus-per-node', '0']))\n")
-    proc = subprocess.run(["mpirun", "-n", "3", sys.executable, "-c", script],
+    proc = subprocess.run(own_network(["mpirun", "-n", "3", sys.executable, "-c", script]),
                           capture_output=True, text=True, timeout=120, env=mpirun_env(),
                           cwd=ROOT)
     assert proc.returncode != 0
@@ -126,7 +130,8 @@ def test_rank_that_never_arrives_is_named_within_the_timeout(tmp_path):
               "sys.stdout.write(f'rank {rank} rc {rc} after {time.monotonic() - start:.1f}\\n')\n"
               "sys.stdout.flush()\n"
               "if rank < 2: open(done[rank], 'w').close()\n")
-    proc = subprocess.run(["mpirun", "-n", "3", "-x", "OUT_DIR", sys.executable, "-c", script],
+    proc = subprocess.run(own_network(["mpirun", "-n", "3", "-x", "OUT_DIR", sys.executable,
+                                       "-c", script]),
                           capture_output=True, text=True, timeout=240,
                           env=dict(mpirun_env(), OUT_DIR=str(tmp_path)), cwd=ROOT)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gave-up.0", "gave-up.1"], \
@@ -150,7 +155,7 @@ def test_rank_that_dies_before_the_resolver_ends_the_job_instead_of_hanging():
               "if MPI.COMM_WORLD.rank == 2: os._exit(3)\n"
               "from mpi_resolver._cli import main\n"
               "sys.exit(main(['show', '--timeout', '600', '--gpus-per-node', '0']))\n")
-    proc = subprocess.run(["mpirun", "-n", "3", sys.executable, "-c", script],
+    proc = subprocess.run(own_network(["mpirun", "-n", "3", sys.executable, "-c", script]),
                           capture_output=True, text=True, timeout=120, env=mpirun_env(),
                           cwd=ROOT)
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -192,9 +197,9 @@ def test_ranks_whose_plans_differ_all_fail_at_once_instead_of_waiting(tmp_path):
     resolve from MPI): every rank raises MismatchError naming rank 3's plan, and none goes on
     as if all were well. The exchange's timeout is 600 s, beyond this test's 120 s: that
     every rank reported at all shows that none waited for it."""
-    proc = subprocess.run(["mpirun", "-n", "4", "-x", "OUT_DIR", sys.executable, "-c",
-                           DIVERGENT], capture_output=True, text=True, timeout=120,
-                          env=dict(mpirun_env(), OUT_DIR=str(tmp_path)), cwd=ROOT)
+    proc = subprocess.run(own_network(["mpirun", "-n", "4", "-x", "OUT_DIR", sys.executable,
+                                       "-c", DIVERGENT]), capture_output=True, text=True,
+                          timeout=120, env=dict(mpirun_env(), OUT_DIR=str(tmp_path)), cwd=ROOT)
     lines = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
     assert [line["rank"] for line in lines] == [0, 1, 2, 3], proc.stdout + proc.stderr
     assert [line["uses"] for line in lines] == ["mpi", "mpi", "mpi", "slurm+check"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import own_network
 from tests.test_mpirun import mpirun_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,8 +22,9 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "mpi-resolver"
 @pytest.mark.mpirun
 def test_console_script_show_under_mpirun():
     assert CONSOLE_SCRIPT.exists(), "pip install . provides the mpi-resolver console script"
-    proc = subprocess.run(["mpirun", "-n", "4", str(CONSOLE_SCRIPT), "show", "--json",
-                           "--gpus-per-node", "0"], capture_output=True, text=True,
+    proc = subprocess.run(own_network(["mpirun", "-n", "4", str(CONSOLE_SCRIPT), "show",
+                                       "--json", "--gpus-per-node", "0"]),
+                          capture_output=True, text=True,
                           timeout=120, env=mpirun_env())
     assert proc.returncode == 0, proc.stderr
     assert [r["rank"] for r in json.loads(proc.stdout)["ranks"]] == [0, 1, 2, 3]
@@ -32,7 +34,8 @@ def test_console_script_show_under_mpirun():
 def test_eval_tf_config_export_in_a_shell():
     shell = (f'eval "$({CONSOLE_SCRIPT} tf-config --export --gpus-per-node 0)"; '
              'echo "$TF_CONFIG"')
-    proc = subprocess.run(["mpirun", "-n", "2", "bash", "-c", shell], capture_output=True,
+    proc = subprocess.run(own_network(["mpirun", "-n", "2", "bash", "-c", shell]),
+                          capture_output=True,
                           text=True, timeout=120, env=mpirun_env())
     assert proc.returncode == 0, proc.stderr
     configs = [json.loads(line) for line in proc.stdout.splitlines()]

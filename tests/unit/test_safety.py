@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from mpi_resolver._errors import MissingDependencyError, ResolutionError
-from tests.conftest import write_fake_nvidia_smi
+from tests.conftest import own_network, write_fake_nvidia_smi
 
 pytestmark = pytest.mark.unit
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -88,8 +88,8 @@ def _audited(tmp_path, extra_env):
            "PYTHONDONTWRITEBYTECODE": "1", "TF_CPP_MIN_LOG_LEVEL": "3",
            "SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "n1",
            "SLURM_STEP_TASKS_PER_NODE": "2", **extra_env}
-    proc = subprocess.run([sys.executable, "-c", AUDITED], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(own_network([sys.executable, "-c", AUDITED]), capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
     line = [x for x in proc.stdout.splitlines() if x.startswith("AUDIT ")]
     assert proc.returncode == 0 and line, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads(line[0][len("AUDIT "):])
@@ -126,8 +126,8 @@ def test_the_audit_sees_what_it_guards(tmp_path):
            "PYTHONDONTWRITEBYTECODE": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "SLURM_PROCID": "0",
            "SLURM_STEP_NUM_TASKS": "1", "SLURM_STEP_NODELIST": "n1",
            "SLURM_STEP_TASKS_PER_NODE": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([sys.executable, "-c", bad], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
+    proc = subprocess.run(own_network([sys.executable, "-c", bad]), capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
     audit = json.loads([x for x in proc.stdout.splitlines() if x.startswith("AUDIT ")][0][6:])
     kinds = {e[0] for e in audit["events"]}
     assert {"write", "os.system", "os.putenv"} <= kinds, audit
