@@ -39,7 +39,8 @@ class AllPortsFree:
     """ports.Ports where every port is free: the unit and TensorFlow-parity tests never listen
     on this machine's ports (another process, a Jupyter server on 8888 or another run of this
     suite, would make them fail). Tests of the ports pass their own Ports, or use
-    _port_sockets.SocketPorts itself; the real port checks run in tests/cluster, on emulated nodes."""
+    _port_sockets.SocketPorts itself; the real port checks run in tests/cluster, on emulated
+    nodes."""
 
     def hold(self, port: int):
         return lambda: None

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from mpi_resolver._crosscheck import (Difference, compare, format_table, likely_cause,
+                                      own_differences, raise_mismatch)
 from mpi_resolver._errors import MismatchError, ResolutionError
+from mpi_resolver._records import RankRecord
+from mpi_resolver._slurm_step import SlurmStep
 from tests.unit.envs import BLOCK
 from tests.unit.jobs import run_job, run_world, srun_env
 
@@ -95,3 +99,132 @@ def test_gpu_probe_runs_once_per_node_and_its_failure_reaches_every_rank():
         assert "rank 0 on node1: nvidia-smi" in str(result)
 
 
+
+
+# --------------------------------------------------------------------------------------------
+# The comparison itself, row by row
+# --------------------------------------------------------------------------------------------
+
+def rec(rank: int, host: str = "n1", procid="same", num_tasks="4", nodename=None,
+        launcher="pmix", **more):
+    """A record of MPI rank ``rank`` (Slurm's task id the same unless ``procid`` says)."""
+    return RankRecord(rank=rank, size=4, host=host, launcher=launcher,
+                      procid=str(rank) if procid == "same" else procid, num_tasks=num_tasks,
+                      nodename=nodename, **more)
+
+
+HOSTS = ["n1", "n1", "n1", "n2"]
+
+
+@pytest.mark.parametrize("record, size, host_of, rows", [
+    pytest.param(rec(3, procid=None), 4, None,
+                 [Difference(3, "step", "not a Slurm task", "rank 3")], id="no Slurm task"),
+    pytest.param(rec(0, num_tasks="2"), 4, None,
+                 [Difference(0, "size", "2 tasks", "4 processes")], id="step smaller"),
+    pytest.param(rec(0, num_tasks=None), 1, None,
+                 [Difference(0, "size", "? tasks", "1 process")], id="task count unknown"),
+    pytest.param(rec(0, procid="1"), 4, None,
+                 [Difference(0, "rank", "SLURM_PROCID=1", "rank 0")], id="renumbered"),
+    pytest.param(rec(0, nodename="n1", host="n2"), 4, None,
+                 [Difference(0, "host", "n1", "n2")], id="SLURMD_NODENAME says another host"),
+    pytest.param(rec(3, host="n1"), 4, HOSTS.__getitem__,
+                 [Difference(3, "host", "n2", "n1")], id="Slurm's placement, last task"),
+    pytest.param(rec(0, procid="4", host="nX"), 4, HOSTS.__getitem__,
+                 [Difference(0, "rank", "SLURM_PROCID=4", "rank 0")],
+                 id="a task id outside the step: no placement to look up"),
+    pytest.param(rec(0, procid="x", host="nX"), 4, HOSTS.__getitem__,
+                 [Difference(0, "rank", "SLURM_PROCID=x", "rank 0")],
+                 id="a task id that is no number: no placement to look up"),
+    pytest.param(rec(1), 4, HOSTS.__getitem__, [], id="all agree"),
+])
+def test_own_differences(record, size, host_of, rows):
+    assert own_differences(record, size, host_of) == rows
+
+
+def step_env(**more):
+    return {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "n[1-2]",
+            "SLURM_STEP_TASKS_PER_NODE": "3,1", **more}
+
+
+def test_compare_reads_slurm_s_placement_from_the_step():
+    records = [rec(r, host=h) for r, h in enumerate(["n1", "n2", "n1", "n1"])]
+    assert compare(records, SlurmStep(step_env(SLURM_DISTRIBUTION="cyclic"))) == []
+    assert compare(records, SlurmStep(step_env())) == [Difference(1, "host", "n1", "n2"),
+                                                       Difference(3, "host", "n2", "n1")]
+    assert compare(records, None) == []  # without the step: nothing to place the ranks by
+
+
+def test_compare_ignores_a_placement_of_another_size():
+    records = [rec(r, host="nX", num_tasks="4") for r in range(4)]
+    step = SlurmStep(step_env(SLURM_STEP_TASKS_PER_NODE="2,1"))  # 3 tasks, not 4
+    assert [d.check for d in compare(records, step)] == []
+
+
+def test_compare_names_ranks_whose_plan_or_step_differs_from_rank_0_s():
+    records = [rec(0, plan="slurm+check", step="a"), rec(1, plan="mpi", step="a"),
+               rec(2, plan="slurm+check", step="b"), rec(3, plan="slurm+check", step="a")]
+    assert compare(records, None) == [
+        Difference(1, "plan", "rank 0 resolves from slurm+check", "this rank from mpi"),
+        Difference(2, "step", "step b", "same MPI world as rank 0 (step a)")]
+    alike = [rec(r, plan="mpi", step="a") for r in range(4)]
+    assert compare(alike, None) == []
+    # a rank outside any step is named by its own row ('not a Slurm task'), not a step row
+    one_step = [rec(0, step="a"), rec(1, step=None), rec(2, step="a"), rec(3, step="a")]
+    assert [d.check for d in compare(one_step, None)] == []
+
+
+def test_compare_names_gpu_lists_no_binding_gives():
+    records = [rec(0, visible=("0", "1"), num_tasks="2"),
+               rec(1, visible=("1", "2"), num_tasks="2")]
+    assert compare(records, None) == [Difference(
+        1, "gpus", "no GPU binding (SLURMD_TRES_BIND unset)", "sees 1,2; rank 0 on n1 sees 0,1")]
+
+
+def test_raise_mismatch_says_how_many_differences_the_table_and_the_cause():
+    records = [rec(0, procid="1"), rec(1, procid="0"), rec(2), rec(3, host="n2")]
+    with pytest.raises(MismatchError) as caught:
+        raise_mismatch(records, SlurmStep(step_env()))
+    e = caught.value
+    assert str(e).startswith("Slurm and MPI disagree about this job (2 differences).\nrank  check")
+    assert "\nLikely cause: MPI numbers the ranks differently" in str(e)
+    assert e.rows == (Difference(0, "rank", "SLURM_PROCID=1", "rank 0"),
+                      Difference(1, "rank", "SLURM_PROCID=0", "rank 1"))
+    assert e.records == records
+    with pytest.raises(MismatchError, match=r"\(1 difference\)\."):
+        raise_mismatch([rec(0, procid="1", num_tasks="2"), rec(1, num_tasks="2")], None)
+    raise_mismatch([rec(r, host=HOSTS[r]) for r in range(4)], SlurmStep(step_env()))  # agree
+    with pytest.raises(MismatchError, match="3     host   n2"):  # the step places the ranks
+        raise_mismatch([rec(r) for r in range(4)], SlurmStep(step_env()))
+
+
+@pytest.mark.parametrize("size, slurm_tasks, cause", [
+    pytest.param(1, 2, "MPI sees a world of 1 process", id="world of one, 2 tasks"),
+    pytest.param(1, 1, "Slurm and MPI disagree; see the table.", id="world of one, 1 task"),
+    pytest.param(1, None, "Slurm and MPI disagree; see the table.", id="no task count"),
+])
+def test_world_of_one_needs_more_than_one_slurm_task(size, slurm_tasks, cause):
+    records = [rec(0)][:size]
+    assert likely_cause(records, [], slurm_tasks).startswith(cause)
+
+
+def test_mpirun_in_an_allocation_is_read_from_rank_0_s_record():
+    records = [rec(0, launcher="openmpi"), rec(1, procid=None, launcher="openmpi")]
+    assert "inside a Slurm allocation" in likely_cause(records, [], 2)
+    outside = [rec(0, procid=None, launcher="openmpi"), rec(1, launcher="openmpi")]
+    assert "inside a Slurm allocation" not in likely_cause(outside, [], 2)
+
+
+def test_not_the_step_needs_a_step_row_or_more_slurm_tasks():
+    records = [rec(r) for r in range(2)]
+    assert likely_cause(records, [], None) == "Slurm and MPI disagree; see the table."
+    assert "is not the Slurm step (3 tasks)" in likely_cause(records, [], 3)
+    rows = [Difference(1, "step", "step b", "same MPI world as rank 0 (step a)")]
+    assert "is not the Slurm step (None tasks)" in likely_cause(records, rows, None)
+
+
+@pytest.mark.parametrize("count, cut", [(50, False), (51, True)])
+def test_the_table_shows_50_rows(count, cut):
+    rows = [Difference(r, "rank", f"SLURM_PROCID={r + 1}", f"rank {r}") for r in range(count)]
+    text = format_table(rows)
+    assert text.endswith("... and 1 more rows") is cut
+    assert len(text.splitlines()) == 1 + 50 + cut
