@@ -107,9 +107,10 @@ def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, alone:
         return Share(gpus, "shared", per_task if explicit and per_task is not None else m)
     g = per_task if explicit and per_task is not None else (per_task or m // ranks)
     if ranks * g > m:
+        tasks, need = ("1 task", "needs") if ranks == 1 else (f"{ranks} tasks", "need")
         raise ResolutionError(
-            f"{ranks} tasks x gpus_per_task={g} need {ranks * g} GPUs on {host}, which has {m}"
-            f"; lower gpus_per_task (--gpus-per-task) or run fewer tasks per node.")
+            f"{tasks} x gpus_per_task={g} {need} {ranks * g} GPUs on {host}, which has {m}; "
+            "lower gpus_per_task (--gpus-per-task) or run fewer tasks per node.")
     return Share(gpus, "own" if alone else "divided", g)
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver._gpu_allocation import allocate_nodes, allocate_own, allocate_uniform, describe
+from mpi_resolver._errors import ResolutionError
+from mpi_resolver._gpu_allocation import (NO_LIMIT, GpuAllocation, NodeGpus, Share,
+                                          allocate_nodes, allocate_own, allocate_uniform,
+                                          describe, divided_fit)
 from mpi_resolver._gpu_lists import SlurmGpus
 
 pytestmark = pytest.mark.unit
@@ -31,3 +34,145 @@ def test_allocate_uniform_and_own_and_describe():
     assert describe(["divided"], None) == "each node's GPUs divided among its tasks in rank order"
 
 
+
+
+# --------------------------------------------------------------------------------------------
+# Node by node, from every rank's list (MPI): each rank's GPUs, how, and per_task
+# --------------------------------------------------------------------------------------------
+
+FOUR = ("0", "1", "2", "3")
+
+
+def every_rank(gpus, lists):
+    """[(GPUs, kind)] of every rank of ``lists``, host by host in order."""
+    return [gpus.at(host, i) for host, per_rank in lists.items() for i in range(len(per_rank))]
+
+
+@pytest.mark.parametrize("lists, per_task, expected, job_per_task", [
+    pytest.param({"a": [FOUR] * 2}, None, [(("0", "1"), "divided"), (("2", "3"), "divided")], 2,
+                 id="a node's list divided"),
+    pytest.param({"a": [FOUR] * 2, "b": [("0", "1")] * 2}, None,
+                 [(("0",), "divided"), (("1",), "divided"), (("0",), "divided"),
+                  (("1",), "divided")], 1, id="the smallest share for every node"),
+    pytest.param({"a": [FOUR] * 2}, 1, [(("0",), "divided"), (("1",), "divided")], 1,
+                 id="gpus_per_task given"),
+    pytest.param({"a": [FOUR] * 2}, 0, [((), "none"), ((), "none")], 0,
+                 id="gpus_per_task=0: none"),
+    pytest.param({"a": [()] * 2}, None, [((), "none"), ((), "none")], 0, id="no GPUs"),
+    pytest.param({"a": [("0",)] * 2}, None, [(("0",), "shared"), (("0",), "shared")], 0,
+                 id="one GPU for two: shared, all of it"),
+    pytest.param({"a": [("0", "1", "2")] * 2}, None, [(("0", "1", "2"), "divided")] * 0
+                 + [(("0",), "divided"), (("1",), "divided")], 1,
+                 id="3 GPUs for 2: one each, the third unused"),
+    pytest.param({"a": [("0",), ("1",)]}, None, [(("0",), "own"), (("1",), "own")], 0,
+                 id="lists of their own: each keeps its own"),
+    pytest.param({"a": [("0", "1"), ("2", "3")]}, 1, [(("0",), "own"), (("2",), "own")], 1,
+                 id="own lists, gpus_per_task takes the first"),
+    pytest.param({"a": [("0",), ("0",), ("1",), ("1",)]}, None,
+                 [(("0",), "shared")] * 2 + [(("1",), "shared")] * 2, 0,
+                 id="two tasks per GPU (--ntasks-per-gpu=2)"),
+    pytest.param({"a": [("0", "1")] * 2 + [("2", "3")] * 2}, None,
+                 [(("0",), "divided"), (("1",), "divided"), (("2",), "divided"),
+                  (("3",), "divided")], 0, id="two groups, each divided"),
+])
+def test_allocate_nodes(lists, per_task, expected, job_per_task):
+    gpus = allocate_nodes(lists, per_task)
+    assert every_rank(gpus, lists) == expected
+    assert gpus.per_task == job_per_task
+
+
+def test_a_node_whose_lists_are_shared_gets_one_note_naming_its_lists():
+    lists = {"a": [("0",)] * 2, "b": [("5",)] * 2}
+    assert allocate_nodes(lists, None).notes == (
+        "GPUs are shared: 1 GPU(s) (0) on a for 2 tasks that see them, fewer than one each, so "
+        "each of those tasks uses all of them (TensorFlow's resolver crashes here). Ask Slurm "
+        "for --gpus-per-task=1, or run at most one task per GPU, if sharing is not intended.",)
+    per_gpu = allocate_nodes({"a": [("0",), ("0",), ("1",), ("1",)]}, None, tasks_per_gpu=2)
+    assert per_gpu.notes == ("GPUs are shared: 4 tasks on a use GPU(s) 0 / 1, 2 tasks per GPU as "
+                             "Slurm bound them (--ntasks-per-gpu / --gpu-bind=single:2).",)
+    one_each = allocate_nodes({"a": [("0",), ("0",), ("1",), ("1",)]}, None, tasks_per_gpu=1)
+    assert "fewer than one each" in one_each.notes[0]
+    assert allocate_nodes({"a": [FOUR] * 2}, None).notes == ()
+
+
+@pytest.mark.parametrize("lists, per_task, words", [
+    pytest.param({"n2": [("0",)] * 2}, 2, "gpus_per_task=2, but the 2 tasks on n2 that see GPUs "
+                 "0 share 1; lower gpus_per_task", id="shared list, more asked"),
+    pytest.param({"n2": [("0", "1")] * 2}, 2, "2 tasks x gpus_per_task=2 need 4 GPUs on n2, "
+                 "which has 2", id="divided list, more asked"),
+    pytest.param({"n2": [("0",), ("1",)]}, 2, "1 task x gpus_per_task=2 needs 2 GPUs on n2, "
+                 "which has 1", id="own lists, more asked"),
+])
+def test_allocate_nodes_refuses_more_than_a_list_gives(lists, per_task, words):
+    with pytest.raises(ResolutionError) as caught:
+        allocate_nodes(lists, per_task)
+    assert words in str(caught.value)
+
+
+def test_divided_per_task_comes_from_the_other_nodes_where_lists_hold_one():
+    gpus = allocate_nodes({"a": [FOUR] * 2}, None, divided_per_task=1)
+    assert every_rank(gpus, {"a": [FOUR] * 2}) == [(("0",), "divided"), (("1",), "divided")]
+    assert allocate_nodes({"a": [FOUR] * 2}, None, divided_per_task=NO_LIMIT).per_task == 0
+
+
+@pytest.mark.parametrize("by_list, fit", [
+    pytest.param({FOUR: [0, 1]}, 2, id="4 for 2"),
+    pytest.param({FOUR: [0, 1, 2, 3]}, 1, id="4 for 4"),
+    pytest.param({("0",): [0]}, 1, id="1 for 1"),
+    pytest.param({("0",): [0, 1]}, NO_LIMIT, id="fewer GPUs than ranks: no fit"),
+    pytest.param({(): []}, NO_LIMIT, id="no ranks"),
+    pytest.param({("0",): [0], ("1",): [1]}, NO_LIMIT, id="two lists: not divided"),
+])
+def test_divided_fit(by_list, fit):
+    assert divided_fit(by_list) == fit
+
+
+def test_allocation_lookups_outside_what_is_known_are_unknown():
+    own = allocate_own(("5",), "a", 1, 2, SlurmGpus(bind="single:1"), None)
+    assert own.nodes["a"].at(2) == (None, "unknown") and own.nodes["a"].at(-1) == (None, "unknown")
+    uniform = allocate_uniform(FOUR, {"a": 2}, None)
+    assert uniform.at("b", 0) == (None, "unknown")  # a host of no known task count
+    assert GpuAllocation({}, 0).at("a", 0) == (None, "unknown")
+    by_count_only = GpuAllocation({}, 0, by_count={2: NodeGpus((Share(FOUR, "divided", 2),))})
+    assert by_count_only.at("a", 0) == (None, "unknown")  # no task counts to look it up by
+
+
+@pytest.mark.parametrize("tasks, per_task, host, expected, notes", [
+    pytest.param({"a": 2, "b": 1}, None, "a", {("a", 1): (("2", "3"), "divided"),
+                                                ("b", 0): (("0", "1"), "divided")}, 0,
+                 id="the smallest share where nodes run different counts"),
+    pytest.param({"a": 8}, None, "a", {("a", 0): (FOUR, "shared")}, 1,
+                 id="more tasks than GPUs: shared, with a note on this host"),
+    pytest.param({"a": 8}, None, "b", {("a", 0): (FOUR, "shared")}, 0,
+                 id="a note only for this rank's own host"),
+    pytest.param({"a": 2}, 1, "a", {("a", 1): (("1",), "divided")}, 0, id="gpus_per_task"),
+])
+def test_allocate_uniform(tasks, per_task, host, expected, notes):
+    gpus = allocate_uniform(FOUR, tasks, per_task, host)
+    assert {key: gpus.at(*key) for key in expected} == expected
+    assert len(gpus.notes) == notes
+    if notes:
+        assert gpus.notes[0].startswith(f"GPUs are shared: 4 GPU(s) (0,1,2,3) on {host} for 8")
+
+
+@pytest.mark.parametrize("gpus, slurm, per_task, mine, kind, job_per_task, notes", [
+    pytest.param(("2", "3"), SlurmGpus(bind="per_task:2"), None, ("2", "3"), "own", 2, 0,
+                 id="its own list"),
+    pytest.param(("2", "3"), SlurmGpus(bind="per_task:2"), 1, ("2",), "own", 1, 0,
+                 id="gpus_per_task takes the first"),
+    pytest.param((), SlurmGpus(bind="per_task:1"), None, (), "none", 0, 0, id="no GPU"),
+    pytest.param(("2",), SlurmGpus(bind="per_task:1"), 0, (), "none", 0, 0,
+                 id="gpus_per_task=0"),
+    pytest.param(("1",), SlurmGpus(bind="single:2", tasks_per_gpu=2), None, ("1",), "shared",
+                 1, 1, id="--ntasks-per-gpu=2: shared, with a note"),
+    pytest.param(("1",), SlurmGpus(bind="single:1", tasks_per_gpu=1), None, ("1",), "own",
+                 1, 0, id="one task per GPU: its own"),
+])
+def test_allocate_own(gpus, slurm, per_task, mine, kind, job_per_task, notes):
+    got = allocate_own(gpus, "n1", 1, 3, slurm, per_task)
+    assert got.at("n1", 1) == (mine, kind)
+    assert got.at("n1", 0) == (None, "unknown") and got.at("n1", 2) == (None, "unknown")
+    assert got.per_task == job_per_task and len(got.notes) == notes
+    if notes:
+        assert got.notes[0] == ("GPUs are shared: 2 tasks on n1 use GPU(s) 1, 2 tasks per GPU as "
+                                "Slurm bound them (--ntasks-per-gpu / --gpu-bind=single:2).")

@@ -106,3 +106,27 @@ def test_conflicts_names_the_first_overlapping_pair_per_rank():
                     (3, ("2", "3"), False)]}
     assert conflicts(lists) == [(1, 0, "n1", ("1", "2"), ("0", "1")),
                                 (3, 1, "n1", ("2", "3"), ("1", "2"))]
+
+
+@pytest.mark.parametrize("value, bind", [
+    pytest.param("gpu:per_task:2", "per_task:2", id="gpu alone"),
+    pytest.param("nic:closest+gpu:single:1", "single:1", id="gpu after another TRES"),
+    pytest.param("gpu:map_gpu:3,1+nic:closest", "map_gpu:3,1", id="gpu before another TRES"),
+    pytest.param("gpu:", None, id="gpu with nothing"),
+    pytest.param(None, None, id="unset"),
+])
+def test_slurmd_tres_bind_gpu_part(value, bind):
+    env = {} if value is None else {"SLURMD_TRES_BIND": value}
+    assert SlurmGpus.read(env).bind == bind
+
+
+@pytest.mark.parametrize("variable", ["SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK"])
+def test_gpu_counts_beyond_a_node_name_their_variable(variable):
+    with pytest.raises(FormatError) as caught:
+        SlurmGpus.read({variable: "5000"})
+    assert str(caught.value).startswith(f"{variable}='5000': more GPUs than a node can have")
+
+
+def test_gpus_per_node_equal_to_the_list_takes_the_list_itself():
+    assert task_gpus(("2", "3"), SlurmGpus(), None, 2) == ("2", "3")
+    assert task_gpus(("2", "3"), SlurmGpus(), None, 3) == ("0", "1", "2")
