@@ -96,7 +96,11 @@ class SlurmStep:
         value = self.env.get("SLURM_GTIDS")
         if not value:
             return None
-        return tuple(require_whole(v, name="SLURM_GTIDS") for v in value.split(","))
+        numbers = tuple(whole_number(v) for v in value.split(","))
+        if None in numbers:
+            raise FormatError(f"SLURM_GTIDS={value!r} is not a list of whole numbers; expected "
+                              "the step's ranks on this node, e.g. 0,2,3.")
+        return tuple(n for n in numbers if n is not None)
 
     def digest(self) -> str:
         """Returns a short hash of the job-wide step variables, equal on all ranks of one step."""

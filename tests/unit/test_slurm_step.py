@@ -7,9 +7,11 @@ import re
 
 import pytest
 
-from mpi_resolver._errors import FormatError, ResolutionError
+from mpi_resolver._errors import FormatError, MismatchError, ResolutionError
 from mpi_resolver._launchers import detect_launch
-from mpi_resolver._slurm_step import SlurmStep, batch_step_view, slurm_describes_ranks
+from mpi_resolver._options import make_options
+from mpi_resolver._slurm_step import (SlurmStep, batch_step_view, read_slurm,
+                                      slurm_describes_ranks, slurm_truth, why_not_tf)
 from tests.unit.envs import (
     HYDRA,
     MVAPICH,
@@ -219,3 +221,106 @@ def _rank_on_n2():
     """What rank 3 of the same step sees on n2."""
     return {**SLURM_TASK, "SLURM_PROCID": "3", "SLURM_LOCALID": "0", "SLURMD_NODENAME": "n2",
             "SLURM_GTIDS": "3"}
+
+
+def test_digest_is_the_crc32_of_the_job_wide_variables():
+    """Every rank computes it alone: fixed (CRC-32 of the variables joined by NUL, UTF-8 with
+    replacement), so that ranks of one step agree whatever their Python."""
+    assert SlurmStep(SLURM_TASK).digest() == "6f0287d4"
+    assert SlurmStep({}).digest() == "c622f71d"
+    assert SlurmStep({"SLURM_JOB_ID": "\udcff"}).digest() == "44ee14db"  # undecodable bytes
+
+
+@pytest.mark.parametrize("value, distribution", [
+    pytest.param(None, "block", id="unset: block"),
+    pytest.param("", "block", id="empty: block"),
+    pytest.param("Cyclic", "cyclic", id="any case"),
+    pytest.param("cyclic:block", "cyclic", id="node level of node:socket"),
+    pytest.param("cyclic:cyclic:block", "cyclic", id="node level of three levels"),
+    pytest.param("plane=4", "plane", id="plane size dropped"),
+    pytest.param("plane=4=2", "plane", id="anything after the first '='"),
+    pytest.param(":block", "block", id="no node level: block"),
+])
+def test_distribution_is_the_node_level(value, distribution):
+    env = {} if value is None else {"SLURM_DISTRIBUTION": value}
+    assert SlurmStep(env).distribution() == distribution
+
+
+@pytest.mark.parametrize("missing", ["SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS",
+                                     "SLURM_STEP_NODELIST"])
+def test_any_step_variable_marks_a_task_of_a_step_not_the_batch_step(missing):
+    env = {"SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "SLURM_NTASKS": "4",
+           "SLURMD_NODENAME": "n1", missing: "1"}
+    assert batch_step_view(env) == (env, None)
+
+
+def test_errors_of_the_step_variables_say_how_to_start_a_step():
+    with pytest.raises(ResolutionError) as caught:
+        SlurmStep({}).num_tasks()
+    assert str(caught.value).startswith("SLURM_STEP_NUM_TASKS is not set. Is this process a "
+                                        "task of a Slurm step (started by srun)?")
+    with pytest.raises(FormatError, match="^SLURM_GTIDS='0,x' is not a list of whole numbers"):
+        SlurmStep({"SLURM_GTIDS": "0,x"}).gtids()
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the step: read_slurm, slurm_truth, why_not_tf
+# --------------------------------------------------------------------------------------------
+
+def step_of(**more):
+    return SlurmStep({"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "4",
+                      "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_STEP_TASKS_PER_NODE": "3,1",
+                      **more})
+
+
+def test_read_slurm_checks_the_task_count_unless_jobs_or_tasks_per_node_say():
+    bad = step_of(SLURM_STEP_NUM_TASKS="5")
+    with pytest.raises(FormatError, match="SLURM_STEP_NUM_TASKS=5 but SLURM_STEP_TASKS_PER_NODE"):
+        read_slurm(make_options(), bad)
+    assert read_slurm(make_options(jobs={"worker": 4}), bad).counts == [3, 1]
+    assert read_slurm(make_options(tasks_per_node=2), bad).counts == [2, 2]
+
+
+def test_read_slurm_a_declared_layout_is_tensorflow_s():
+    view = read_slurm(make_options(tasks_per_node={"n2": 1, "n1": 3}), step_of())
+    assert view.declared is True and view.runs == view.tf_assumed == [("n1", 3), ("n2", 1)]
+    plain = read_slurm(make_options(), step_of(SLURM_DISTRIBUTION="cyclic"))
+    assert plain.declared is False and plain.runs == [("n1", 1), ("n2", 1), ("n1", 2)]
+
+
+def test_a_declared_layout_must_name_the_step_s_nodes():
+    with pytest.raises(ResolutionError) as caught:
+        read_slurm(make_options(tasks_per_node={"n1": 3, "n9": 1}), step_of())
+    assert str(caught.value).startswith("tasks_per_node names n9, which are not in "
+                                        "SLURM_STEP_NODELIST='n[1-2]'")
+
+
+@pytest.mark.parametrize("launcher, fix", [
+    pytest.param("pmi2", "Launch with `srun --mpi=pmi2`", id="MPICH's srun"),
+    pytest.param("pmix", "Launch with `srun --mpi=pmix`", id="Open MPI's srun"),
+])
+def test_slurm_truth_names_the_launch_that_fits(launcher, fix):
+    view = read_slurm(make_options(), step_of(SLURM_DISTRIBUTION="plane=2"))
+    with pytest.raises(MismatchError) as caught:
+        slurm_truth(view, step_of(SLURM_DISTRIBUTION="plane=2"), launcher)
+    assert fix in str(caught.value)
+    view = read_slurm(make_options(), step_of(SLURMD_NODENAME="n2"))
+    with pytest.raises(MismatchError) as caught:
+        slurm_truth(view, step_of(SLURMD_NODENAME="n2"), launcher)
+    assert "SLURMD_NODENAME=n2" in str(caught.value) and fix in str(caught.value)
+
+
+@pytest.mark.parametrize("nodes, shown", [
+    pytest.param("n[10,9]", "n[10,9]", id="short: as it is"),
+    pytest.param("x" * 80, "x" * 80, id="80 characters: as they are"),
+    pytest.param("x" * 81, "x" * 77 + "...", id="81: cut to 77 and '...'"),
+])
+def test_why_not_tf_names_the_first_rank_tensorflow_misplaces(nodes, shown):
+    step = SlurmStep({"SLURM_STEP_NODELIST": nodes, "SLURM_DISTRIBUTION": "cyclic"})
+    note = why_not_tf([("a", 1), ("b", 1), ("a", 1)], [("a", 2), ("b", 1)], step)
+    assert note == ("the ClusterSpec differs from TensorFlow's SlurmClusterResolver: it would "
+                    "put rank 1 on a, but rank 1 runs on b (SLURM_DISTRIBUTION=cyclic, node "
+                    f"order {shown}); using where ranks run.")
+    assert why_not_tf([("a", 2)], [("a", 2)], step) is None
+    assert "SLURM_DISTRIBUTION=block, node order ?" in why_not_tf(
+        [("b", 1), ("a", 1)], [("a", 1), ("b", 1)], SlurmStep({}))
