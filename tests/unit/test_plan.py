@@ -9,7 +9,8 @@ from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
 from mpi_resolver._plan import make_plan
 from mpi_resolver._resolution import resolve
-from tests.unit.envs import BATCH, BLOCK, IMPI, MPICH_TEXT, OMPI4, SRUN_NONE, SRUN_PMI2, SRUN_PMIX
+from tests.unit.envs import (BATCH, BLOCK, HYDRA, IMPI, MPICH_TEXT, OMPI4, SALLOC_DAEMON,
+                             SRUN_NONE, SRUN_PMI2, SRUN_PMIX)
 from tests.unit.jobs import srun_env
 
 pytestmark = pytest.mark.unit
@@ -103,3 +104,72 @@ def test_slurm_step_without_mpi_wiring_skips_the_check_with_a_warning():
         make_plan(make_options(verify=True), env)
     with pytest.raises(ResolutionError, match="no MPI wiring|without MPI wiring"):
         make_plan(make_options(source="mpi"), env)
+
+
+# --------------------------------------------------------------------------------------------
+# The rules one by one
+# --------------------------------------------------------------------------------------------
+
+def test_verify_true_without_a_step_or_without_mpi_says_which():
+    with pytest.raises(ResolutionError) as no_step:
+        make_plan(make_options(verify=True), {})
+    assert str(no_step.value) == (
+        "verify=True: there is no Slurm step to check against MPI (SLURM_PROCID is not set). "
+        "Run under `srun --mpi=pmix` (Open MPI; `srun --mpi=pmi2` for MPICH, Intel MPI, "
+        "MVAPICH), or use verify='auto'.")
+    with pytest.raises(ResolutionError) as slurm:
+        make_plan(make_options(verify=True, source="slurm"), SRUN_PMIX)
+    assert "verify=True needs MPI, but source='slurm' never starts MPI." in str(slurm.value)
+    with pytest.raises(ResolutionError) as unwired:
+        make_plan(make_options(verify=True), SRUN_NONE)
+    assert "verify=True needs MPI, but this Slurm task has no MPI wiring (srun --mpi=none?)." \
+        in str(unwired.value)
+
+
+@pytest.mark.parametrize("env, verify, source, uses, notes", [
+    pytest.param(SRUN_PMIX, False, "auto", "slurm", 0, id="verify=False: Slurm alone"),
+    pytest.param(SRUN_PMIX, "auto", "auto", "slurm+check", 0, id="auto: checked"),
+    pytest.param(SRUN_PMIX, "auto", "slurm", "slurm", 0, id="source='slurm': no check, no note"),
+    pytest.param(SRUN_NONE, "auto", "auto", "slurm", 1, id="no wiring: a note"),
+    pytest.param(SRUN_NONE, "auto", "slurm", "slurm", 0, id="no wiring, source='slurm': no note"),
+    pytest.param({}, "auto", "auto", "mpi", 0, id="no Slurm: MPI"),
+])
+def test_what_the_plan_uses(env, verify, source, uses, notes):
+    plan = make_plan(make_options(verify=verify, source=source), env)
+    assert plan.uses == uses and len(plan.notes) == notes
+
+
+def test_the_library_is_read_only_before_mpi_starts_in_a_slurm_task():
+    asked = []
+
+    def library():
+        asked.append(1)
+        return MpiLibrary(MPICH_TEXT)
+
+    make_plan(make_options(), SRUN_PMI2, library=library)
+    assert len(asked) == 1
+    for started in (dict(mpi_running=True), dict(have_comm=True)):
+        make_plan(make_options(), SRUN_PMI2, library=library, **started)
+    assert len(asked) == 1  # MPI was started already: nothing to warn before it
+    make_plan(make_options(), {**SALLOC_DAEMON, **HYDRA}, library=library)  # mpiexec: no plugin
+    make_plan(make_options(), {}, library=library)     # not a Slurm task
+    assert len(asked) == 1
+    make_plan(make_options(), SRUN_NONE, library=library)  # the advice names its plugin
+    assert len(asked) == 2
+
+
+def test_warnings_come_only_where_mpi_starts():
+    assert make_plan(make_options(), step_of_two_nodes(), library=lambda: MpiLibrary(MPICH_TEXT)
+                     ).warnings != ()
+    assert make_plan(make_options(verify=False), step_of_two_nodes(),
+                     library=lambda: MpiLibrary(MPICH_TEXT)).warnings == ()
+
+
+def test_intel_on_a_step_the_variables_cannot_place_is_a_warning_before_mpi():
+    env = {**step_of_two_nodes(), "SLURM_DISTRIBUTION": "plane=2"}
+    warnings = make_plan(make_options(), env, library=lambda: MpiLibrary(IMPI)).warnings
+    assert len(warnings) == 1 and "I_MPI_PMI_LIBRARY" in warnings[0]
+
+
+def step_of_two_nodes():
+    return {**SRUN_PMI2, "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
