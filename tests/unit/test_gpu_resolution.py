@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Sequence
 import pytest
 
 from mpi_resolver._errors import MismatchError, ResolutionError
+from mpi_resolver._gpu_resolution import _cpu_only_note, _ignored_note
 from mpi_resolver._options import make_options
 from mpi_resolver._resolution import resolve_job
 from tests.unit.jobs import run_job, srun_env
@@ -273,3 +274,57 @@ def test_shared_note_names_every_shared_list_of_the_node():
     notes = [n for n in run_job(envs, ONE_NODE, rank=3).notes if "shared" in n]
     assert notes == ["GPUs are shared: 4 tasks on node1 use GPU(s) 0 / 1, 2 tasks per GPU as "
                      "Slurm bound them (--ntasks-per-gpu / --gpu-bind=single:2)."]
+
+
+# --------------------------------------------------------------------------------------------
+# The notes, word for word, and the job's GPUs per task
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("hosts, shown", [
+    pytest.param(["a"], "a", id="one host"),
+    pytest.param(["a", "b", "c"], "a, b, c", id="three hosts: all named"),
+    pytest.param(["a", "b", "c", "d"], "a, b, c and 1 more", id="four: three and one more"),
+    pytest.param(["a", "b", "c", "d", "e"], "a, b, c and 2 more", id="five"),
+])
+def test_the_cpu_only_note_names_at_most_three_hosts(hosts, shown):
+    assert _cpu_only_note(hosts) == (
+        f"no GPUs found on {shown} (no nvidia-smi, no /dev/nvidia* devices, "
+        "CUDA_VISIBLE_DEVICES and SLURM_GPUS_ON_NODE unset): running on CPU.")
+
+
+@pytest.mark.parametrize("bind, how", [
+    pytest.param("single:1", "SLURMD_TRES_BIND=gpu:single:1", id="Slurm's binding"),
+    pytest.param(None, "fewer GPUs than SLURM_GPUS_ON_NODE", id="a subset"),
+])
+def test_the_ignored_note_names_how_slurm_bound_the_gpus(bind, how):
+    assert _ignored_note(2, bind) == (f"gpus_per_node=2 is ignored for tasks that Slurm bound "
+                                      f"GPUs to ({how}): each keeps the GPUs Slurm gave it.")
+
+
+def test_from_slurm_alone_gpus_per_node_ignored_says_so_and_keeps_per_task():
+    env = srun_env(0, ["node1"], [2], ["node1"] * 2, CUDA_VISIBLE_DEVICES="1",
+                   SLURMD_TRES_BIND="gpu:single:1")
+    res = run_job([env], ["node1"], rank=0, mpi_size=1, source="slurm", gpus_per_node=4)
+    assert res.own_gpus == ("1",) and res.gpus.per_task == 1
+    assert "gpus_per_node=4 is ignored for tasks that Slurm bound GPUs to " \
+           "(SLURMD_TRES_BIND=gpu:single:1)" in " ".join(res.notes)
+    cpu = run_job([srun_env(0, ["node1"], [1], ["node1"])], ["node1"], rank=0, mpi_size=1,
+                  source="slurm", probe=lambda: (0, True))
+    assert cpu.gpus.per_task == 0 and any("running on CPU" in n for n in cpu.notes)
+
+
+def test_with_mpi_the_cpu_only_note_names_the_cpu_only_hosts_the_rank_knows():
+    """Where every record was gathered (details), every CPU-only host; else its own node."""
+    envs = [srun_env(r, ["node1", "node2"], [1, 1], ["node1", "node2"]) for r in range(2)]
+    res = run_job(envs, ["node1", "node2"], rank=0, probe=lambda: (0, True), details=True)
+    cpu = [n for n in res.notes if "running on CPU" in n]
+    assert cpu == [_cpu_only_note(["node1", "node2"])]
+    res = run_job(envs, ["node1", "node2"], rank=1, probe=lambda: (0, True))
+    assert [n for n in res.notes if "running on CPU" in n] == [_cpu_only_note(["node2"])]
+
+
+def test_tasks_per_gpu_from_any_rank_names_the_sharing_in_the_note():
+    envs = job(["0", "0", "1", "1"], SLURMD_TRES_BIND="gpu:single:2")
+    envs[2]["SLURM_NTASKS_PER_TRES"] = "2"
+    notes = run_job(envs, ONE_NODE, rank=0).notes
+    assert any("2 tasks per GPU as Slurm bound them" in n for n in notes), notes
