@@ -58,7 +58,7 @@ def slurm_runs(hosts: Sequence[str], counts: Sequence[int], distribution: str) -
     """
     if len(hosts) > 1 and distribution == "arbitrary":
         return None
-    if distribution == "block" or len(hosts) <= 1 or max(counts, default=0) <= 1:
+    if distribution == "block" or len(hosts) <= 1 or all(n <= 1 for n in counts):
         return list(zip(hosts, counts, strict=True))
     if distribution == "cyclic":
         remaining = list(counts)
@@ -179,7 +179,7 @@ class Layout:
 
     def port_of(self, rank: int) -> int:
         """Returns the port in ``rank``'s address."""
-        return int(self.addresses[rank].rsplit(":", 1)[1])
+        return int(self.addresses[rank].rpartition(":")[2])
 
     def task_of(self, rank: int) -> Tuple[str, int]:
         """Returns (task_type, task_id) of ``rank``."""
@@ -203,7 +203,7 @@ def build_layout_runs(runs: Runs, *, jobs: Mapping[str, int], port_base: int,
     job_slices = assign_jobs(jobs, num_tasks)
     if ports is not None:
         return Layout(runs, port_base, job_slices, _given_ports(runs, ports), tasks)
-    max_tasks = max(tasks.values(), default=0)
+    max_tasks = max(tasks.values())
     if port_base + max_tasks - 1 > PORT_MAX:
         raise ResolutionError(
             f"port_base={port_base} with {max_tasks} tasks on one node needs port "
@@ -270,17 +270,14 @@ def mpi_runs(placement: List[str], declared: Union[None, int, Mapping[str, int]]
       FormatError: a host name that cannot be in a 'host:port' address.
       MismatchError: ``declared`` contradicts where the ranks run.
     """
-    runs = runs_of(placement)
-    start = 0
-    checked = set()
-    for host, n in runs:  # each host once, named by its first rank
-        if host not in checked:
-            check_host_name(host, what=f"host name of MPI rank {start}")
-            checked.add(host)
-        start += n
+    first_rank: Dict[str, int] = {}
+    for rank, host in enumerate(placement):
+        first_rank.setdefault(host, rank)
+    for host, rank in first_rank.items():  # each host once, named by its first rank
+        check_host_name(host, what=f"host name of MPI rank {rank}")
     if declared is not None:
         _check_declared(declared, placement)
-    return runs
+    return runs_of(placement)
 
 
 def _check_declared(declared: Union[int, Mapping[str, int]], placement: List[str]) -> None:

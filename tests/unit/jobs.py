@@ -44,6 +44,7 @@ class ThreadWorld:
         self.received = [0] * size          # bytes each rank's receive buffers take, as MPI's
         #: each rank's collectives in order: (kind, bytes its receive buffer took)
         self.kinds: List[List[tuple]] = [[] for _ in range(size)]
+        self.closed = [False] * size        # as mpi.MpiTransport.close: the duplicate freed
 
     def transport(self, rank: int) -> "_ThreadTransport":
         return _ThreadTransport(self, rank)
@@ -53,8 +54,13 @@ class _ThreadTransport:
     def __init__(self, world: ThreadWorld, rank: int) -> None:
         self.world, self.rank, self.size = world, rank, world.size
 
+    def close(self) -> None:
+        self.world.closed[self.rank] = True
+
     def _all(self, value: Any, kind: str) -> List[Any]:
         w = self.world
+        if w.closed[self.rank]:
+            raise AssertionError(f"rank {self.rank}: a collective after close()")
         w._slots[self.rank] = value
         w._barrier.wait()
         out = list(w._slots)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver._errors import MismatchError, ResolutionError
+from mpi_resolver._errors import FormatError, MismatchError, ResolutionError
 from mpi_resolver._layout import (
     build_layout_runs,
     check_own_placement,
     expand_runs,
+    host_of_rank,
+    mpi_runs,
     runs_of,
     slurm_placement,
     tf_runs,
@@ -168,6 +170,8 @@ CYCLIC = ["h1", "h2", "h1", "h1"]
     pytest.param(0, None, None, id="nothing to check"),
     pytest.param(0, None, (5,), id="gtids without a node name are not checked"),
     pytest.param(3, "h1", None, id="a right node name without gtids"),
+    pytest.param(4, "h1", (0, 2, 3), id="rank 4 is past the runs: only the gtids are checked"),
+    pytest.param(9, "h2", (1,), id="rank 9 is past the runs: only the gtids are checked"),
 ])
 def test_check_own_placement_accepts_agreeing_variables(rank, nodename, gtids):
     assert check_own_placement(runs_of(CYCLIC), rank, nodename, gtids, "FIX") is None
@@ -198,3 +202,74 @@ def test_layout_takes_given_ports_and_refuses_one_port_twice_on_a_host() -> None
     assert [layout.port_of(r) for r in range(3)] == [20001, 20007, 20001]
     with pytest.raises(ResolutionError, match="ranks 0 and 1 on a were both given port 20001"):
         build_layout_runs(runs, jobs={"worker": 3}, port_base=0, ports=[20001, 20001, 20002])
+
+
+def test_given_ports_keep_the_port_base_and_tasks_per_host() -> None:
+    layout = build_layout_runs([("a", 2), ("b", 1)], jobs={"worker": 3}, port_base=20001,
+                               ports=[20001, 20007, 20002])
+    assert layout.port_base == 20001 and layout.tasks_per_host == {"a": 2, "b": 1}
+    with pytest.raises(ValueError):  # a port for every rank, no more, no fewer
+        build_layout_runs([("a", 2)], jobs={"worker": 2}, port_base=1, ports=[1, 2, 3])
+
+
+def test_port_of_reads_the_port_after_the_last_colon() -> None:
+    layout = build_layout(["n1", "n1", "n2"], jobs={"worker": 3}, port_base=8888)
+    assert [layout.port_of(r) for r in range(3)] == [8888, 8889, 8888]
+
+
+@pytest.mark.parametrize("runs, rank, expected", [
+    pytest.param([("a", 2), ("b", 1), ("a", 1)], 0, ("a", 0), id="first rank"),
+    pytest.param([("a", 2), ("b", 1), ("a", 1)], 2, ("b", 0), id="first rank of b"),
+    pytest.param([("a", 2), ("b", 1), ("a", 1)], 3, ("a", 2), id="a's second run continues"),
+])
+def test_host_of_rank(runs, rank, expected) -> None:
+    assert host_of_rank(runs, rank) == expected
+
+
+@pytest.mark.parametrize("rank", [4, 5])
+def test_host_of_a_rank_past_the_runs_is_an_error(rank) -> None:
+    with pytest.raises(ResolutionError) as excinfo:
+        host_of_rank([("a", 2), ("b", 1), ("a", 1)], rank)
+    assert str(excinfo.value) == f"rank {rank} is outside the job's 4 tasks."
+
+
+# --------------------------------------------------------------------------------------------
+# mpi_runs: where MPI ranks run
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("placement, declared, runs", [
+    pytest.param(["a", "a", "b"], None, [("a", 2), ("b", 1)], id="block"),
+    pytest.param(["a", "b", "a"], None, [("a", 1), ("b", 1), ("a", 1)], id="cyclic"),
+    pytest.param(["a", "a", "b", "b"], 2, [("a", 2), ("b", 2)], id="declared as a number"),
+    pytest.param(["a", "b", "a"], {"b": 1, "a": 2}, [("a", 1), ("b", 1), ("a", 1)],
+                 id="declared as a dict, in any order"),
+    pytest.param(["a.cluster", "b"], {"A": 1, "b": 1}, [("a.cluster", 1), ("b", 1)],
+                 id="declared with a short name of another case"),
+])
+def test_mpi_runs(placement, declared, runs) -> None:
+    assert mpi_runs(placement, declared) == runs
+
+
+@pytest.mark.parametrize("placement, declared, says", [
+    pytest.param(["a", "a", "b"], 2, "tasks_per_node=2 does not match where MPI ranks run: "
+                 "{'a': 2, 'b': 1}", id="a number that one node does not hold"),
+    pytest.param(["a", "b"], {"a": 1}, "{'a': 1, 'b': 1}", id="a node left out"),
+    pytest.param(["a", "b"], {"a": 1, "c": 1}, "{'a': 1, 'b': 1}", id="a node not used"),
+])
+def test_mpi_runs_refuses_a_declared_layout_that_is_not_where_ranks_run(
+        placement, declared, says) -> None:
+    with pytest.raises(MismatchError) as excinfo:
+        mpi_runs(placement, declared)
+    assert says in str(excinfo.value)
+    assert str(excinfo.value).endswith("Leave tasks_per_node unset to use MPI's placement.")
+
+
+@pytest.mark.parametrize("placement, rank", [
+    pytest.param(["bad name"], 0, id="rank 0"),
+    pytest.param(["a", "a", "b", "bad name", "bad name"], 3, id="named by its first rank"),
+    pytest.param(["a", "bad name", "a", "bad name"], 1, id="cyclic: its first rank"),
+])
+def test_mpi_runs_names_the_first_rank_of_a_bad_host_name(placement, rank) -> None:
+    with pytest.raises(FormatError) as excinfo:
+        mpi_runs(placement)
+    assert str(excinfo.value).startswith(f"host name of MPI rank {rank}: host name 'bad name'")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver._errors import MismatchError
+from mpi_resolver._errors import MismatchError, ResolutionError
+from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
 from mpi_resolver._resolution import resolve_job
-from tests.unit.envs import BLOCK, CYCLIC
-from tests.unit.jobs import run_job, run_world, srun_env
+from tests.unit.envs import BLOCK, CYCLIC, MPICH_TEXT
+from tests.unit.jobs import FakePorts, PerRank, run_job, run_world, srun_env
 
 pytestmark = pytest.mark.unit
 
@@ -93,3 +94,109 @@ def test_a_rank_whose_plan_differs_within_one_step_fails_every_rank():
         assert isinstance(result, MismatchError), result
         assert [(d.rank, d.check) for d in result.rows] == [(3, "plan")], result.rows
         assert "Ranks see different launcher variables (rank(s) 3" in str(result)
+
+
+def test_tf_config_is_the_cluster_and_this_ranks_task():
+    env = srun_env(2, ["node1", "node2"], [3, 1], BLOCK, mpi="none")
+    res = resolve_job(make_options(source="slurm", gpus_per_node=0), env)
+    assert res.tf_config() == {
+        "cluster": {"worker": ["node1:8888", "node1:8889", "node1:8890", "node2:8888"]},
+        "task": {"type": "worker", "index": 2}}
+    assert res.source == "slurm" and res.records is None and not res.verified
+
+
+class _Started(Exception):
+    """What the fake transport raises: MPI would start here."""
+
+
+def _starts_mpi(calls):
+    def transport():
+        calls.append("transport")
+        raise _Started
+    return transport
+
+
+@pytest.mark.parametrize("have_comm, mpi_running, starts", [
+    (False, False, False), (True, False, True), (False, True, True)])
+def test_an_unwired_step_starts_mpi_only_where_mpi_is_already_there(
+        have_comm, mpi_running, starts):
+    """srun --mpi=none: MPI_Init could abort, so Slurm alone, unless MPI is already running or
+    a communicator was given (then the cross-check runs)."""
+    env = srun_env(0, ["node1", "node2"], [3, 1], BLOCK, mpi="none")
+    calls: list = []
+    call = lambda: resolve_job(make_options(gpus_per_node=0), env,  # noqa: E731
+                               have_comm=have_comm, mpi_running=mpi_running,
+                               transport=_starts_mpi(calls))
+    if starts:
+        with pytest.raises(_Started):
+            call()
+        assert calls == ["transport"]
+    else:
+        assert call().source == "slurm" and calls == []
+
+
+def test_a_plan_that_needs_mpi_without_a_transport_is_an_internal_error():
+    env = srun_env(0, ["node1", "node2"], [3, 1], BLOCK)
+    with pytest.raises(ResolutionError, match="internal: MPI is needed but no transport"):
+        resolve_job(make_options(gpus_per_node=0), env)
+
+
+def test_the_library_is_read_and_its_warnings_come_before_mpi_starts():
+    env = srun_env(0, ["node1", "node2"], [3, 1], BLOCK, mpi="pmi2")
+    calls: list = []
+    with pytest.raises(_Started):
+        resolve_job(make_options(gpus_per_node=0), env,
+                    library=lambda: MpiLibrary(MPICH_TEXT),
+                    warn=lambda warnings: calls.append(list(warnings)),
+                    transport=_starts_mpi(calls))
+    assert len(calls) == 2 and calls[1] == "transport"
+    assert len(calls[0]) == 1 and "UCX netmod under srun --mpi=pmi2 on 2 nodes" in calls[0][0]
+
+
+def test_a_library_that_cannot_speak_the_plugin_stops_before_mpi():
+    env = srun_env(0, ["node1", "node2"], [3, 1], BLOCK)
+    calls: list = []
+    with pytest.raises(ResolutionError, match="`srun --mpi=pmi2`"):
+        resolve_job(make_options(gpus_per_node=0), env,
+                    library=lambda: MpiLibrary(MPICH_TEXT), transport=_starts_mpi(calls))
+    assert calls == []
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_records_of_every_rank_come_back_with_details(details):
+    envs = [srun_env(r, ["node1", "node2"], [3, 1], BLOCK) for r in range(4)]
+    results = run_world(envs, BLOCK, gpus_per_node=0, details=details)
+    for rank, res in enumerate(results):
+        assert res.rank == rank and res.verified, res
+        if details:
+            assert [(r.rank, r.host) for r in res.records] == list(enumerate(BLOCK))
+        else:
+            assert res.records is None
+
+
+def test_a_rank_that_cannot_read_slurm_fails_every_rank_with_its_error():
+    envs = [srun_env(r, ["node1", "node2"], [3, 1], BLOCK) for r in range(4)]
+    results = run_world(envs, BLOCK, gpus_per_node=0,
+                        tasks_per_node=PerRank(None, None, {"node9": 4}, None))
+    for res in results:
+        assert type(res) is ResolutionError, res
+        assert str(res).startswith("rank 2 on node1: ResolutionError: tasks_per_node names "
+                                   "node9, which are not in SLURM_STEP_NODELIST"), res
+
+
+def test_the_transport_is_closed_and_auto_ports_released_after_the_exchange():
+    envs = [srun_env(r, ["node1", "node2"], [3, 1], BLOCK) for r in range(4)]
+    ports = FakePorts()
+    results = run_world(envs, BLOCK, gpus_per_node=0, port_base="auto", ports=ports)
+    assert all(not isinstance(r, Exception) for r in results), results
+    assert run_world.last.closed == [True] * 4
+    assert ports.held == {"node1": set(), "node2": set()}
+    assert results[0].layout.addresses == [f"{h}:{p}" for h, p in ports.tried]
+
+
+def test_the_transport_is_closed_also_when_a_rank_fails():
+    envs = [srun_env(r, ["node1", "node2"], [3, 1], BLOCK) for r in range(4)]
+    envs[3]["SLURM_STEP_ID"] = "1"
+    results = run_world(envs, BLOCK, gpus_per_node=0)
+    assert all(isinstance(r, MismatchError) for r in results), results
+    assert run_world.last.closed == [True] * 4
