@@ -21,7 +21,7 @@ def _short_of(name: str) -> Optional[str]:
     already, or an address)."""
     if "." not in name or _is_address(name):
         return None
-    return name.split(".", 1)[0]
+    return name.partition(".")[0]
 
 
 def same_host(a: str, b: str) -> bool:

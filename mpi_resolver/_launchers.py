@@ -40,8 +40,8 @@ class Launcher:
     def read(self, env: Mapping[str, str]) -> "Launch":
         """Returns what this launcher's variables say (unreadable numbers as None)."""
         rank_variable = next((v for v in self.rank_variables if v in env), None)
-        return Launch(self, whole_number(env.get(rank_variable or "")),
-                      whole_number(env.get(self.local_rank_variable)))
+        rank = whole_number(env[rank_variable]) if rank_variable is not None else None
+        return Launch(self, rank, whole_number(env.get(self.local_rank_variable)))
 
 
 LAUNCHERS: Tuple[Launcher, ...] = (
@@ -105,7 +105,7 @@ def detect_launch(env: Mapping[str, str]) -> Launch:
 
 def is_mpirun(name: Optional[str]) -> bool:
     """Returns True when the launcher named ``name`` (a record's) is an mpirun of its own."""
-    launcher = BY_NAME.get(name or "")
+    launcher = BY_NAME.get(name) if name is not None else None
     return launcher is not None and launcher.mpirun
 
 

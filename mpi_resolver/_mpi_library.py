@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import FrozenSet, Optional
 
-from ._values import whole_number
 
 #: The srun --mpi plugin each family's MPI_Init works under (Debian's Open MPI: PMIx only).
 PLUGIN_OF_FAMILY = {"openmpi": "pmix", "mpich": "pmi2", "intel": "pmi2", "mvapich": "pmi2"}
@@ -62,8 +62,8 @@ class MpiLibrary:
         if family == "openmpi":
             if plugin == "pmix":
                 return True
-            major = whole_number(self.version.split("Open MPI v", 1)[-1].split(".", 1)[0])
-            if major is not None and major >= 5:
+            major = re.search(r"Open MPI v([0-9]+)\.", self.version)
+            if major is not None and int(major.group(1)) >= 5:
                 return False
             return "s2" in self.components if self.components else None
         return None

@@ -159,6 +159,28 @@ def test_a_huge_number_in_a_range_is_a_format_error():
         expand_hostlist("n[" + "1" * 5000 + "]")
 
 
+D18, D19 = "0" * 17 + "8", "0" * 18 + "8"  # 18 and 19 digits, both worth 8
+
+
+@pytest.mark.parametrize("text, expected", [
+    pytest.param(f"n[{D18}]", [f"n{D18}"], id="18 digits"),
+    pytest.param(f"n[7-{D18}]", ["n7", "n8"], id="18 digits at the high end"),
+])
+def test_numbers_of_18_digits_are_read(text, expected):
+    assert expand_hostlist(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param(f"n[{D19}]", id="19 digits"),
+    pytest.param(f"n[{D19}-{D19}]", id="19 digits at both ends"),
+    pytest.param(f"n[7-{D19}]", id="19 digits at the high end"),
+])
+def test_numbers_of_19_digits_are_refused(text):
+    with pytest.raises(FormatError) as excinfo:
+        expand_hostlist(text)
+    assert "has more than 18 digits" in str(excinfo.value)
+
+
 # --------------------------------------------------------------------------------------------
 # expand_tasks_per_node
 # --------------------------------------------------------------------------------------------
@@ -231,3 +253,16 @@ def test_a_huge_repeat_count_is_refused_before_building_the_list():
 def test_a_huge_number_in_tasks_per_node_is_a_format_error():
     with pytest.raises(FormatError, match="tasks-per-node"):
         expand_tasks_per_node("1" * 5000)
+
+
+@pytest.mark.parametrize("text, expected", [
+    pytest.param(D18, [8], id="18 digits"), pytest.param(f"2(x{D18})", [2] * 8, id="repeat")])
+def test_tasks_per_node_numbers_of_18_digits_are_read(text, expected):
+    assert expand_tasks_per_node(text) == expected
+
+
+@pytest.mark.parametrize("text", [D19, f"2(x{D19})", f"{D19}(x2)"])
+def test_tasks_per_node_numbers_of_19_digits_are_refused(text):
+    with pytest.raises(FormatError) as excinfo:
+        expand_tasks_per_node(text)
+    assert "has more than 18 digits" in str(excinfo.value)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver._errors import MismatchError
-from mpi_resolver._launchers import detect_launch, srun_advice
+from mpi_resolver._errors import MismatchError, ResolutionError
+from mpi_resolver._launchers import BY_NAME, check_pairing, detect_launch, is_mpirun, srun_advice
+from mpi_resolver._mpi_library import MpiLibrary
 from tests.unit.envs import (
+    MPICH_TEXT,
+    OMPI4,
     HYDRA,
     MVAPICH,
     OPEN_MPI,
@@ -148,3 +151,53 @@ def test_mismatch_advice_names_the_srun_plugin_of_the_mpi_in_use(env_of, says, n
 # --------------------------------------------------------------------------------------------
 
 
+
+
+# --------------------------------------------------------------------------------------------
+# a launcher's own variables; which launchers are mpiruns; plugin and library
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, env, expected", [
+    pytest.param("hydra", {"PMI_ID": "4", "MPI_LOCALRANKID": "1"}, (4, 1),
+                 id="older Hydra's PMI_ID"),
+    pytest.param("hydra", {"PMI_RANK": "2", "PMI_ID": "4"}, (2, None),
+                 id="PMI_RANK before PMI_ID"),
+    pytest.param("pmix", {"SLURM_LOCALID": "3"}, (None, 3), id="no rank variable"),
+    pytest.param("pmix", {"PMIX_RANK": "x"}, (None, None), id="an unreadable rank"),
+])
+def test_a_launcher_reads_its_own_variables(name, env, expected):
+    launch = BY_NAME[name].read(env)
+    assert (launch.rank, launch.local_rank) == expected
+
+
+@pytest.mark.parametrize("name, mpirun", [
+    ("openmpi", True), ("mvapich", True), ("hydra", True), ("pmix", False), ("pmi2", False),
+    (None, False), ("", False), ("slurm", False)])
+def test_is_mpirun(name, mpirun):
+    assert is_mpirun(name) is mpirun
+
+
+@pytest.mark.parametrize("env, library, says", [
+    pytest.param(SRUN_PMIX, MpiLibrary(MPICH_TEXT),
+                 "this task was started by srun --mpi=pmix (PMIX_RANK is set), but mpi4py uses "
+                 "MPICH Version: 5.0.2, which cannot use PMIx: MPI_Init would abort. Launch with "
+                 "`srun --mpi=pmi2`", id="MPICH under pmix"),
+    pytest.param(SRUN_PMI2, MpiLibrary(OMPI4, frozenset({"ext3x"})),
+                 "this task was started by srun --mpi=pmi2 (PMI_RANK is set), but mpi4py uses "
+                 "Open MPI v4.1.4, which cannot use PMI-2: MPI_Init would abort. Launch with "
+                 "`srun --mpi=pmix`", id="Open MPI under pmi2"),
+])
+def test_check_pairing_refuses_a_plugin_the_library_cannot_speak(env, library, says):
+    with pytest.raises(ResolutionError) as excinfo:
+        check_pairing(detect_launch(env), library)
+    assert str(excinfo.value).startswith(says), str(excinfo.value)
+
+
+@pytest.mark.parametrize("env, library", [
+    pytest.param(SRUN_PMIX, MpiLibrary(OMPI4, frozenset({"ext3x"})), id="Open MPI, pmix"),
+    pytest.param(SRUN_PMI2, MpiLibrary(MPICH_TEXT), id="MPICH, pmi2"),
+    pytest.param(SRUN_PMIX, None, id="library unknown"),
+    pytest.param(OPEN_MPI, MpiLibrary(MPICH_TEXT), id="not an srun plugin"),
+])
+def test_check_pairing_accepts_what_can_work(env, library):
+    assert check_pairing(detect_launch(env), library) is None

@@ -35,3 +35,20 @@ def test_open_mpi_text_without_a_version_cannot_tell_pmi2():
     """An Open MPI whose text has no 'Open MPI v<major>': PMI-2 depends on its components."""
     assert MpiLibrary("Open MPI (site build)").speaks("pmi2") is None
     assert MpiLibrary("Open MPI (site build)", frozenset({"s2"})).speaks("pmi2") is True
+
+
+@pytest.mark.parametrize("version, components, pmi2", [
+    pytest.param("Open MPI v4.1.4, package: Debian", frozenset({"s2"}), True, id="4 with s2"),
+    pytest.param("Open MPI v4.1.4, package: Debian", frozenset({"ext3x"}), False,
+                 id="4 without s2"),
+    pytest.param("Open MPI v5.0.8, package: Open MPI", frozenset({"s2"}), False,
+                 id="5: no PMI-2 at all"),
+    pytest.param("Open MPI v10.0.0, package: Open MPI", frozenset({"s2"}), False,
+                 id="10 is later than 5"),
+    pytest.param("Open MPI v3.1.6, package: Open MPI", frozenset({"s2"}), True, id="3 with s2"),
+    pytest.param("  Open MPI v5.0.8", frozenset({"s2"}), False, id="blanks before the name"),
+    pytest.param("Open MPI vX.1, package", frozenset({"s2"}), True, id="unreadable version"),
+])
+def test_open_mpi_speaks_pmi2_before_version_5_with_its_s2_component(version, components,
+                                                                      pmi2):
+    assert MpiLibrary(version, components).speaks("pmi2") is pmi2
