@@ -83,7 +83,7 @@ def auto_base(key: str, tasks_on_node: int) -> int:
         raise ResolutionError(
             f"port_base='auto' has {_SPAN} ports ({AUTO_FIRST}-{AUTO_LAST}) but a node runs "
             f"{tasks_on_node} tasks; pass a number as port_base (--port-base).")
-    digest = hashlib.blake2b(key.encode("utf-8", "surrogateescape"), digest_size=8).digest()
+    digest = hashlib.blake2b(key.encode(errors="surrogateescape"), digest_size=8).digest()
     return AUTO_FIRST + int.from_bytes(digest, "little") % (_SPAN - max(tasks_on_node, 1) + 1)
 
 
@@ -114,11 +114,15 @@ def claim(ports: Ports, first: int, seed: str, host: str,
         if release is not None:
             return port, release
         if ports.ours(port):
-            return port, lambda: None
+            return port, _stays
     raise ResolutionError(
         f"port_base='auto': none of {tries} ports tried in {AUTO_FIRST}-{AUTO_LAST} is free "
         f"on {host} (first {first}); free ports there, or pass a number as port_base "
         "(--port-base).")
+
+
+def _stays() -> None:
+    """The release of a port this process's own server listens on: it stays open."""
 
 
 def in_use(port: int, host: str, how: str, fix: str) -> str:

@@ -101,10 +101,9 @@ def resolve_job(opts: Options, env: Dict[str, str], *,
                    hostname=hostname, details=details, ports=ports)
 
 
-def resolve(opts: Options, *, plan: Plan,
-            transport: Optional[Callable[[], Transport]] = None, probe: Probe = probe_gpus,
-            hostname: Callable[[], str] = socket.gethostname,
-            details: bool = False, ports: Optional[Ports] = None) -> Resolution:
+def resolve(opts: Options, *, plan: Plan, transport: Optional[Callable[[], Transport]],
+            probe: Probe, hostname: Callable[[], str], details: bool,
+            ports: Optional[Ports]) -> Resolution:
     """Returns this rank's Resolution from the variables of ``plan``: Slurm's variables
     and the MPI exchange -> cross-check -> placement -> layout -> GPUs.
 
@@ -150,13 +149,13 @@ def _with_mpi(opts: Options, plan: Plan, transport: Callable[[], Transport],
     where the plan reads them."""
     step = SlurmStep(plan.env) if SlurmStep.present(plan.env) else None
     facts, view = _exchange(opts, plan, step, transport, probe, hostname, details, ports)
-    note = None
     if view is not None and step is not None:  # the plan reads Slurm (a failed read raised)
         rank, runs = view.rank, _runs_named_by_slurm(view, facts)
-        note = why_not_tf(runs, view.tf_assumed, step)
+        notes = _notes(plan, why_not_tf(runs, view.tf_assumed, step))
     else:
         assert facts.hosts is not None  # without Slurm, the exchange gathers every host
         rank, runs = facts.rank, mpi_runs(facts.hosts, opts.tasks_per_node)
+        notes = _notes(plan)
     layout = _mpi_layout(opts, runs, facts)
     if facts.records is not None:
         gpus = gpus_from_records(opts, layout, facts.records)
@@ -164,7 +163,7 @@ def _with_mpi(opts: Options, plan: Plan, transport: Callable[[], Transport],
         gpus = gpus_from_node(opts, layout.host_of(rank)[0], facts.node, facts.per_task)
     return Resolution(rank=rank, layout=layout, gpus=gpus,
                       source="slurm" if plan.use_slurm else "mpi", records=facts.records,
-                      verified=plan.verify, notes=_notes(plan, note) + list(gpus.notes))
+                      verified=plan.verify, notes=notes + list(gpus.notes))
 
 
 def _runs_named_by_slurm(view: SlurmView, facts: MpiFacts) -> Runs:
@@ -174,9 +173,8 @@ def _runs_named_by_slurm(view: SlurmView, facts: MpiFacts) -> Runs:
         assert view.runs is not None  # the exchange: Slurm's placement held on every rank
         return view.runs
     index = HostIndex(view.hosts)
-    names: Dict[str, str] = {}
-    return runs_of([names.get(h) or names.setdefault(h, index.find(h) or h)
-                    for h in facts.hosts])
+    named = {h: index.find(h) or h for h in dict.fromkeys(facts.hosts)}
+    return runs_of([named[h] for h in facts.hosts])
 
 
 def _layout(opts: Options, runs: Runs, port_base: int,
@@ -203,9 +201,9 @@ def _exchange(opts: Options, plan: Plan, step: Optional[SlurmStep],
     ranks' plans) disagree. Under port_base='auto' each rank listens on the port it picked
     until the exchange is over, so that the ranks of a node pick different ones."""
     view, error = None, None
-    if plan.use_slurm:
+    if plan.use_slurm and step is not None:  # a plan that reads Slurm is in a step
         try:
-            view = read_slurm(opts, step or SlurmStep(plan.env))
+            view = read_slurm(opts, step)
         except ResolutionError as e:  # every rank must learn it: carried in the record
             error = f"{type(e).__name__}: {e}"
     t = transport()

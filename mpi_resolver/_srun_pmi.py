@@ -53,7 +53,7 @@ def intel_groups_cross_nodes(runs: Runs, nodes: int) -> bool:
     placement = expand_runs(runs)
     start = 0
     for size in even_blocks(len(placement), nodes):
-        if size > 1 and len(set(placement[start:start + size])) > 1:
+        if len(set(placement[start:start + size])) > 1:
             return True
         start += size
     return False
@@ -92,7 +92,8 @@ def _mpich_own_pmi1(library: MpiLibrary, env: Mapping[str, str]) -> bool:
                       if line.startswith("MPICH configure:")), "")
     if any(flag in configure for flag in ("--with-pmi", "--with-slurm")):
         return False
-    return env.get("MPIR_CVAR_PMI_VERSION", "").strip() not in ("2",)
+    version = env.get("MPIR_CVAR_PMI_VERSION")
+    return version is None or version.strip() != "2"
 
 
 def pmi1_warnings(launch: Launch, library: Optional[MpiLibrary],
@@ -129,7 +130,7 @@ def check_intel_placement(launch: Launch, library: Optional[MpiLibrary],
     found = _step_runs(env)
     if found is None:
         counts = _counts(env)
-        if len(counts) > 1 and max(counts, default=0) > 1:
+        if len(counts) > 1 and max(counts) > 1:
             return (f"{library.name} under srun --mpi=pmi2 without I_MPI_PMI_LIBRARY takes "
                     "the ranks to be spread evenly in blocks over the nodes, which this "
                     f"distribution may not do; if MPI_Init fails, run with {_LIBPMI2}, or "

@@ -16,7 +16,9 @@ MAX_GPUS = 4096
 def whole_number(text: Optional[str]) -> Optional[int]:
     """Returns ``text`` (blanks around it allowed) as an int >= 0, or None where it is unset,
     not ASCII digits only, or longer than MAX_DIGITS digits."""
-    value = (text or "").strip()
+    if text is None:
+        return None
+    value = text.strip()
     if not value.isascii() or not value.isdigit() or len(value) > MAX_DIGITS:
         return None
     return int(value)

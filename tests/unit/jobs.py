@@ -166,12 +166,12 @@ class PerRank:
 
 
 def run_world(envs: List[Dict[str, str]], hosts_by_rank: List[str], probe=None,
-              smi: int = 4, details: bool = False, ports: Optional[FakePorts] = None,
+              smi: int = 4, details: Optional[bool] = None, ports: Optional[FakePorts] = None,
               **kwargs) -> List[Any]:
     """Resolves every rank of a job whose ranks see ``envs`` and run on ``hosts_by_rank``, each
     in a thread of one ThreadWorld; returns each rank's Resolution or the exception it raised.
     ``probe`` stands for nvidia-smi (default: ``smi`` GPUs); ``ports`` for each host's ports
-    (default: all free)."""
+    (default: all free); ``details`` is passed where given (else resolve_job's default)."""
     probe = probe or (lambda: (smi, False))
     ports = ports or FakePorts()
     world = ThreadWorld(len(envs))
@@ -181,10 +181,11 @@ def run_world(envs: List[Dict[str, str]], hosts_by_rank: List[str], probe=None,
         try:
             opts = make_options(**{k: v.values[rank] if isinstance(v, PerRank) else v
                                    for k, v in kwargs.items()})
+            more = {} if details is None else {"details": details}
             out[rank] = resolve_job(opts, envs[rank],
                                     transport=lambda: world.transport(rank), probe=probe,
-                                    hostname=lambda: hosts_by_rank[rank], details=details,
-                                    ports=ports.on(hosts_by_rank[rank]))
+                                    hostname=lambda: hosts_by_rank[rank],
+                                    ports=ports.on(hosts_by_rank[rank]), **more)
         except Exception as e:  # noqa: BLE001 - handed to the caller
             out[rank] = e
 

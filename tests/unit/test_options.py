@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
@@ -114,8 +113,9 @@ def test_make_options_accepts(kwargs, field, expected):
     pytest.param({"timeout": None}, "timeout", id="timeout None is refused"),
 ])
 def test_make_options_refuses_and_names_the_argument(kwargs, name):
-    with pytest.raises(ResolutionError, match=re.escape(name)):
+    with pytest.raises(ResolutionError) as excinfo:
         make_options(**kwargs)
+    assert str(excinfo.value).startswith(name), excinfo.value
 
 
 @pytest.mark.parametrize("verify", [
@@ -152,6 +152,7 @@ def test_parse_jobs(text, expected):
     pytest.param("=3", "bad element '=3'", id="a count without a name is refused"),
     pytest.param("", "bad element ''", id="an empty list is refused"),
     pytest.param("ps=1,,worker=3", "bad element ''", id="an empty element is refused"),
+    pytest.param("a=b=2", "bad element 'a=b=2'", id="two '=' in an element are refused"),
 ])
 def test_parse_jobs_refuses_malformed_lists(text, fragment):
     with pytest.raises(FormatError, match="--jobs") as excinfo:

@@ -8,7 +8,7 @@ from mpi_resolver._errors import ResolutionError
 from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
 from mpi_resolver._plan import make_plan
-from mpi_resolver._resolution import resolve
+from mpi_resolver._resolution import resolve_job
 from tests.unit.envs import (BATCH, BLOCK, HYDRA, IMPI, MPICH_TEXT, OMPI4, SALLOC_DAEMON,
                              SRUN_NONE, SRUN_PMI2, SRUN_PMIX)
 from tests.unit.jobs import srun_env
@@ -36,8 +36,7 @@ def test_batch_step_of_one_task_resolves_as_one_task_with_a_note(ntasks):
     if ntasks:
         env["SLURM_NTASKS"] = ntasks
     opts = make_options(gpus_per_node=0)
-    plan = make_plan(opts, env)
-    res = resolve(opts, plan=plan)
+    res = resolve_job(opts, env)
     assert res.cluster() == {"worker": ["node1:8888"]} and res.task == ("worker", 0)
     assert res.notes == ["the batch step of Slurm job 7 (python without srun): resolved as "
                          "one task on node1; start more with srun."]

@@ -9,6 +9,7 @@ import pytest
 
 from mpi_resolver import _ports as P
 from mpi_resolver._errors import ResolutionError
+from mpi_resolver._launchers import BY_NAME
 from mpi_resolver._options import make_options
 from mpi_resolver._resolution import resolve_job
 from tests.unit.jobs import FakePorts, PerRank, run_world, srun_env
@@ -273,15 +274,21 @@ def test_with_mpi_no_free_port_fails_every_rank() -> None:
                for r in out), out
 
 
-@pytest.mark.parametrize("bases", [
-    pytest.param(("auto", "auto", "auto", 8888), id="the last rank gives a number"),
-    pytest.param((8888, "auto", "auto", "auto"), id="rank 0 gives a number"),
+@pytest.mark.parametrize("bases, says", [
+    pytest.param(("auto", "auto", "auto", 8888), "on 3 of 4 ranks (first: rank 0)",
+                 id="the last rank gives a number"),
+    pytest.param((8888, "auto", "auto", "auto"), "on 3 of 4 ranks (first: rank 1)",
+                 id="rank 0 gives a number"),
+    pytest.param((8888, 8888, "auto", 8888), "on 1 of 4 ranks (first: rank 2)",
+                 id="one rank gives 'auto'"),
 ])
-def test_auto_on_some_ranks_and_a_number_on_others_fails_every_rank(bases) -> None:
+def test_auto_on_some_ranks_and_a_number_on_others_fails_every_rank(bases, says) -> None:
     out = run_world(step_envs(), list(TWO_NODES), ports=FakePorts(), smi=0,
                     port_base=PerRank(*bases))
-    assert all(isinstance(r, ResolutionError) and "pass the same port_base on every rank"
-               in str(r) for r in out), out
+    for r in out:
+        assert type(r) is ResolutionError, r
+        assert str(r) == (f"port_base='auto' {says} but a number on the others; pass the "
+                          "same port_base on every rank.")
 
 
 def test_the_readme_quotes_the_message_of_a_port_in_use() -> None:
@@ -313,3 +320,46 @@ def test_job_key_prefers_the_slurm_step_unless_told_it_is_an_mpirun() -> None:
     env = {"SLURM_JOB_ID": "12", "SLURM_STEP_ID": "3", "PMIX_NAMESPACE": "77"}
     assert P.job_key(env) == "12.3"
     assert P.job_key(env, mpirun=True) == "PMIX_NAMESPACE=77"
+
+
+def _launch(local):
+    return P.Launch(BY_NAME["pmix"], 0, local)
+
+
+@pytest.mark.parametrize("port_base, local, busy, raises", [
+    pytest.param(8888, 1, {8889}, True, id="own port in use"),
+    pytest.param(8888, 1, {8888}, False, id="another rank's port in use: not this rank's"),
+    pytest.param(8888, None, {8888}, False, id="local rank unknown: nothing to check"),
+    pytest.param(65535, 0, {65535}, True, id="port 65535 is checked"),
+    pytest.param(65535, 1, {65535}, False, id="past 65535: the layout refuses it"),
+])
+def test_pick_port_checks_a_fixed_port_where_the_local_rank_is_known(port_base, local, busy,
+                                                                      raises) -> None:
+    opts = make_options(port_base=port_base)
+    call = lambda: P.pick_port(opts, {}, 2, _launch(local), "node1", 0,  # noqa: E731
+                               FakePorts({"node1": busy}).on("node1"))
+    if raises:
+        with pytest.raises(ResolutionError, match=f"port {port_base + local} on node1"):
+            call()
+    else:
+        assert call() == (None, None, None)
+
+
+def test_pick_port_names_the_host_where_no_auto_port_is_free() -> None:
+    everything = set(range(P.AUTO_FIRST, P.AUTO_LAST + 1))
+    with pytest.raises(ResolutionError, match="is free on node7 "):
+        P.pick_port(make_options(port_base="auto"), {"SLURM_JOB_ID": "1"}, 2, _launch(0),
+                    "node7", 0, FakePorts({"node7": everything}).on("node7"))
+
+
+def test_auto_base_of_a_key_that_is_not_utf_8() -> None:
+    """A variable with bytes that are not UTF-8 (os.environ keeps them as surrogates)."""
+    assert P.AUTO_FIRST <= P.auto_base("JOB=\udcff.0", 2) <= P.AUTO_LAST - 1
+    assert P.auto_base("JOB=\udcff.0", 2) != P.auto_base("JOB=\udcfe.0", 2)
+
+
+def test_the_release_of_our_own_servers_port_leaves_it_open() -> None:
+    table = FakePorts({"h": {20100}}, ours={"h": {20100}})
+    port, release = P.claim(table.on("h"), 20100, "s", "h", 1)
+    assert port == 20100 and release() is None
+    assert table.on("h").hold(20100) is None  # still in use

@@ -10,7 +10,7 @@ from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
 from mpi_resolver._resolution import resolve_job
 from tests.unit.envs import BLOCK, CYCLIC, MPICH_TEXT
-from tests.unit.jobs import FakePorts, PerRank, run_job, run_world, srun_env
+from tests.unit.jobs import FakePorts, PerRank, ThreadWorld, run_job, run_world, srun_env
 
 pytestmark = pytest.mark.unit
 
@@ -162,7 +162,7 @@ def test_a_library_that_cannot_speak_the_plugin_stops_before_mpi():
     assert calls == []
 
 
-@pytest.mark.parametrize("details", [False, True])
+@pytest.mark.parametrize("details", [None, False, True], ids=["default", "False", "True"])
 def test_records_of_every_rank_come_back_with_details(details):
     envs = [srun_env(r, ["node1", "node2"], [3, 1], BLOCK) for r in range(4)]
     results = run_world(envs, BLOCK, gpus_per_node=0, details=details)
@@ -200,3 +200,87 @@ def test_the_transport_is_closed_also_when_a_rank_fails():
     results = run_world(envs, BLOCK, gpus_per_node=0)
     assert all(isinstance(r, MismatchError) for r in results), results
     assert run_world.last.closed == [True] * 4
+
+
+def test_by_default_an_unwired_step_resolves_from_slurm_without_mpi():
+    env = srun_env(1, ["node1", "node2"], [3, 1], BLOCK, mpi="none")
+    res = resolve_job(make_options(gpus_per_node=0), env)  # no transport: MPI never starts
+    assert res.source == "slurm" and res.rank == 1
+
+
+def test_slurm_alone_notes_where_it_differs_from_tensorflow():
+    envs = [srun_env(r, ["node1", "node2"], [3, 1], CYCLIC, mpi="none",
+                     SLURM_DISTRIBUTION="cyclic") for r in range(4)]
+    res = resolve_job(make_options(source="slurm", gpus_per_node=0), envs[1])
+    assert res.notes == [
+        "the ClusterSpec differs from TensorFlow's SlurmClusterResolver: it would put rank 1 "
+        "on node1, but rank 1 runs on node2 (SLURM_DISTRIBUTION=cyclic, node order "
+        "node1,node2); using where ranks run."]
+
+
+@pytest.mark.parametrize("mpi, advice", [("pmix", "`srun --mpi=pmix`"),
+                                         ("pmi2", "`srun --mpi=pmi2`")])
+def test_slurm_alone_advises_the_launch_of_this_steps_plugin(mpi, advice):
+    env = srun_env(0, ["node1", "node2"], [2, 2], ["node1"] * 2 + ["node2"] * 2, mpi=mpi,
+                   SLURM_DISTRIBUTION="plane=2")
+    with pytest.raises(MismatchError) as excinfo:
+        resolve_job(make_options(source="slurm", gpus_per_node=0), env)
+    assert str(excinfo.value).endswith(
+        f"Launch with {advice} so that mpi_resolver learns placement from MPI "
+        "(source='auto'), or use --distribution=block.")
+
+
+def _mpirun_envs(hosts):
+    return [{"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": str(len(hosts)),
+             "OMPI_COMM_WORLD_LOCAL_RANK": str(hosts[:r].count(h))}
+            for r, h in enumerate(hosts)]
+
+
+def test_an_error_before_the_exchange_is_raised_as_it_is():
+    """A failure while this rank prepares its record (here: its host name) is not hidden by
+    the clean-up after it."""
+    world = ThreadWorld(1)
+
+    def no_name():
+        raise OSError("no host name")
+    with pytest.raises(OSError, match="no host name"):
+        resolve_job(make_options(gpus_per_node=0, port_base="auto"), _mpirun_envs(["a"])[0],
+                    transport=lambda: world.transport(0), hostname=no_name,
+                    ports=FakePorts().on("a"))
+    assert world.closed == [True]
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_an_mpirun_of_one_rank(details):
+    res = run_job(_mpirun_envs(["a"]), ["a"], rank=0, gpus_per_node=0, details=details)
+    assert res.cluster() == {"worker": ["a:8888"]} and res.source == "mpi"
+    assert (res.records is not None) is details
+
+
+def test_auto_ports_with_mpi_keep_the_lowest_as_the_port_base():
+    ports = FakePorts()
+    res = run_job(_mpirun_envs(["a", "a", "b"]), ["a", "a", "b"], rank=2, gpus_per_node=0,
+                  port_base="auto", ports=ports)
+    picked = [res.layout.port_of(r) for r in range(3)]
+    assert res.layout.port_base == min(picked) and picked[0] != picked[1]
+
+
+def test_mpirun_checks_a_declared_tasks_per_node():
+    with pytest.raises(MismatchError, match="tasks_per_node=2 does not match where MPI ranks"):
+        run_job(_mpirun_envs(["a", "a", "b"]), ["a", "a", "b"], rank=0, gpus_per_node=0,
+                tasks_per_node=2)
+    res = run_job(_mpirun_envs(["a", "b", "a"]), ["a", "b", "a"], rank=0, gpus_per_node=0,
+                  tasks_per_node={"a": 2, "b": 1})
+    assert res.cluster() == {"worker": ["a:8888", "b:8888", "a:8889"]}
+
+
+def test_where_slurm_cannot_place_ranks_mpi_does_with_slurms_node_names():
+    """plane=2 on 2 nodes: the exchange gives where ranks run; MPI's long host names are
+    written as Slurm names the nodes."""
+    placement = ["node1", "node1", "node2", "node2", "node1"]
+    envs = [srun_env(r, ["node1", "node2"], [3, 2], placement, SLURM_DISTRIBUTION="plane=2")
+            for r in range(5)]
+    hosts = [f"{h}.cluster.example" for h in placement]
+    res = run_job(envs, hosts, rank=4, gpus_per_node=0)
+    assert res.cluster() == {"worker": ["node1:8888", "node1:8889", "node2:8888",
+                                        "node2:8889", "node1:8890"]}

@@ -105,6 +105,12 @@ WARNS = "can hang in MPI_Init"
                  id="ucx asked for"),
     pytest.param(step("3,1", MPIR_CVAR_PMI_VERSION="2"), MPICH, False,
                  id="PMI-2 asked for: no line limit"),
+    pytest.param(step("3,1", MPIR_CVAR_PMI_VERSION=" 2\n"), MPICH, False,
+                 id="PMI-2 asked for, blanks around"),
+    pytest.param(step("3,1", MPIR_CVAR_PMI_VERSION="1"), MPICH, True,
+                 id="PMI-1 asked for: warned"),
+    pytest.param(step("3,1", MPIR_CVAR_PMI_VERSION=""), MPICH, True,
+                 id="PMI version empty: its default, PMI-1"),
     pytest.param(step("3,1"), MPICH_SLURM_PMI, False, id="built with Slurm's PMI"),
     pytest.param(step("3,1"), MpiLibrary(MPICH.version.replace("--with-pm=hydra:gforker",
                                                                "--with-slurm")),
@@ -154,10 +160,29 @@ def test_intel_placement_passes(env, library):
     assert check_intel_placement(detect_launch(env), library, env) is None
 
 
-def test_intel_placement_that_the_variables_do_not_tell_is_a_warning():
-    env = step("2(x2)", distribution="plane=2")
+@pytest.mark.parametrize("env", [
+    pytest.param(step("2(x2)", distribution="plane=2"), id="plane=2, 2,2"),
+    pytest.param(step("2,1", distribution="arbitrary"), id="arbitrary, 2,1"),
+    pytest.param(step("2,1", nodes="node1"), id="counts of 2 nodes, 1 node named"),
+])
+def test_intel_placement_that_the_variables_do_not_tell_is_a_warning(env):
     said = check_intel_placement(detect_launch(env), INTEL, env)
-    assert said is not None and "I_MPI_PMI_LIBRARY" in said and "may not" in said
+    assert said == (
+        "Intel(R) MPI Library 2021.18.1 for Linux* OS under srun --mpi=pmi2 without "
+        "I_MPI_PMI_LIBRARY takes the ranks to be spread evenly in blocks over the nodes, "
+        "which this distribution may not do; if MPI_Init fails, run with I_MPI_PMI_LIBRARY "
+        "set to Slurm's PMI-2 library (e.g. /usr/lib/x86_64-linux-gnu/libpmi2.so.0 from "
+        "Debian's libpmi2-0), or use srun --mpi=pmix.")
+
+
+@pytest.mark.parametrize("env", [
+    pytest.param(step("1,1", distribution="arbitrary"), id="arbitrary, one task a node"),
+    pytest.param(step("4", distribution="arbitrary", nodes="node[1-2]"),
+                 id="one count for 2 nodes"),
+    pytest.param(step("x", distribution="arbitrary"), id="counts unreadable"),
+])
+def test_intel_placement_that_cannot_cross_nodes_is_not_warned(env):
+    assert check_intel_placement(detect_launch(env), INTEL, env) is None
 
 
 def test_plan_says_the_warnings_before_mpi_starts_and_keeps_them_in_the_notes():
