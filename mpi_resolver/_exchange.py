@@ -66,7 +66,7 @@ class MpiFacts:
 
 
 def host_hash(host: str) -> bytes:
-    return hashlib.blake2b(host.encode("utf-8", "surrogateescape"), digest_size=8).digest()
+    return hashlib.blake2b(host.encode(errors="surrogateescape"), digest_size=8).digest()
 
 
 def _first_report(record: RankRecord, size: int, slurm_runs: Optional[Runs],
@@ -77,7 +77,8 @@ def _first_report(record: RankRecord, size: int, slurm_runs: Optional[Runs],
     if slurm_runs is not None and sum(n for _, n in slurm_runs) == size:
         runs = slurm_runs
         host_of = lambda r: host_of_rank(runs, r)[0]  # noqa: E731
-    ok = not (record.plan or "").endswith("+check") or not own_differences(record, size, host_of)
+    checks = record.plan is not None and record.plan.endswith("+check")
+    ok = not checks or not own_differences(record, size, host_of)
     placed = host_of is not None and same_host(host_of(record.rank), record.host)
     return FirstReport(plan=plan_code(record.plan), step=step, own_checks_ok=ok,
                        no_error=record.error is None, placed=placed,
@@ -93,7 +94,7 @@ def _record_ports(records: Sequence[RankRecord]) -> Optional[List[int]]:
 
 def _host_table(transport: Transport, host: str) -> List[str]:
     """Returns every rank's host (step 2): 12 bytes per rank, then one name per host."""
-    name = host.encode("utf-8", "surrogateescape")
+    name = host.encode(errors="surrogateescape")  # UTF-8, lone surrogates as their bytes
     table = transport.allgather(host_hash(host) + len(name).to_bytes(4, "little"),
                                 _HOST_ENTRY)
     first: Dict[bytes, int] = {}
@@ -105,7 +106,7 @@ def _host_table(transport: Transport, host: str) -> List[str]:
                       else 0)
     names = transport.allgatherv(name if first[keys[transport.rank]] == transport.rank
                                  else b"", counts)
-    by_hash = {h: names[r].decode("utf-8", "surrogateescape") for h, r in first.items()}
+    by_hash = {h: names[r].decode(errors="surrogateescape") for h, r in first.items()}
     return [by_hash[k] for k in keys]
 
 
@@ -138,7 +139,7 @@ def _node_records(transport: Transport, record: RankRecord, slurm_runs: Optional
 
 def gather_facts(transport: Transport, record: RankRecord, *, slurm_runs: Optional[Runs],
                  node_summary: Callable[[List[RankRecord]], Tuple[int, bool]],
-                 details: bool = False, aimed_base: Optional[int] = None) -> MpiFacts:
+                 details: bool, aimed_base: Optional[int] = None) -> MpiFacts:
     """Returns what every rank's records say, through the steps of the module docstring.
 
     ``slurm_runs``: where Slurm's variables put every rank, where they say (the plan verifies

@@ -1,17 +1,23 @@
 """_exchange: the steps of the MPI exchange, run by every rank of a fake world (threads) that
 behaves as MPI does (tests/unit/jobs.py): which collectives each path takes, what each rank's
-buffers receive, and that every path gives the same answer."""
+buffers receive, and that every path gives the same answer; then gather_facts alone, and
+what each rank puts into the first reduction."""
 
 from __future__ import annotations
 
-from typing import List
+import threading
+from dataclasses import replace
+from typing import Any, List
 
 import pytest
 
 from mpi_resolver import _exchange
+from mpi_resolver._agreement import FirstReport
 from mpi_resolver._errors import ResolutionError
+from mpi_resolver._exchange import MpiFacts, gather_facts
+from mpi_resolver._records import RankRecord
 from tests.unit.envs import BLOCK
-from tests.unit.jobs import FakePorts, run_world, srun_env
+from tests.unit.jobs import FakePorts, ThreadWorld, run_world, srun_env
 
 pytestmark = pytest.mark.unit
 
@@ -67,12 +73,17 @@ def test_one_rank_s_error_sends_every_rank_to_the_full_gather():
     assert kinds(0) == ["allreduce", "allgather"]
 
 
-def test_two_host_names_sharing_a_hash_fall_back_to_every_record(monkeypatch):
-    """The host table names each host by an 8-byte hash; where two names share one (forced
-    here), the second reduction says so and every rank gathers every record: the same spec."""
+@pytest.mark.parametrize("hosts", [
+    pytest.param(TWO_HOSTS, id="names of one length"),
+    pytest.param(["node1", "node1", "n2", "n2"], id="names of two lengths: the hash alone names"),
+])
+def test_two_host_names_sharing_a_hash_fall_back_to_every_record(monkeypatch, hosts):
+    """The host table names each host by its 8-byte hash alone; where two names share one
+    (forced here), the second reduction says so and every rank gathers every record."""
     monkeypatch.setattr(_exchange, "host_hash", lambda host: b"\x01" * 8)
-    results = run_world(mpirun_envs(TWO_HOSTS), TWO_HOSTS, gpus_per_node=0)
-    assert all(r.cluster() == SPEC for r in results), results
+    results = run_world(mpirun_envs(hosts), hosts, gpus_per_node=0)
+    spec = {"worker": [f"{h}:{8888 + r % 2}" for r, h in enumerate(hosts)]}
+    assert all(r.cluster() == spec for r in results), results
     assert kinds(1) == ["allreduce", "allgather", "allgatherv", "allreduce", "allgather"]
 
 
@@ -96,3 +107,85 @@ def test_a_host_name_with_undecodable_bytes_is_reported_not_a_crash():
     for r in results:
         assert type(r).__name__ == "FormatError", r
         assert "host name of MPI rank 0" in str(r)
+
+
+# gather_facts itself, on every rank of a ThreadWorld: what each rank learns on each path.
+
+FOUR = ["node1", "node1", "node2", "node2"]
+HALVES = [("node1", 2), ("node2", 2)]
+
+
+def gather_world(hosts: List[str], **kwargs: Any) -> List[Any]:
+    """Runs gather_facts on every rank (plan 'mpi', outside a step, on ``hosts``); each
+    node's summary is (its number of ranks, no problem)."""
+    world = ThreadWorld(len(hosts))
+    out: List[Any] = [None] * len(hosts)
+
+    def one(rank: int) -> None:
+        record = RankRecord(rank=rank, size=len(hosts), host=hosts[rank], launcher=None,
+                            plan="mpi")
+        try:
+            out[rank] = gather_facts(world.transport(rank), record,
+                                     node_summary=lambda node: (len(node), False), **kwargs)
+        except Exception as e:  # noqa: BLE001 - handed to the test
+            out[rank] = e
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(len(hosts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+@pytest.mark.parametrize("hosts, slurm_runs, details, gathered, per_task", [
+    pytest.param(FOUR, None, True, "records", None, id="details: every record"),
+    pytest.param(FOUR, None, False, "hosts", 2, id="without Slurm: the host table"),
+    pytest.param(FOUR, HALVES, False, None, 2, id="Slurm's placement holds: nothing gathered"),
+    pytest.param(["node1", "node2", "node1", "node2"], HALVES, False, "hosts", 2,
+                 id="Slurm's placement fails on some ranks: the host table"),
+    pytest.param(["node1", "node2", "node2", "node2"], None, False, "hosts", 1,
+                 id="the smallest node's GPUs per task"),
+])
+def test_each_rank_learns_its_rank_the_size_and_its_node_s_records(
+        hosts, slurm_runs, details, gathered, per_task):
+    facts = gather_world(hosts, slurm_runs=slurm_runs, details=details)
+    records = [RankRecord(rank=r, size=4, host=h, launcher=None, plan="mpi")
+               for r, h in enumerate(hosts)]
+    for rank, got in enumerate(facts):
+        assert got == MpiFacts(
+            rank=rank, size=4, records=records if gathered == "records" else None,
+            hosts=hosts if gathered else None,
+            node=[r for r in records if r.host == hosts[rank]], per_task=per_task)
+
+
+# What a rank puts into the first reduction (_first_report), field by field.
+
+TASK = RankRecord(rank=1, size=4, host="node1", launcher="pmix", procid="1", num_tasks="4",
+                  step="00c0ffee", plan="slurm+check")
+REPORT = FirstReport(plan=1, step=0xC0FFEE, own_checks_ok=True, no_error=True, placed=True,
+                     picked_port=False, aimed_base=-1)
+
+
+@pytest.mark.parametrize("change, runs, aimed_base, expected", [
+    pytest.param({}, HALVES, None, {}, id="a checked task where Slurm puts it"),
+    pytest.param(dict(host="node2"), HALVES, None, dict(own_checks_ok=False, placed=False),
+                 id="Slurm's runs put it on another node: its own check fails"),
+    pytest.param(dict(host="node2", plan="slurm"), HALVES, None,
+                 dict(plan=0, placed=False), id="an unchecked plan: no own check"),
+    pytest.param(dict(host="node2"), [("node1", 3)], None, dict(placed=False),
+                 id="runs of another size say nothing of where it runs"),
+    pytest.param(dict(procid=None, num_tasks=None, step=None, plan="mpi"), None, None,
+                 dict(plan=2, step=-1, placed=False), id="outside a step: step -1"),
+    pytest.param(dict(procid=None, num_tasks=None, step=None, plan="mpi+check"), None, None,
+                 dict(plan=3, step=-1, own_checks_ok=False, placed=False),
+                 id="a check outside a step fails"),
+    pytest.param(dict(plan=None), HALVES, None, dict(plan=4), id="no plan: no check"),
+    pytest.param(dict(port=20001), HALVES, 20000, dict(picked_port=True, aimed_base=20000),
+                 id="a picked port and the base it aims at"),
+    pytest.param(dict(error="failed"), HALVES, None, dict(no_error=False), id="an error"),
+])
+def test_the_first_report_says_what_this_rank_s_record_says(change, runs, aimed_base,
+                                                             expected):
+    report = _exchange._first_report(replace(TASK, **change), 4, runs, aimed_base)
+    assert report == replace(REPORT, **expected)

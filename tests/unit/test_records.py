@@ -43,6 +43,17 @@ def test_an_unreadable_record_is_a_format_error_quoting_it(text):
     assert str(caught.value).endswith(f": {text!r}")
 
 
+@pytest.mark.parametrize("length, quoted", [
+    pytest.param(200, 200, id="200 characters: quoted whole"),
+    pytest.param(201, 200, id="201 characters: the first 200 quoted"),
+])
+def test_an_unreadable_record_is_quoted_up_to_200_characters(length, quoted):
+    text = "[" * length  # not JSON
+    with pytest.raises(FormatError) as caught:
+        RankRecord.from_json(text)
+    assert str(caught.value).endswith(f"): {text[:quoted]!r}")
+
+
 def test_make_record_reads_the_task_s_variables():
     record = make_record(2, 4, "n1", TASK, detect_launch(TASK), ("1",), 8, None, True,
                          "slurm+check", 20001)
