@@ -17,6 +17,8 @@ from ._records import RankRecord, gpu_conflicts
 
 #: probe() -> (GPUs on this node, True when it is CPU-only); see gpu_discovery.probe_gpus.
 Probe = Callable[[], Tuple[int, bool]]
+#: (host, record) of each rank, in rank order.
+Ranks = Sequence[Tuple[str, RankRecord]]
 
 
 def discover(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: bool
@@ -46,7 +48,7 @@ def node_summary(opts: Options, node: List[RankRecord]) -> Tuple[int, bool]:
     """Returns (the GPUs per task this node's ranks could divide, or NO_LIMIT; whether the
     node has a problem every rank must see: GPU lists that conflict, or cannot be given)."""
     try:
-        lists = _task_lists(opts, [r.host for r in node], node)[node[0].host]
+        lists = _task_lists(opts, [(r.host, r) for r in node])[node[0].host]
         allocate_nodes({node[0].host: lists}, opts.gpus_per_task)
     except ResolutionError:
         return NO_LIMIT, True
@@ -88,8 +90,7 @@ def gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank:
     return gpus
 
 
-def _task_lists(opts: Options, placement: Sequence[str], records: Sequence[RankRecord]
-                ) -> Dict[str, List[Tuple[str, ...]]]:
+def _task_lists(opts: Options, ranks: Ranks) -> Dict[str, List[Tuple[str, ...]]]:
     """Returns {host: the GPU list of each of its ranks, in rank order} (binding.task_gpus),
     nvidia-smi's count coming from the rank of that host that ran it.
 
@@ -97,11 +98,11 @@ def _task_lists(opts: Options, placement: Sequence[str], records: Sequence[RankR
       ResolutionError: a host none of whose ranks could say.
     """
     probed: Dict[str, int] = {}
-    for host, r in zip(placement, records, strict=True):
+    for host, r in ranks:
         if r.probed is not None:
             probed.setdefault(host, r.probed)
     lists: Dict[str, List[Tuple[str, ...]]] = {}
-    for host, r in zip(placement, records, strict=True):
+    for host, r in ranks:
         gpus = task_gpus(r.visible, r.slurm_gpus(), probed.get(host), opts.gpus_per_node)
         if gpus is None:
             raise ResolutionError(
@@ -112,15 +113,13 @@ def _task_lists(opts: Options, placement: Sequence[str], records: Sequence[RankR
     return lists
 
 
-def _gpu_notes(opts: Options, placement: Sequence[str],
-               records: Sequence[RankRecord]) -> List[str]:
+def _gpu_notes(opts: Options, ranks: Ranks) -> List[str]:
     """Returns the notes on CPU-only hosts and on gpus_per_node ignored for bound tasks."""
     notes = []
-    cpu_hosts = list(dict.fromkeys(h for h, r in zip(placement, records, strict=True)
-                                   if r.cpu_only))
+    cpu_hosts = list(dict.fromkeys(h for h, r in ranks if r.cpu_only))
     if cpu_hosts:
         notes.append(_cpu_only_note(cpu_hosts))
-    bound = next((r for r in records if is_bound(r.visible, r.slurm_gpus())), None)
+    bound = next((r for _, r in ranks if is_bound(r.visible, r.slurm_gpus())), None)
     if opts.gpus_per_node is not None and bound is not None:
         notes.append(_ignored_note(opts.gpus_per_node, bound.gpu_bind))
     return notes
@@ -128,13 +127,18 @@ def _gpu_notes(opts: Options, placement: Sequence[str],
 
 def _allocate(opts: Options, placement: Sequence[str], records: Sequence[RankRecord],
               divided_per_task: Optional[int] = None) -> GpuAllocation:
-    """Returns the GPUs of the ranks of ``records`` (binding.allocate_nodes), with notes."""
-    gpus = allocate_nodes(_task_lists(opts, placement, records), opts.gpus_per_task,
-                          tasks_per_gpu=max((r.tasks_per_gpu or 0 for r in records),
-                                            default=0) or None,
+    """Returns the GPUs of the ranks of ``records`` (binding.allocate_nodes), with notes.
+
+    Raises:
+      ValueError: ``placement`` and ``records`` of different lengths.
+    """
+    ranks = list(zip(placement, records, strict=True))
+    gpus = allocate_nodes(_task_lists(opts, ranks), opts.gpus_per_task,
+                          tasks_per_gpu=max((r.tasks_per_gpu for r in records
+                                             if r.tasks_per_gpu), default=None),
                           divided_per_task=divided_per_task)
     return GpuAllocation(gpus.nodes, gpus.per_task,
-                         gpus.notes + tuple(_gpu_notes(opts, placement, records)))
+                         gpus.notes + tuple(_gpu_notes(opts, ranks)))
 
 
 def gpus_from_records(opts: Options, layout: Layout,
@@ -146,6 +150,6 @@ def gpus_from_records(opts: Options, layout: Layout,
 def gpus_from_node(opts: Options, host: str, node: List[RankRecord],
                     per_task: Optional[int]) -> GpuAllocation:
     """Returns the GPUs of this rank's node (``node``: its ranks' records, named ``host``),
-    with ``per_task`` the job's GPUs per task of divided lists (from the exchange)."""
-    return _allocate(opts, [host] * len(node), node,
-                     None if per_task is None or per_task >= NO_LIMIT else per_task)
+    with ``per_task`` the job's GPUs per task of divided lists (from the exchange: NO_LIMIT
+    where no node divides one, this node included, so it divides none either)."""
+    return _allocate(opts, [host] * len(node), node, per_task)

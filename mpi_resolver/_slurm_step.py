@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from ._errors import FormatError, MismatchError, ResolutionError
 from ._host_names import HostIndex
@@ -88,8 +88,8 @@ class SlurmStep:
 
         ``cyclic:block`` -> ``cyclic``; ``plane=4`` -> ``plane``.
         """
-        value = self.env.get("SLURM_DISTRIBUTION") or "block"
-        return value.split(":", 1)[0].split("=", 1)[0].strip().lower() or "block"
+        value = self.env.get("SLURM_DISTRIBUTION", "")
+        return value.partition(":")[0].partition("=")[0].strip().lower() or "block"
 
     def gtids(self) -> Optional[Tuple[int, ...]]:
         """Returns SLURM_GTIDS (the step ranks on this node), or None where it is not set."""
@@ -107,7 +107,7 @@ class SlurmStep:
         keys = ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST",
                 "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NUM_TASKS", "SLURM_DISTRIBUTION")
         text = "\0".join(self.env.get(k, "") for k in keys)
-        return format(zlib.crc32(text.encode("utf-8", "replace")), "08x")
+        return format(zlib.crc32(text.encode(errors="replace")), "08x")  # UTF-8
 
 
 def slurm_describes_ranks(env: Mapping[str, str], launch: Launch) -> bool:
@@ -167,7 +167,8 @@ def read_slurm(opts: Options, step: SlurmStep) -> SlurmView:
       ResolutionError, FormatError: a variable missing, malformed or contradicting another.
     """
     rank = step.procid()
-    hosts, counts = slurm_configuration(opts, step)
+    nodes = slurm_configuration(opts, step)
+    hosts, counts = list(nodes), list(nodes.values())
     total = sum(counts)
     if opts.jobs is None and opts.tasks_per_node is None:
         num_tasks = step.num_tasks()
@@ -179,31 +180,30 @@ def read_slurm(opts: Options, step: SlurmStep) -> SlurmView:
     if rank >= total:
         raise ResolutionError(
             f"SLURM_PROCID={rank} is outside the step's {total} tasks (0..{total - 1}).")
-    tf_assumed = tf_runs(dict(zip(hosts, counts, strict=True)))
+    tf_assumed = tf_runs(nodes)
     declared = opts.tasks_per_node is not None
     # a declared layout is the caller's, as in TensorFlow
     runs = tf_assumed if declared else slurm_runs(hosts, counts, step.distribution())
     return SlurmView(rank, hosts, counts, tf_assumed, runs, declared)
 
 
-def _declared_hosts(declared: Mapping[str, int], step: SlurmStep) -> List[str]:
-    """Returns the hosts of a tasks_per_node dict, checked against SLURM_STEP_NODELIST."""
-    hosts = list(declared)
+def _check_declared_hosts(declared: Mapping[str, int], step: SlurmStep) -> None:
+    """Checks the hosts of a tasks_per_node dict against SLURM_STEP_NODELIST."""
     if "SLURM_STEP_NODELIST" in step.env:
         known = HostIndex(step.hostlist())
-        unknown = [h for h in hosts if known.find(h) is None]
+        unknown = [h for h in declared if known.find(h) is None]
         if unknown:
             raise ResolutionError(
                 f"tasks_per_node names {', '.join(unknown)}, which are not in "
                 f"SLURM_STEP_NODELIST={step.env['SLURM_STEP_NODELIST']!r}; name the "
                 "step's nodes, or leave tasks_per_node unset to read them from Slurm.")
-    return hosts
 
 
-def slurm_configuration(opts: Options, step: SlurmStep) -> Tuple[List[str], List[int]]:
-    """Returns (hosts, tasks per host) as TensorFlow would read them, checked."""
+def slurm_configuration(opts: Options, step: SlurmStep) -> Dict[str, int]:
+    """Returns {host: its tasks}, in the step's order, as TensorFlow would read them, checked."""
     if isinstance(opts.tasks_per_node, dict):
-        return _declared_hosts(opts.tasks_per_node, step), list(opts.tasks_per_node.values())
+        _check_declared_hosts(opts.tasks_per_node, step)
+        return dict(opts.tasks_per_node)
     hosts = step.hostlist()
     seen = set()
     for h in hosts:
@@ -213,14 +213,15 @@ def slurm_configuration(opts: Options, step: SlurmStep) -> Tuple[List[str], List
                 "step's node list names each node once.")
         seen.add(h)
     if isinstance(opts.tasks_per_node, int):
-        return hosts, [opts.tasks_per_node] * len(hosts)
+        return dict.fromkeys(hosts, opts.tasks_per_node)
     counts = step.tasks_per_node()
-    if len(counts) != len(hosts):
+    try:
+        return dict(zip(hosts, counts, strict=True))
+    except ValueError:
         raise FormatError(
             f"SLURM_STEP_NODELIST={step.env['SLURM_STEP_NODELIST']!r} has {len(hosts)} nodes "
             f"but SLURM_STEP_TASKS_PER_NODE={step.env['SLURM_STEP_TASKS_PER_NODE']!r} has "
-            f"{len(counts)} entries; they must describe the same nodes.")
-    return hosts, counts
+            f"{len(counts)} entries; they must describe the same nodes.") from None
 
 
 def slurm_truth(view: SlurmView, step: SlurmStep, launcher: Optional[str]) -> Runs:
@@ -240,7 +241,11 @@ def slurm_truth(view: SlurmView, step: SlurmStep, launcher: Optional[str]) -> Ru
 
 def why_not_tf(runs: Runs, tf_assumed: Runs, step: SlurmStep) -> Optional[str]:
     """Returns the one-line note that says why the layout (``runs``: where ranks run) differs
-    from TensorFlow's (``tf_assumed``), or None where it does not."""
+    from TensorFlow's (``tf_assumed``), or None where it does not.
+
+    Raises:
+      ValueError: the two of different numbers of ranks, alike as far as the shorter goes.
+    """
     if runs == tf_assumed:
         return None
     placement, tf = expand_runs(runs), expand_runs(tf_assumed)

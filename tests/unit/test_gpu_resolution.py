@@ -9,8 +9,12 @@ from typing import Dict, List, Optional, Sequence
 import pytest
 
 from mpi_resolver._errors import MismatchError, ResolutionError
-from mpi_resolver._gpu_resolution import _cpu_only_note, _ignored_note
+from mpi_resolver._gpu_allocation import NO_LIMIT
+from mpi_resolver._gpu_resolution import (_cpu_only_note, _ignored_note, gpus_from_node,
+                                          gpus_from_records, node_summary)
+from mpi_resolver._layout import Layout, build_layout_runs, runs_of
 from mpi_resolver._options import make_options
+from mpi_resolver._records import RankRecord
 from mpi_resolver._resolution import resolve_job
 from tests.unit.jobs import run_job, srun_env
 
@@ -328,3 +332,57 @@ def test_tasks_per_gpu_from_any_rank_names_the_sharing_in_the_note():
     envs[2]["SLURM_NTASKS_PER_TRES"] = "2"
     notes = run_job(envs, ONE_NODE, rank=0).notes
     assert any("2 tasks per GPU as Slurm bound them" in n for n in notes), notes
+
+
+# --------------------------------------------------------------------------------------------
+# From the ranks' records directly: a host that cannot say, lengths, a node's share
+# --------------------------------------------------------------------------------------------
+
+def record(rank: int, host: str, **fields) -> RankRecord:
+    """A rank's record as the exchange gathers it (every other field at its default)."""
+    return RankRecord(rank=rank, size=2, host=host, launcher=None, **fields)
+
+
+def layout_of(placement: Sequence[str]) -> Layout:
+    return build_layout_runs(runs_of(placement), jobs={"worker": len(placement)},
+                             port_base=8888)
+
+
+NO_ONE_SAYS = ("no rank on n2 reported its GPUs (CUDA_VISIBLE_DEVICES and SLURM_GPUS_ON_NODE "
+               "unset, and no local rank 0 ran nvidia-smi); set gpus_per_node or "
+               "CUDA_VISIBLE_DEVICES.")
+
+
+def test_a_host_none_of_whose_ranks_reports_its_gpus_is_an_error_naming_it():
+    records = [record(0, "n1", visible=("0",)), record(1, "n2")]
+    with pytest.raises(ResolutionError) as caught:
+        gpus_from_records(make_options(), layout_of(["n1", "n2"]), records)
+    assert str(caught.value) == NO_ONE_SAYS
+    assert node_summary(make_options(), [records[1]]) == (NO_LIMIT, True)
+    given = gpus_from_records(make_options(gpus_per_node=2), layout_of(["n1", "n2"]), records)
+    assert given.at("n2", 0) == (("0", "1"), "divided")
+
+
+@pytest.mark.parametrize("placement", [
+    pytest.param(["n1"], id="fewer hosts than records"),
+    pytest.param(["n1", "n1", "n1"], id="more hosts than records"),
+])
+def test_records_must_be_one_per_rank_of_the_layout(placement):
+    """An internal invariant: the layout and the records describe the same ranks."""
+    records = [record(0, "n1", visible=("0",)), record(1, "n1", visible=("1",))]
+    with pytest.raises(ValueError, match="zip"):
+        gpus_from_records(make_options(), layout_of(placement), records)
+
+
+@pytest.mark.parametrize("visible, per_task, expected", [
+    pytest.param([("0", "1", "2", "3")] * 2, None, [("0", "1"), ("2", "3")],
+                 id="a node's list divided by its own ranks where the job says nothing"),
+    pytest.param([("0", "1", "2", "3")] * 2, 1, [("0",), ("1",)],
+                 id="the job's GPUs per task where another node divides fewer"),
+    pytest.param([("0",), ("1",)], NO_LIMIT, [("0",), ("1",)],
+                 id="no node divides a list: each rank keeps its own"),
+])
+def test_a_node_s_gpus_take_the_job_s_gpus_per_task(visible, per_task, expected):
+    node = [record(r, "n1", visible=v) for r, v in enumerate(visible)]
+    gpus = gpus_from_node(make_options(), "n1", node, per_task)
+    assert [gpus.at("n1", i)[0] for i in range(len(node))] == expected

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from mpi_resolver._errors import FormatError, MismatchError, ResolutionError
-from mpi_resolver._launchers import detect_launch
+from mpi_resolver._launchers import detect_launch, placement_fix, srun_advice
 from mpi_resolver._options import make_options
 from mpi_resolver._slurm_step import (SlurmStep, batch_step_view, read_slurm,
                                       slurm_describes_ranks, slurm_truth, why_not_tf)
@@ -324,3 +324,64 @@ def test_why_not_tf_names_the_first_rank_tensorflow_misplaces(nodes, shown):
     assert why_not_tf([("a", 2)], [("a", 2)], step) is None
     assert "SLURM_DISTRIBUTION=block, node order ?" in why_not_tf(
         [("b", 1), ("a", 1)], [("a", 1), ("b", 1)], SlurmStep({}))
+
+
+@pytest.mark.parametrize("runs, tf_assumed", [
+    pytest.param([("a", 2)], [("a", 1)], id="runs longer than TensorFlow's"),
+    pytest.param([("a", 1)], [("a", 1), ("b", 1)], id="TensorFlow's longer than runs"),
+])
+def test_why_not_tf_of_layouts_of_different_ranks_is_a_value_error(runs, tf_assumed):
+    """An internal invariant: both layouts hold the step's ranks."""
+    with pytest.raises(ValueError, match="zip"):
+        why_not_tf(runs, tf_assumed, SlurmStep({}))
+
+
+# --------------------------------------------------------------------------------------------
+# Every error of the step's variables, word for word
+# --------------------------------------------------------------------------------------------
+
+_BATCH_ADVICE = srun_advice(None, command="python train.py")
+
+
+@pytest.mark.parametrize("call, error, message", [
+    pytest.param(lambda: read_slurm(make_options(), step_of(SLURM_STEP_NUM_TASKS="5")),
+                 FormatError, "SLURM_STEP_NUM_TASKS=5 but SLURM_STEP_TASKS_PER_NODE='3,1' adds "
+                 "up to 4; they must agree.", id="task counts that do not add up"),
+    pytest.param(lambda: read_slurm(make_options(), step_of(SLURM_PROCID="4")),
+                 ResolutionError, "SLURM_PROCID=4 is outside the step's 4 tasks (0..3).",
+                 id="a rank past the last task"),
+    pytest.param(lambda: read_slurm(make_options(), step_of(SLURM_STEP_NODELIST="n1,n1")),
+                 FormatError, "SLURM_STEP_NODELIST='n1,n1' lists n1 twice; a step's node list "
+                 "names each node once.", id="a node listed twice"),
+    pytest.param(lambda: read_slurm(make_options(), step_of(SLURM_STEP_NODELIST="n[1-3]")),
+                 FormatError, "SLURM_STEP_NODELIST='n[1-3]' has 3 nodes but "
+                 "SLURM_STEP_TASKS_PER_NODE='3,1' has 2 entries; they must describe the same "
+                 "nodes.", id="more nodes than task counts"),
+    pytest.param(lambda: read_slurm(make_options(tasks_per_node={"n8": 2, "n1": 1, "n9": 1}),
+                                    step_of()),
+                 ResolutionError, "tasks_per_node names n8, n9, which are not in "
+                 "SLURM_STEP_NODELIST='n[1-2]'; name the step's nodes, or leave tasks_per_node "
+                 "unset to read them from Slurm.", id="declared nodes outside the step"),
+    pytest.param(lambda: SlurmStep({"SLURM_STEP_TASKS_PER_NODE": "0,1"}).tasks_per_node(),
+                 FormatError, "SLURM_STEP_TASKS_PER_NODE='0,1' gives a node 0 tasks; every node "
+                 "of a step runs at least one task.", id="a node of no tasks"),
+    pytest.param(lambda: SlurmStep({"SLURM_GTIDS": "0,x"}).gtids(),
+                 FormatError, "SLURM_GTIDS='0,x' is not a list of whole numbers; expected the "
+                 "step's ranks on this node, e.g. 0,2,3.", id="ranks that are not numbers"),
+    pytest.param(lambda: slurm_truth(read_slurm(make_options(),
+                                                step_of(SLURM_DISTRIBUTION="plane=2")),
+                                     step_of(SLURM_DISTRIBUTION="plane=2"), "pmix"),
+                 MismatchError, "SLURM_DISTRIBUTION='plane=2': Slurm's step variables do not "
+                 "say on which node each rank runs, and TensorFlow's block layout would give "
+                 "ranks addresses on hosts where they do not run. " + placement_fix("pmix"),
+                 id="a distribution that does not say where ranks run"),
+    pytest.param(lambda: batch_step_view({"SLURM_JOB_ID": "7", "SLURM_PROCID": "0"}),
+                 ResolutionError, "this is the batch step of Slurm job 7 (SLURM_PROCID is set "
+                 "but no SLURM_STEP_* variable): the job script itself, started once, not the "
+                 "job's SLURM_NTASKS=? tasks. Start training with srun inside the script: "
+                 f"{_BATCH_ADVICE}.", id="a batch step without its node nor its task count"),
+])
+def test_errors_of_the_step_word_for_word(call, error, message):
+    with pytest.raises(ResolutionError) as caught:
+        call()
+    assert caught.type is error and str(caught.value) == message
