@@ -82,16 +82,18 @@ class GpuAllocation:
     def at(self, host: str, index: int) -> Tuple[Optional[Gpus], str]:
         """Returns (GPUs, kind) of the ``index``-th rank on ``host`` (kind: see KINDS)."""
         node = self.nodes.get(host)
-        if node is None and self.tasks is not None and self.by_count is not None:
-            node = self.by_count.get(self.tasks.get(host, -1))
+        count = (self.tasks or {}).get(host)
+        if node is None and count is not None and self.by_count is not None:
+            node = self.by_count.get(count)
         if node is None:
             return None, "unknown"
         return node.at(index)
 
 
-def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, alone: bool,
-           explicit: bool) -> Share:
-    """Returns how ``ranks`` ranks of ``host`` that all see ``gpus`` use them.
+def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explicit: bool,
+           alone: bool = False) -> Share:
+    """Returns how ``ranks`` ranks of ``host`` that all see ``gpus`` use them (``alone``:
+    this list is one rank's own, on a node whose ranks see different lists).
 
     Raises:
       ResolutionError: an explicit gpus_per_task that the list cannot give every rank.
@@ -105,7 +107,7 @@ def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, alone:
                 f"gpus_per_task={per_task}, but the {ranks} tasks on {host} that see GPUs "
                 f"{','.join(gpus)} share {m}; lower gpus_per_task (--gpus-per-task).")
         return Share(gpus, "shared", per_task if explicit and per_task is not None else m)
-    g = per_task if explicit and per_task is not None else (per_task or m // ranks)
+    g = per_task or m // ranks  # an explicit 0 gave no GPUs above
     if ranks * g > m:
         tasks, need = ("1 task", "needs") if ranks == 1 else (f"{ranks} tasks", "need")
         raise ResolutionError(
@@ -158,8 +160,7 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
             (gpus, ranks), = by_list.items()
             key = (gpus, len(ranks))
             if key not in alike:
-                share = _share(gpus, len(ranks), gpus_per_task, host, alone=False,
-                               explicit=explicit)
+                share = _share(gpus, len(ranks), gpus_per_task, host, explicit=explicit)
                 alike[key] = NodeGpus((share,))
                 if share.kind == "shared" and not notes:
                     notes.append(_shared_note(host, [(share, len(ranks))], tasks_per_gpu))
@@ -180,8 +181,8 @@ def _node_of_lists(host: str, by_list: Mapping[Gpus, Sequence[int]], ranks_on_ho
     slots: List[Optional[Tuple[int, int]]] = [None] * ranks_on_host
     shared: List[Tuple[Share, int]] = []
     for gpus, ranks in by_list.items():
-        share = _share(gpus, len(ranks), gpus_per_task, host, alone=len(ranks) == 1,
-                       explicit=gpus_per_task is not None)
+        share = _share(gpus, len(ranks), gpus_per_task, host,
+                       explicit=gpus_per_task is not None, alone=len(ranks) == 1)
         if share.kind == "shared":
             shared.append((share, len(ranks)))
         for i, index in enumerate(ranks):
@@ -221,7 +222,7 @@ def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int], gpus_per_task: Option
     notes: List[str] = []
     for n in counts:
         named = next(h for h, k in tasks.items() if k == n)
-        share = _share(gpus, n, gpus_per_task, named, alone=False, explicit=explicit)
+        share = _share(gpus, n, gpus_per_task, named, explicit=explicit)
         if share.kind == "shared" and host is not None and tasks.get(host) == n:
             notes.append(_shared_note(host, [(share, n)], None))
         by_count[n] = NodeGpus((share,))

@@ -56,7 +56,9 @@ def parse_visible_devices(value: Optional[str]) -> Optional[Tuple[str, ...]]:
 
 def _gpu_bind(value: Optional[str]) -> Optional[str]:
     """Returns the GPU part of SLURMD_TRES_BIND: 'gpu:verbose,per_task:2' -> 'per_task:2'."""
-    for part in (value or "").split("+"):
+    if value is None:
+        return None
+    for part in value.split("+"):
         kind, _, rest = part.strip().partition(":")
         if kind == "gpu":
             rest = rest[len("verbose,"):] if rest.startswith("verbose,") else rest

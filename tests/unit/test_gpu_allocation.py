@@ -176,3 +176,105 @@ def test_allocate_own(gpus, slurm, per_task, mine, kind, job_per_task, notes):
     if notes:
         assert got.notes[0] == ("GPUs are shared: 2 tasks on n1 use GPU(s) 1, 2 tasks per GPU as "
                                 "Slurm bound them (--ntasks-per-gpu / --gpu-bind=single:2).")
+
+
+# --------------------------------------------------------------------------------------------
+# What each node holds: its shares (list, kind, per_task) and where each rank sits in them
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lists, per_task, node", [
+    pytest.param([()] * 2, None, NodeGpus((Share((), "none", 0),)),
+                 id="no GPUs: none, 0 each"),
+    pytest.param([FOUR] * 2, 0, NodeGpus((Share((), "none", 0),)),
+                 id="gpus_per_task=0: none, 0 each, the list dropped"),
+    pytest.param([("0", "1")] * 3, None, NodeGpus((Share(("0", "1"), "shared", 2),)),
+                 id="2 GPUs for 3: shared, all of the list each"),
+    pytest.param([("0", "1")] * 3, 1, NodeGpus((Share(("0", "1"), "shared", 1),)),
+                 id="2 GPUs for 3, gpus_per_task=1: shared, the first each"),
+    pytest.param([FOUR] * 2, None, NodeGpus((Share(FOUR, "divided", 2),)),
+                 id="4 for 2: divided, 2 each"),
+    pytest.param([("0", "1"), ("2", "3"), ("0", "1")], None,
+                 NodeGpus((Share(("0", "1"), "divided", 1), Share(("2", "3"), "own", 2)),
+                          ((0, 0), (1, 0), (0, 1))),
+                 id="lists of their own: one share per list, each rank's place in it"),
+])
+def test_a_node_holds_its_shares_and_each_rank_s_place(lists, per_task, node):
+    assert allocate_nodes({"a": lists}, per_task).nodes == {"a": node}
+
+
+@pytest.mark.parametrize("lists, per_task, expected", [
+    pytest.param([("0", "1")] * 3, 1, [(("0",), "shared")] * 3,
+                 id="shared list: gpus_per_task takes the first for each"),
+    pytest.param([("0", "1"), ("2", "3")], None, [(("0", "1"), "own"), (("2", "3"), "own")],
+                 id="own lists of two GPUs: each keeps both"),
+    pytest.param([("0", "1", "2", "3")] * 2 + [("4",)], None,
+                 [(("0", "1"), "divided"), (("2", "3"), "divided"), (("4",), "own")],
+                 id="a group divides its list, a lone rank keeps its own"),
+])
+def test_allocate_nodes_gives_each_rank(lists, per_task, expected):
+    assert every_rank(allocate_nodes({"a": lists}, per_task), {"a": lists}) == expected
+
+
+def test_no_nodes_give_no_gpus_per_task():
+    assert allocate_nodes({}, None) == GpuAllocation({}, 0)
+
+
+def test_a_node_whose_ranks_all_share_one_gpu_as_bound_says_so():
+    """One list, two tasks per GPU as Slurm bound them: the note says --ntasks-per-gpu."""
+    assert allocate_nodes({"a": [("0",)] * 2}, None, tasks_per_gpu=2).notes == (
+        "GPUs are shared: 2 tasks on a use GPU(s) 0, 2 tasks per GPU as Slurm bound them "
+        "(--ntasks-per-gpu / --gpu-bind=single:2).",)
+
+
+def test_divided_per_task_no_limit_divides_each_list_by_its_ranks():
+    gpus = allocate_nodes({"a": [FOUR] * 2}, None, divided_per_task=NO_LIMIT)
+    assert every_rank(gpus, {"a": [FOUR] * 2}) == [(("0", "1"), "divided"),
+                                                   (("2", "3"), "divided")]
+
+
+def test_allocate_uniform_refuses_naming_a_host_of_the_count_that_cannot_be_given():
+    with pytest.raises(ResolutionError) as caught:
+        allocate_uniform(FOUR, {"a": 1, "b": 2, "c": 2}, 3)
+    assert str(caught.value).startswith(
+        "2 tasks x gpus_per_task=3 need 6 GPUs on b, which has 4; ")
+
+
+def test_allocate_own_places_the_rank_first_of_its_share_and_no_other():
+    own = allocate_own(("5", "6"), "a", 1, 3, SlurmGpus(bind="per_task:2"), None)
+    assert own.nodes == {"a": NodeGpus((Share(("5", "6"), "own", 2),), (None, (0, 0), None))}
+
+
+ONE = NodeGpus((Share(("0",), "own", 1),))
+TWO = NodeGpus((Share(("7",), "own", 1),))
+
+
+@pytest.mark.parametrize("allocation, host, expected", [
+    pytest.param(GpuAllocation({"a": ONE}, 1, tasks={"a": 1}, by_count={1: TWO}), "a",
+                 (("0",), "own"), id="a node of its own wins over its count"),
+    pytest.param(GpuAllocation({}, 1, tasks={"a": 1}, by_count={1: TWO}), "a",
+                 (("7",), "own"), id="else the node of its count"),
+    pytest.param(GpuAllocation({}, 1, tasks={"a": 1}, by_count={1: TWO}), "b",
+                 (None, "unknown"), id="a host of no count is unknown, even beside count 1"),
+    pytest.param(GpuAllocation({}, 1, tasks={"a": 1}), "a", (None, "unknown"),
+                 id="a count without nodes by count is unknown"),
+])
+def test_allocation_at_looks_up_the_node_then_the_count(allocation, host, expected):
+    assert allocation.at(host, 0) == expected
+
+
+@pytest.mark.parametrize("allocate, message", [
+    pytest.param(lambda: allocate_nodes({"n2": [("0", "1")] * 3}, 3),
+                 "gpus_per_task=3, but the 3 tasks on n2 that see GPUs 0,1 share 2; lower "
+                 "gpus_per_task (--gpus-per-task).", id="a shared list"),
+    pytest.param(lambda: allocate_nodes({"n2": [("0", "1")] * 2}, 2),
+                 "2 tasks x gpus_per_task=2 need 4 GPUs on n2, which has 2; lower gpus_per_task "
+                 "(--gpus-per-task) or run fewer tasks per node.", id="a divided list"),
+    pytest.param(lambda: allocate_own(("2", "3"), "n1", 0, 1, SlurmGpus(bind="map_gpu:2,3"), 3),
+                 "gpus_per_task=3, but Slurm bound 2 GPU(s) (2,3) to this task on n1 "
+                 "(SLURMD_TRES_BIND=gpu:map_gpu:2,3); lower gpus_per_task (--gpus-per-task).",
+                 id="a task's own list"),
+])
+def test_too_many_gpus_per_task_is_refused_with_the_whole_story(allocate, message):
+    with pytest.raises(ResolutionError) as caught:
+        allocate()
+    assert str(caught.value) == message

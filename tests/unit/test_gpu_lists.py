@@ -130,3 +130,11 @@ def test_gpu_counts_beyond_a_node_name_their_variable(variable):
 def test_gpus_per_node_equal_to_the_list_takes_the_list_itself():
     assert task_gpus(("2", "3"), SlurmGpus(), None, 2) == ("2", "3")
     assert task_gpus(("2", "3"), SlurmGpus(), None, 3) == ("0", "1", "2")
+
+
+def test_a_malformed_entry_s_message_says_what_an_entry_may_be():
+    with pytest.raises(FormatError) as caught:
+        parse_visible_devices("0,abc")
+    assert str(caught.value) == (
+        "CUDA_VISIBLE_DEVICES='0,abc': entry 'abc' is neither a GPU index nor a GPU-/MIG- UUID; "
+        "expected e.g. '0,1' or 'GPU-<uuid>,GPU-<uuid>'.")
