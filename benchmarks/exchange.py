@@ -93,6 +93,9 @@ class Replay:
         self.received += sum(len(v) for v in out.values())
         return out
 
+    def close(self) -> None:
+        """Nothing to free: no communicator was duplicated."""
+
 
 def _record_of(n: int, rank: int, opts: Any, uses: str, host: str) -> bytes:
     env = job_env(n, rank)

@@ -50,6 +50,9 @@ class Transport(Protocol):
     def exchange(self, peers: Sequence[int], payload: bytes) -> Dict[int, bytes]:
         """Sends ``payload`` to each of ``peers`` and returns what each of them sent."""
 
+    def close(self) -> None:
+        """Ends this rank's part in the exchange (frees what it holds); nothing after it."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class MpiFacts:

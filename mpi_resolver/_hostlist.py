@@ -40,20 +40,20 @@ def check_host_name(name: str, *, what: str) -> str:
 
 def _split_top_level(hostlist: str) -> List[str]:
     """Splits at the commas that are outside brackets; raises FormatError on unbalanced ones."""
-    parts, depth, start = [], 0, 0
+    parts, inside, start = [], False, 0
     for i, c in enumerate(hostlist):
         if c == "[":
-            if depth:
+            if inside:
                 raise FormatError(f"hostlist {hostlist!r}: nested '[' at position {i}.")
-            depth = 1
+            inside = True
         elif c == "]":
-            if not depth:
+            if not inside:
                 raise FormatError(f"hostlist {hostlist!r}: ']' without '[' at position {i}.")
-            depth = 0
-        elif c == "," and not depth:
+            inside = False
+        elif c == "," and not inside:
             parts.append(hostlist[start:i])
             start = i + 1
-    if depth:
+    if inside:
         raise FormatError(f"hostlist {hostlist!r}: '[' is never closed.")
     parts.append(hostlist[start:])
     return parts
@@ -127,8 +127,10 @@ def _expand_expression(expression: Expression) -> List[str]:
     if len(groups) == 1:
         prefix = texts[0]
         return [prefix + v for v in groups[0]]
-    return ["".join(itertools.chain.from_iterable(zip(texts, combo, strict=True)))
-            for combo in itertools.product(*groups)]
+    parts: List[List[str]] = []  # [text before group 0], group 0, [text before group 1], ...
+    for i, values in enumerate(groups):
+        parts += [[texts[i]], values]
+    return ["".join(combo) for combo in itertools.product(*parts)]
 
 
 def expand_hostlist(hostlist: str) -> List[str]:

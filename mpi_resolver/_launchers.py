@@ -9,7 +9,7 @@ table LAUNCHERS is searched in order; the first whose ``detect(env)`` holds star
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 from ._errors import ResolutionError
 from ._mpi_library import MpiLibrary
@@ -54,7 +54,7 @@ LAUNCHERS: Tuple[Launcher, ...] = (
     Launcher("pmix", ("PMIX_RANK",), "SLURM_LOCALID", srun_plugin="pmix", advice="pmix"),
     Launcher("pmi2", ("PMI_RANK", "PMI_ID"), "SLURM_LOCALID", srun_plugin="pmi2"),
 )
-BY_NAME = {launcher.name: launcher for launcher in LAUNCHERS}
+BY_NAME: Dict[Optional[str], Launcher] = {launcher.name: launcher for launcher in LAUNCHERS}
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def detect_launch(env: Mapping[str, str]) -> Launch:
 
 def is_mpirun(name: Optional[str]) -> bool:
     """Returns True when the launcher named ``name`` (a record's) is an mpirun of its own."""
-    launcher = BY_NAME.get(name) if name is not None else None
+    launcher = BY_NAME.get(name)
     return launcher is not None and launcher.mpirun
 
 

@@ -179,7 +179,7 @@ class Layout:
 
     def port_of(self, rank: int) -> int:
         """Returns the port in ``rank``'s address."""
-        return int(self.addresses[rank].rpartition(":")[2])
+        return int(self.addresses[rank].split(":")[-1])
 
     def task_of(self, rank: int) -> Tuple[str, int]:
         """Returns (task_type, task_id) of ``rank``."""

@@ -27,7 +27,7 @@ from ._plan import Plan, make_plan
 from ._port_sockets import SocketPorts
 from ._ports import Ports, Release, check_own_port, pick_port, slurm_port_base
 from ._records import RankRecord, local_record
-from ._slurm_step import SlurmStep, SlurmView, read_slurm, slurm_truth, why_not_tf
+from ._slurm_step import SlurmStep, SlurmView, read_slurm, slurm_truth, step_of, why_not_tf
 
 
 @dataclass(kw_only=True)
@@ -147,7 +147,7 @@ def _with_mpi(opts: Options, plan: Plan, transport: Callable[[], Transport],
               ports: Ports) -> Resolution:
     """Returns the Resolution the MPI exchange gives, checked against Slurm's variables
     where the plan reads them."""
-    step = SlurmStep(plan.env) if SlurmStep.present(plan.env) else None
+    step = step_of(plan.env)
     facts, view = _exchange(opts, plan, step, transport, probe, hostname, details, ports)
     if view is not None and step is not None:  # the plan reads Slurm (a failed read raised)
         rank, runs = view.rank, _runs_named_by_slurm(view, facts)
@@ -214,9 +214,7 @@ def _exchange(opts: Options, plan: Plan, step: Optional[SlurmStep],
     finally:
         if release is not None:
             release()
-        close = getattr(t, "close", None)
-        if close is not None:
-            close()
+        t.close()
     _raise_what_ranks_met(facts, plan, step)
     return facts, view
 

@@ -110,6 +110,11 @@ class SlurmStep:
         return format(zlib.crc32(text.encode(errors="replace")), "08x")  # UTF-8
 
 
+def step_of(env: Mapping[str, str]) -> Optional[SlurmStep]:
+    """Returns the SlurmStep of ``env``, or None outside a Slurm step."""
+    return SlurmStep(env) if SlurmStep.present(env) else None
+
+
 def slurm_describes_ranks(env: Mapping[str, str], launch: Launch) -> bool:
     """Returns True when Slurm's step variables describe this process's MPI rank.
 

@@ -99,6 +99,8 @@ def test_expand_hostlist_refuses_malformed_lists(text, fragment):
     with pytest.raises(FormatError, match="hostlist") as excinfo:
         expand_hostlist(text)
     assert fragment in str(excinfo.value)
+    if text:  # every message quotes the whole list first, whichever element is wrong
+        assert str(excinfo.value).startswith(f"hostlist {text!r}"), excinfo.value
 
 
 @pytest.mark.parametrize("value", [
@@ -142,6 +144,8 @@ def test_expand_hostlist_refuses_more_than_max_hosts_before_building_any(text):
     pytest.param("n[1-5],m[1-5]", True, id="parts adding up to the limit are accepted"),
     pytest.param("n[1-5],m[1-6]", False, id="parts adding up above the limit are refused"),
     pytest.param("n[1-5,1-6]", False, id="items of one group adding up above the limit"),
+    pytest.param(",".join(f"h{i}" for i in range(10)), True,
+                 id="ten plain names are accepted"),
     pytest.param(",".join(f"h{i}" for i in range(11)), False,
                  id="eleven plain names are refused"),
 ])

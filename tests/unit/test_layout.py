@@ -72,6 +72,15 @@ def test_slurm_placement(hosts, counts, distribution, expected):
     assert slurm_placement(hosts, counts, distribution) == expected
 
 
+@pytest.mark.parametrize("hosts, counts", [
+    pytest.param(["h1", "h2"], [1], id="more nodes than counts"),
+    pytest.param(["h1"], [1, 1], id="more counts than nodes"),
+])
+def test_slurm_runs_refuses_nodes_and_counts_of_different_lengths(hosts, counts):
+    with pytest.raises(ValueError):  # the callers check first; a mistake here must not pair
+        slurm_placement(hosts, counts, "block")
+
+
 # --------------------------------------------------------------------------------------------
 # build_layout: addresses and tasks
 # --------------------------------------------------------------------------------------------

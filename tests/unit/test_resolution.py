@@ -8,6 +8,7 @@ import pytest
 from mpi_resolver._errors import MismatchError, ResolutionError
 from mpi_resolver._mpi_library import MpiLibrary
 from mpi_resolver._options import make_options
+from mpi_resolver._ports import ROOM, auto_base, candidates
 from mpi_resolver._resolution import resolve_job
 from tests.unit.envs import BLOCK, CYCLIC, MPICH_TEXT
 from tests.unit.jobs import FakePorts, PerRank, ThreadWorld, run_job, run_world, srun_env
@@ -49,10 +50,12 @@ def test_mpirun_inside_allocation_with_auto_uses_mpi_and_logs_once():
                      "SLURM_STEP_NODELIST": "node[1-2]", "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
                      "OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "4",
                      "OMPI_COMM_WORLD_LOCAL_RANK": str(BLOCK[:r].count(BLOCK[r]))})
-    res = run_job(envs, BLOCK, rank=3)
-    assert res.source == "mpi" and not res.verified
-    assert res.layout.addresses[3] == "node2:8888"
-    assert any("launcher daemons" in n for n in res.notes)
+    results = run_world(envs, BLOCK)
+    for rank, res in enumerate(results):  # Slurm's procids are the daemons': MPI gives the ranks
+        assert res.source == "mpi" and not res.verified, res
+        assert res.rank == rank and res.task == ("worker", rank)
+        assert res.layout.addresses == ["node1:8888", "node1:8889", "node1:8890", "node2:8888"]
+        assert any("launcher daemons" in n for n in res.notes)
 
 
 @pytest.mark.parametrize("distribution,placement_ok", [
@@ -169,7 +172,8 @@ def test_records_of_every_rank_come_back_with_details(details):
     for rank, res in enumerate(results):
         assert res.rank == rank and res.verified, res
         if details:
-            assert [(r.rank, r.host) for r in res.records] == list(enumerate(BLOCK))
+            assert [(r.rank, r.size, r.host) for r in res.records] == [
+                (r, 4, host) for r, host in enumerate(BLOCK)]
         else:
             assert res.records is None
 
@@ -257,12 +261,16 @@ def test_an_mpirun_of_one_rank(details):
     assert (res.records is not None) is details
 
 
-def test_auto_ports_with_mpi_keep_the_lowest_as_the_port_base():
-    ports = FakePorts()
+@pytest.mark.parametrize("moved", [False, True], ids=["all aimed ports free", "rank 0 moved"])
+def test_auto_ports_with_mpi_keep_the_lowest_as_the_port_base(moved):
+    aimed = auto_base("", ROOM)  # mpirun without a job id: the key is ''
+    ports = FakePorts({"a": {aimed}} if moved else {})
     res = run_job(_mpirun_envs(["a", "a", "b"]), ["a", "a", "b"], rank=2, gpus_per_node=0,
                   port_base="auto", ports=ports)
     picked = [res.layout.port_of(r) for r in range(3)]
     assert res.layout.port_base == min(picked) and picked[0] != picked[1]
+    # a taken port moves to the next candidate drawn from the job key, host and rank
+    assert picked == [list(candidates(aimed, "/a/0", 2))[1] if moved else aimed, aimed + 1, aimed]
 
 
 def test_mpirun_checks_a_declared_tasks_per_node():

@@ -11,7 +11,7 @@ from mpi_resolver._errors import FormatError, MismatchError, ResolutionError
 from mpi_resolver._launchers import detect_launch, placement_fix, srun_advice
 from mpi_resolver._options import make_options
 from mpi_resolver._slurm_step import (SlurmStep, batch_step_view, read_slurm,
-                                      slurm_describes_ranks, slurm_truth, why_not_tf)
+                                      slurm_describes_ranks, slurm_truth, step_of, why_not_tf)
 from tests.unit.envs import (
     HYDRA,
     MVAPICH,
@@ -67,6 +67,10 @@ def test_slurm_step_accessors_read_a_task_environment(accessor, expected):
 ])
 def test_slurm_step_present(env, present):
     assert SlurmStep.present(env) is present
+    step = step_of(env)
+    assert (step is not None) is present
+    if step is not None:
+        assert step.env is env
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -267,14 +271,14 @@ def test_errors_of_the_step_variables_say_how_to_start_a_step():
 # Reading the step: read_slurm, slurm_truth, why_not_tf
 # --------------------------------------------------------------------------------------------
 
-def step_of(**more):
+def step_with(**more):
     return SlurmStep({"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "4",
                       "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_STEP_TASKS_PER_NODE": "3,1",
                       **more})
 
 
 def test_read_slurm_checks_the_task_count_unless_jobs_or_tasks_per_node_say():
-    bad = step_of(SLURM_STEP_NUM_TASKS="5")
+    bad = step_with(SLURM_STEP_NUM_TASKS="5")
     with pytest.raises(FormatError, match="SLURM_STEP_NUM_TASKS=5 but SLURM_STEP_TASKS_PER_NODE"):
         read_slurm(make_options(), bad)
     assert read_slurm(make_options(jobs={"worker": 4}), bad).counts == [3, 1]
@@ -282,15 +286,15 @@ def test_read_slurm_checks_the_task_count_unless_jobs_or_tasks_per_node_say():
 
 
 def test_read_slurm_a_declared_layout_is_tensorflow_s():
-    view = read_slurm(make_options(tasks_per_node={"n2": 1, "n1": 3}), step_of())
+    view = read_slurm(make_options(tasks_per_node={"n2": 1, "n1": 3}), step_with())
     assert view.declared is True and view.runs == view.tf_assumed == [("n1", 3), ("n2", 1)]
-    plain = read_slurm(make_options(), step_of(SLURM_DISTRIBUTION="cyclic"))
+    plain = read_slurm(make_options(), step_with(SLURM_DISTRIBUTION="cyclic"))
     assert plain.declared is False and plain.runs == [("n1", 1), ("n2", 1), ("n1", 2)]
 
 
 def test_a_declared_layout_must_name_the_step_s_nodes():
     with pytest.raises(ResolutionError) as caught:
-        read_slurm(make_options(tasks_per_node={"n1": 3, "n9": 1}), step_of())
+        read_slurm(make_options(tasks_per_node={"n1": 3, "n9": 1}), step_with())
     assert str(caught.value).startswith("tasks_per_node names n9, which are not in "
                                         "SLURM_STEP_NODELIST='n[1-2]'")
 
@@ -300,13 +304,13 @@ def test_a_declared_layout_must_name_the_step_s_nodes():
     pytest.param("pmix", "Launch with `srun --mpi=pmix`", id="Open MPI's srun"),
 ])
 def test_slurm_truth_names_the_launch_that_fits(launcher, fix):
-    view = read_slurm(make_options(), step_of(SLURM_DISTRIBUTION="plane=2"))
+    view = read_slurm(make_options(), step_with(SLURM_DISTRIBUTION="plane=2"))
     with pytest.raises(MismatchError) as caught:
-        slurm_truth(view, step_of(SLURM_DISTRIBUTION="plane=2"), launcher)
+        slurm_truth(view, step_with(SLURM_DISTRIBUTION="plane=2"), launcher)
     assert fix in str(caught.value)
-    view = read_slurm(make_options(), step_of(SLURMD_NODENAME="n2"))
+    view = read_slurm(make_options(), step_with(SLURMD_NODENAME="n2"))
     with pytest.raises(MismatchError) as caught:
-        slurm_truth(view, step_of(SLURMD_NODENAME="n2"), launcher)
+        slurm_truth(view, step_with(SLURMD_NODENAME="n2"), launcher)
     assert "SLURMD_NODENAME=n2" in str(caught.value) and fix in str(caught.value)
 
 
@@ -344,21 +348,21 @@ _BATCH_ADVICE = srun_advice(None, command="python train.py")
 
 
 @pytest.mark.parametrize("call, error, message", [
-    pytest.param(lambda: read_slurm(make_options(), step_of(SLURM_STEP_NUM_TASKS="5")),
+    pytest.param(lambda: read_slurm(make_options(), step_with(SLURM_STEP_NUM_TASKS="5")),
                  FormatError, "SLURM_STEP_NUM_TASKS=5 but SLURM_STEP_TASKS_PER_NODE='3,1' adds "
                  "up to 4; they must agree.", id="task counts that do not add up"),
-    pytest.param(lambda: read_slurm(make_options(), step_of(SLURM_PROCID="4")),
+    pytest.param(lambda: read_slurm(make_options(), step_with(SLURM_PROCID="4")),
                  ResolutionError, "SLURM_PROCID=4 is outside the step's 4 tasks (0..3).",
                  id="a rank past the last task"),
-    pytest.param(lambda: read_slurm(make_options(), step_of(SLURM_STEP_NODELIST="n1,n1")),
+    pytest.param(lambda: read_slurm(make_options(), step_with(SLURM_STEP_NODELIST="n1,n1")),
                  FormatError, "SLURM_STEP_NODELIST='n1,n1' lists n1 twice; a step's node list "
                  "names each node once.", id="a node listed twice"),
-    pytest.param(lambda: read_slurm(make_options(), step_of(SLURM_STEP_NODELIST="n[1-3]")),
+    pytest.param(lambda: read_slurm(make_options(), step_with(SLURM_STEP_NODELIST="n[1-3]")),
                  FormatError, "SLURM_STEP_NODELIST='n[1-3]' has 3 nodes but "
                  "SLURM_STEP_TASKS_PER_NODE='3,1' has 2 entries; they must describe the same "
                  "nodes.", id="more nodes than task counts"),
     pytest.param(lambda: read_slurm(make_options(tasks_per_node={"n8": 2, "n1": 1, "n9": 1}),
-                                    step_of()),
+                                    step_with()),
                  ResolutionError, "tasks_per_node names n8, n9, which are not in "
                  "SLURM_STEP_NODELIST='n[1-2]'; name the step's nodes, or leave tasks_per_node "
                  "unset to read them from Slurm.", id="declared nodes outside the step"),
@@ -369,8 +373,8 @@ _BATCH_ADVICE = srun_advice(None, command="python train.py")
                  FormatError, "SLURM_GTIDS='0,x' is not a list of whole numbers; expected the "
                  "step's ranks on this node, e.g. 0,2,3.", id="ranks that are not numbers"),
     pytest.param(lambda: slurm_truth(read_slurm(make_options(),
-                                                step_of(SLURM_DISTRIBUTION="plane=2")),
-                                     step_of(SLURM_DISTRIBUTION="plane=2"), "pmix"),
+                                                step_with(SLURM_DISTRIBUTION="plane=2")),
+                                     step_with(SLURM_DISTRIBUTION="plane=2"), "pmix"),
                  MismatchError, "SLURM_DISTRIBUTION='plane=2': Slurm's step variables do not "
                  "say on which node each rank runs, and TensorFlow's block layout would give "
                  "ranks addresses on hosts where they do not run. " + placement_fix("pmix"),
