@@ -30,7 +30,7 @@ address and GPUs, and whether Slurm and MPI agree. Run it the way you run traini
 
   srun --mpi=pmix mpi-resolver check      preflight: do Slurm and MPI agree? (exit 0 if so)
   mpirun -n 4 mpi-resolver show           the ClusterSpec and every rank's task and GPUs
-  eval "$(mpi-resolver tf-config --export)"   TF_CONFIG for this rank (Keras users)
+  eval "$(mpi-resolver tf-config --export)"   TF_CONFIG and GPUs for this rank (Keras users)
 
 show and check print once, from rank 0; tf-config prints on every rank (its own TF_CONFIG).
 Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be resolved.
@@ -78,7 +78,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="cross-check Slurm against MPI; exit 1 with a table if they differ")
     tfc = sub.add_parser("tf-config", parents=[common], help="this rank's TF_CONFIG")
     tfc.add_argument("--export", action="store_true",
-                     help="print `export TF_CONFIG=...` for a shell to eval")
+                     help="print `export TF_CONFIG=... CUDA_VISIBLE_DEVICES=...` for a shell "
+                          "to eval: this rank's task and the GPUs the resolver gives it")
+    tfc.add_argument("--no-auto-set-gpu", dest="auto_set_gpu", action="store_false",
+                     help="leave CUDA_VISIBLE_DEVICES out (as auto_set_gpu=False does)")
     return parser
 
 
@@ -201,13 +204,27 @@ def _error(e: ResolutionError, rank: Optional[int], launch: Launch, source: str)
 def _print_result(args: argparse.Namespace, res: Resolution, bind: Optional[str]) -> None:
     """Prints what the command asks for: every rank its TF_CONFIG, or rank 0 a report."""
     if args.command == "tf-config":
-        config = json.dumps(res.tf_config(), separators=(",", ":"))
-        line = f"export TF_CONFIG={shlex.quote(config)}" if args.export else config
-        sys.stdout.write(line + "\n")  # one write per rank: launchers interleave lines
+        # one write per rank: launchers interleave the ranks' lines
+        sys.stdout.write(_tf_config_line(args, res) + "\n")
         sys.stdout.flush()
     elif res.rank == 0:
         print(_report_check(res, res.records, None, args.json, bind)
               if args.command == "check" else _report_show(res, args.json, bind))
+
+
+def _tf_config_line(args: argparse.Namespace, res: Resolution) -> str:
+    """Returns this rank's tf-config line: TF_CONFIG's JSON; with --json, an object of
+    TF_CONFIG and CUDA_VISIBLE_DEVICES; with --export, a shell's export of both. The GPUs are
+    those cluster_spec() sets, left out (None in --json) with --no-auto-set-gpu."""
+    visible = res.visible_devices if args.auto_set_gpu else None
+    config = res.tf_config()
+    if args.json:
+        return json.dumps({"TF_CONFIG": config, "CUDA_VISIBLE_DEVICES": visible})
+    text = json.dumps(config, separators=(",", ":"))
+    if not args.export:
+        return text
+    gpus = "" if visible is None else f" CUDA_VISIBLE_DEVICES={shlex.quote(visible)}"
+    return f"export TF_CONFIG={shlex.quote(text)}{gpus}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

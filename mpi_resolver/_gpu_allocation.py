@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._errors import ResolutionError
-from ._gpu_lists import Gpus, SlurmGpus
+from ._gpu_lists import SLURM_SAYS, Gpus, SlurmGpus
 
 KINDS = ("divided", "own", "shared", "none", "unknown")
 #: Larger than any count of GPUs: "no limit" in a minimum.
@@ -91,17 +91,27 @@ class GpuAllocation:
 
 
 def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explicit: bool,
-           alone: bool = False) -> Share:
+           alone: bool = False, said_by: str = "CUDA_VISIBLE_DEVICES") -> Share:
     """Returns how ``ranks`` ranks of ``host`` that all see ``gpus`` use them (``alone``:
-    this list is one rank's own, on a node whose ranks see different lists).
+    this list is one rank's own, on a node whose ranks see different lists; ``said_by``: what
+    gave the list, see gpu_lists.SAID_BY). Fewer GPUs than ranks are shared where Slurm gave
+    the list, or where nothing asked for GPUs per task.
 
     Raises:
       ResolutionError: an explicit gpus_per_task that the list cannot give every rank.
     """
     m = len(gpus)
-    if m == 0 or (explicit and per_task == 0):
+    if explicit and per_task == 0:
         return Share((), "none", 0)
-    if m < ranks:
+    if m == 0:
+        if explicit:
+            raise ResolutionError(
+                f"gpus_per_task={per_task}, but the {_tasks(ranks)} on {host} "
+                f"{'has' if ranks == 1 else 'have'} no GPUs "
+                f"(from {said_by}); ask Slurm for GPUs (--gres=gpu:N or --gpus-per-task=N), or "
+                "pass gpus_per_task=0 (--gpus-per-task 0) to run on CPU.")
+        return Share((), "none", 0)
+    if m < ranks and (not explicit or said_by in SLURM_SAYS):
         if explicit and per_task is not None and per_task > m:
             raise ResolutionError(
                 f"gpus_per_task={per_task}, but the {ranks} tasks on {host} that see GPUs "
@@ -109,11 +119,16 @@ def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explic
         return Share(gpus, "shared", per_task if explicit and per_task is not None else m)
     g = per_task or m // ranks  # an explicit 0 gave no GPUs above
     if ranks * g > m:
-        tasks, need = ("1 task", "needs") if ranks == 1 else (f"{ranks} tasks", "need")
+        need = "needs" if ranks == 1 else "need"
         raise ResolutionError(
-            f"{tasks} x gpus_per_task={g} {need} {ranks * g} GPUs on {host}, which has {m}; "
-            "lower gpus_per_task (--gpus-per-task) or run fewer tasks per node.")
+            f"{_tasks(ranks)} x gpus_per_task={g} {need} {ranks * g} GPUs on {host}, which has "
+            f"{m} (from {said_by}); lower gpus_per_task (--gpus-per-task) or run fewer tasks "
+            "per node.")
     return Share(gpus, "own" if alone else "divided", g)
+
+
+def _tasks(n: int) -> str:
+    return "1 task" if n == 1 else f"{n} tasks"
 
 
 def _shared_note(host: str, shared: Sequence[Tuple[Share, int]], per_gpu: Optional[int]
@@ -134,7 +149,8 @@ def _shared_note(host: str, shared: Sequence[Tuple[Share, int]], per_gpu: Option
 
 def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[int], *,
                    tasks_per_gpu: Optional[int] = None,
-                   divided_per_task: Optional[int] = None) -> GpuAllocation:
+                   divided_per_task: Optional[int] = None,
+                   said_by: Optional[Mapping[str, str]] = None) -> GpuAllocation:
     """Returns every rank's GPUs from the lists all ranks reported (MPI), node by node.
 
     ``lists[host]`` holds the list of each rank on ``host``, in rank order. Nodes whose ranks
@@ -142,6 +158,8 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
     smallest len(list) // ranks of those nodes (TensorFlow's gpus_per_node // tasks where
     nodes are alike, and the same number of GPUs for every task where they are not);
     ``divided_per_task`` gives that smallest number where ``lists`` hold only some nodes.
+    ``said_by[host]``: what gave that host's lists (gpu_lists.SAID_BY; CUDA_VISIBLE_DEVICES
+    where not given).
 
     Raises:
       ResolutionError: an explicit gpus_per_task more than a list can give its ranks.
@@ -153,28 +171,32 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
             (divided_fit(by_list) for by_list in groups.values()), default=NO_LIMIT)
         gpus_per_task = 0 if fit >= NO_LIMIT else fit
     nodes: Dict[str, NodeGpus] = {}
-    alike: Dict[Tuple[Gpus, int], NodeGpus] = {}  # many nodes are alike: one object for them
+    alike: Dict[Tuple[Gpus, int, str], NodeGpus] = {}  # many nodes are alike: one object for them
     notes: List[str] = []
+    said = said_by or {}
     for host, by_list in groups.items():
+        source = said.get(host, "CUDA_VISIBLE_DEVICES")
         if len(by_list) == 1:
             (gpus, ranks), = by_list.items()
-            key = (gpus, len(ranks))
+            key = (gpus, len(ranks), source)
             if key not in alike:
-                share = _share(gpus, len(ranks), gpus_per_task, host, explicit=explicit)
+                share = _share(gpus, len(ranks), gpus_per_task, host, explicit=explicit,
+                               said_by=source)
                 alike[key] = NodeGpus((share,))
                 if share.kind == "shared" and not notes:
                     notes.append(_shared_note(host, [(share, len(ranks))], tasks_per_gpu))
             nodes[host] = alike[key]
         else:
             nodes[host], shared = _node_of_lists(host, by_list, len(lists[host]),
-                                                 gpus_per_task if explicit else None)
+                                                 gpus_per_task if explicit else None, source)
             if shared and not notes:
                 notes.append(_shared_note(host, shared, tasks_per_gpu))
     return GpuAllocation(nodes, gpus_per_task, tuple(notes))
 
 
 def _node_of_lists(host: str, by_list: Mapping[Gpus, Sequence[int]], ranks_on_host: int,
-                   gpus_per_task: Optional[int]) -> Tuple[NodeGpus, List[Tuple[Share, int]]]:
+                   gpus_per_task: Optional[int], said_by: str
+                   ) -> Tuple[NodeGpus, List[Tuple[Share, int]]]:
     """Returns the GPUs of a node whose ranks see different lists (each list its own share),
     and the shares that stay shared with their number of ranks."""
     shares: List[Share] = []
@@ -182,7 +204,8 @@ def _node_of_lists(host: str, by_list: Mapping[Gpus, Sequence[int]], ranks_on_ho
     shared: List[Tuple[Share, int]] = []
     for gpus, ranks in by_list.items():
         share = _share(gpus, len(ranks), gpus_per_task, host,
-                       explicit=gpus_per_task is not None, alone=len(ranks) == 1)
+                       explicit=gpus_per_task is not None, alone=len(ranks) == 1,
+                       said_by=said_by)
         if share.kind == "shared":
             shared.append((share, len(ranks)))
         for i, index in enumerate(ranks):
@@ -210,10 +233,16 @@ def divided_fit(by_list: Mapping[Gpus, Sequence[int]]) -> int:
 
 
 def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int], gpus_per_task: Optional[int],
-                     host: Optional[str] = None) -> GpuAllocation:
+                     host: Optional[str] = None,
+                     said_by: str = "CUDA_VISIBLE_DEVICES") -> GpuAllocation:
     """Returns every rank's GPUs where every node is taken to have ``gpus`` (as TensorFlow
-    assumes when it reads Slurm's variables alone): nodes of ``tasks`` ({host: ranks}).
-    Notes speak of ``host`` alone (this rank's: the others' GPUs are an assumption)."""
+    assumes when it reads Slurm's variables alone): nodes of ``tasks`` ({host: ranks}), the
+    list said by ``said_by``. Notes speak of ``host`` alone (this rank's: the others' GPUs
+    are an assumption).
+
+    Raises:
+      ResolutionError: an explicit gpus_per_task that the list cannot give (_share).
+    """
     counts = sorted(set(tasks.values()))
     explicit = gpus_per_task is not None
     if gpus_per_task is None:
@@ -222,7 +251,7 @@ def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int], gpus_per_task: Option
     notes: List[str] = []
     for n in counts:
         named = next(h for h, k in tasks.items() if k == n)
-        share = _share(gpus, n, gpus_per_task, named, explicit=explicit)
+        share = _share(gpus, n, gpus_per_task, named, explicit=explicit, said_by=said_by)
         if share.kind == "shared" and host is not None and tasks.get(host) == n:
             notes.append(_shared_note(host, [(share, n)], None))
         by_count[n] = NodeGpus((share,))

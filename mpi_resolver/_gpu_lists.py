@@ -109,9 +109,28 @@ def needs_probe(visible: Optional[Gpus], slurm: SlurmGpus,
     return visible is None and slurm.on_node is None and gpus_per_node is None
 
 
-def task_gpus(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
-              gpus_per_node: Optional[int]) -> Optional[Gpus]:
-    """Returns the list of GPUs this task may use, or None where nothing says.
+#: What can say a task's GPU list (TaskList.said_by); the first three are Slurm's.
+SLURM_SAYS = ("Slurm's binding", "CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE")
+SAID_BY = SLURM_SAYS + ("gpus_per_node", "nvidia-smi")
+
+
+@dataclass(frozen=True)
+class TaskList:
+    """A task's GPU list and what said it (one of SAID_BY)."""
+
+    gpus: Gpus
+    said_by: str
+
+    @property
+    def from_slurm(self) -> bool:
+        """True when Slurm gave the list: its ranks may share it (--gres=gpu:1 for two
+        tasks); a list of the user's gpus_per_node or of nvidia-smi's count is not shared."""
+        return self.said_by in SLURM_SAYS
+
+
+def task_list(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
+              gpus_per_node: Optional[int]) -> Optional[TaskList]:
+    """Returns the list of GPUs this task may use and what said it, or None where nothing says.
 
     Its own CUDA_VISIBLE_DEVICES where Slurm bound GPUs to it (``gpus_per_node`` cannot widen
     that); else ``gpus_per_node`` entries (named by CUDA_VISIBLE_DEVICES where it lists that
@@ -119,18 +138,26 @@ def task_gpus(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
     0..probed-1 (nvidia-smi's count).
     """
     if is_bound(visible, slurm):
-        return visible
+        assert visible is not None  # is_bound says so
+        return TaskList(visible, SLURM_SAYS[0])
     if gpus_per_node is not None:
         if visible is not None and len(visible) >= gpus_per_node:
-            return visible[:gpus_per_node]
-        return _indices(gpus_per_node)
+            return TaskList(visible[:gpus_per_node], "gpus_per_node")
+        return TaskList(_indices(gpus_per_node), "gpus_per_node")
     if visible is not None:
-        return visible
+        return TaskList(visible, "CUDA_VISIBLE_DEVICES")
     if slurm.on_node is not None:
-        return _indices(slurm.on_node)
+        return TaskList(_indices(slurm.on_node), "SLURM_GPUS_ON_NODE")
     if probed is not None:
-        return _indices(probed)
+        return TaskList(_indices(probed), "nvidia-smi")
     return None
+
+
+def task_gpus(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
+              gpus_per_node: Optional[int]) -> Optional[Gpus]:
+    """Returns task_list's GPUs, or None where nothing says."""
+    found = task_list(visible, slurm, probed, gpus_per_node)
+    return None if found is None else found.gpus
 
 
 def _indices(n: int) -> Gpus:

@@ -9,8 +9,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._errors import ResolutionError
 from ._gpu_allocation import (NO_LIMIT, GpuAllocation, allocate_nodes, allocate_own,
                               allocate_uniform, divided_fit, group_lists)
-from ._gpu_lists import (Gpus, SlurmGpus, is_bound, needs_probe, parse_visible_devices,
-                         task_gpus)
+from ._gpu_lists import (Gpus, SlurmGpus, TaskList, is_bound, needs_probe,
+                         parse_visible_devices, task_list)
 from ._layout import Layout
 from ._options import Options
 from ._records import RankRecord, gpu_conflicts
@@ -48,11 +48,11 @@ def node_summary(opts: Options, node: List[RankRecord]) -> Tuple[int, bool]:
     """Returns (the GPUs per task this node's ranks could divide, or NO_LIMIT; whether the
     node has a problem every rank must see: GPU lists that conflict, or cannot be given)."""
     try:
-        lists = _task_lists(opts, [(r.host, r) for r in node])[node[0].host]
-        allocate_nodes({node[0].host: lists}, opts.gpus_per_task)
+        lists, said_by = _task_lists(opts, [(r.host, r) for r in node])
+        allocate_nodes(lists, opts.gpus_per_task, said_by=said_by)
     except ResolutionError:
         return NO_LIMIT, True
-    return divided_fit(group_lists(lists)), bool(gpu_conflicts(node))
+    return divided_fit(group_lists(lists[node[0].host])), bool(gpu_conflicts(node))
 
 
 def _cpu_only_note(hosts: Sequence[str]) -> str:
@@ -82,17 +82,20 @@ def gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank:
             return GpuAllocation(gpus.nodes, gpus.per_task,
                                  gpus.notes + (_ignored_note(opts.gpus_per_node, slurm.bind),))
         return gpus
-    own = task_gpus(visible, slurm, probed, opts.gpus_per_node) or ()
-    gpus = allocate_uniform(own, layout.tasks_per_host, opts.gpus_per_task, host)
+    own = task_list(visible, slurm, probed, opts.gpus_per_node) or TaskList((), "nvidia-smi")
+    gpus = allocate_uniform(own.gpus, layout.tasks_per_host, opts.gpus_per_task, host,
+                            own.said_by)
     if cpu_only:
         return GpuAllocation(gpus.nodes, gpus.per_task, gpus.notes + (_cpu_only_note([host]),),
                              gpus.tasks, gpus.by_count)
     return gpus
 
 
-def _task_lists(opts: Options, ranks: Ranks) -> Dict[str, List[Tuple[str, ...]]]:
-    """Returns {host: the GPU list of each of its ranks, in rank order} (binding.task_gpus),
-    nvidia-smi's count coming from the rank of that host that ran it.
+def _task_lists(opts: Options, ranks: Ranks
+                ) -> Tuple[Dict[str, List[Gpus]], Dict[str, str]]:
+    """Returns ({host: the GPU list of each of its ranks, in rank order}, {host: what said
+    its first rank's list}) (gpu_lists.task_list), nvidia-smi's count coming from the rank of
+    that host that ran it.
 
     Raises:
       ResolutionError: a host none of whose ranks could say.
@@ -101,16 +104,18 @@ def _task_lists(opts: Options, ranks: Ranks) -> Dict[str, List[Tuple[str, ...]]]
     for host, r in ranks:
         if r.probed is not None:
             probed.setdefault(host, r.probed)
-    lists: Dict[str, List[Tuple[str, ...]]] = {}
+    lists: Dict[str, List[Gpus]] = {}
+    said_by: Dict[str, str] = {}
     for host, r in ranks:
-        gpus = task_gpus(r.visible, r.slurm_gpus(), probed.get(host), opts.gpus_per_node)
-        if gpus is None:
+        found = task_list(r.visible, r.slurm_gpus(), probed.get(host), opts.gpus_per_node)
+        if found is None:
             raise ResolutionError(
                 f"no rank on {host} reported its GPUs (CUDA_VISIBLE_DEVICES and "
                 "SLURM_GPUS_ON_NODE unset, and no local rank 0 ran nvidia-smi); set "
                 "gpus_per_node or CUDA_VISIBLE_DEVICES.")
-        lists.setdefault(host, []).append(gpus)
-    return lists
+        lists.setdefault(host, []).append(found.gpus)
+        said_by.setdefault(host, found.said_by)
+    return lists, said_by
 
 
 def _gpu_notes(opts: Options, ranks: Ranks) -> List[str]:
@@ -133,7 +138,8 @@ def _allocate(opts: Options, placement: Sequence[str], records: Sequence[RankRec
       ValueError: ``placement`` and ``records`` of different lengths.
     """
     ranks = list(zip(placement, records, strict=True))
-    gpus = allocate_nodes(_task_lists(opts, ranks), opts.gpus_per_task,
+    lists, said_by = _task_lists(opts, ranks)
+    gpus = allocate_nodes(lists, opts.gpus_per_task, said_by=said_by,
                           tasks_per_gpu=max((r.tasks_per_gpu for r in records
                                              if r.tasks_per_gpu), default=None),
                           divided_per_task=divided_per_task)

@@ -158,6 +158,53 @@ def generate(n: int = 400, seed: int = 20261122) -> List[Case]:
     return cases
 
 
+def generate_gpu_requests(n: int = 300, seed: int = 20261124) -> List[Case]:
+    """Returns ``n`` seeded cases of explicit gpus_per_task and gpus_per_node against every GPU
+    source (gpus_per_node, CUDA_VISIBLE_DEVICES, empty too, nvidia-smi), with GPU counts from
+    none to twice the busiest node's tasks. ``tf_right`` is False where TensorFlow's answer is
+    wrong: it counts an empty CUDA_VISIBLE_DEVICES as one GPU, refuses (or crashes on) a
+    CUDA_VISIBLE_DEVICES list that Slurm gave fewer GPUs than tasks, and crashes where its
+    GPUs per task come to 0 (range() with step 0)."""
+    rng = random.Random(seed)
+    cases = []
+    for i in range(n):
+        hosts = [f"n{h}" for h in range(1, rng.randint(1, 3) + 1)]
+        counts = [rng.randint(1, 3) for _ in hosts]
+        total, max_tasks = sum(counts), max(counts)
+        rank = rng.randrange(total)
+        placement = [h for h, k in zip(hosts, counts, strict=True) for _ in range(k)]
+        env = {"SLURM_PROCID": str(rank), "SLURM_STEP_NUM_TASKS": str(total),
+               "SLURM_STEP_NODELIST": ",".join(hosts),
+               "SLURM_STEP_TASKS_PER_NODE": _compress_counts(counts),
+               "SLURMD_NODENAME": placement[rank],
+               "SLURM_GTIDS": ",".join(str(r) for r, h in enumerate(placement)
+                                       if h == placement[rank])}
+        gpus = rng.randint(0, 2 * max_tasks)
+        source = rng.choice(["gpus_per_node", "CUDA_VISIBLE_DEVICES", "nvidia-smi"])
+        kwargs: Dict[str, Any] = {}
+        smi = None
+        if source == "gpus_per_node":
+            kwargs["gpus_per_node"] = gpus
+        elif source == "CUDA_VISIBLE_DEVICES":
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(gpus))
+        else:
+            smi = gpus
+        if rng.random() < 0.8:
+            kwargs["gpus_per_task"] = rng.randint(0, 3)
+        case = Case(f"gpu{i:03d}", env, kwargs, hosts, counts, rank, smi)
+        counted = 1 if source == "CUDA_VISIBLE_DEVICES" and gpus == 0 else gpus
+        per_task = kwargs.get("gpus_per_task", counted // max_tasks)
+        if source == "CUDA_VISIBLE_DEVICES" and gpus == 0:
+            case.why.append("TensorFlow counts an empty CUDA_VISIBLE_DEVICES as one GPU")
+        if source == "CUDA_VISIBLE_DEVICES" and 0 < gpus < max_tasks:
+            case.why.append("Slurm gave fewer GPUs than tasks: they share them")
+        if per_task == 0:
+            case.why.append("TensorFlow's GPUs per task come to 0: range() with step 0")
+        case.tf_right = not case.why
+        cases.append(case)
+    return cases
+
+
 def _prefix_of(host: str, groups: List[tuple]) -> tuple:
     for g in groups:
         if host.startswith(g[0]) and host[len(g[0]):].isdigit():
@@ -168,15 +215,19 @@ def _prefix_of(host: str, groups: List[tuple]) -> tuple:
 def observe(cls, env: Dict[str, str], kwargs: Dict[str, Any], smi_path: Optional[str] = None,
             with_notes: bool = False):
     """Returns what a resolver of ``cls`` gives for ``env``/``kwargs``: spec, task, GPUs (and
-    mpi_resolver's notes, ``with_notes``)."""
+    mpi_resolver's notes, ``with_notes``); or, where it refuses with a RuntimeError (as both
+    resolvers do), {'error': 'RuntimeError', 'message': its message}."""
     # Each case stands for a new process: forget what earlier cases' resolvers narrowed.
     narrowed = getattr(sys.modules.get("mpi_resolver._tf_resolver"), "_narrowed", {})
     narrowed.clear()
     full = dict(env)
     full["PATH"] = (smi_path + os.pathsep if smi_path else "") + "/usr/bin:/bin"
     with mock.patch.dict(os.environ, full, clear=True):
-        resolver = cls(**kwargs)
-        spec = resolver.cluster_spec().as_dict()
+        try:
+            resolver = cls(**kwargs)
+            spec = resolver.cluster_spec().as_dict()
+        except RuntimeError as e:  # TensorFlow's and mpi_resolver's refusals alike
+            return {"error": "RuntimeError", "message": str(e)}
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         return {
             "cluster_spec": spec,

@@ -32,15 +32,19 @@ def test_console_script_show_under_mpirun():
 
 @pytest.mark.mpirun
 def test_eval_tf_config_export_in_a_shell():
-    shell = (f'eval "$({CONSOLE_SCRIPT} tf-config --export --gpus-per-node 0)"; '
-             'echo "$TF_CONFIG"')
+    """Sets TF_CONFIG and this rank's CUDA_VISIBLE_DEVICES (two GPUs for two ranks: one each)."""
+    shell = (f'eval "$({CONSOLE_SCRIPT} tf-config --export --gpus-per-node 2)"; '
+             'echo "$CUDA_VISIBLE_DEVICES $TF_CONFIG"')
     proc = subprocess.run(own_network(["mpirun", "-n", "2", "bash", "-c", shell]),
                           capture_output=True,
                           text=True, timeout=120, env=mpirun_env())
     assert proc.returncode == 0, proc.stderr
-    configs = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert sorted(c["task"]["index"] for c in configs) == [0, 1]
-    assert configs[0]["cluster"] == configs[1]["cluster"]
+    lines = [line.split(" ", 1) for line in proc.stdout.splitlines()]
+    configs = {json.loads(config)["task"]["index"]: (gpus, json.loads(config))
+               for gpus, config in lines}
+    assert sorted(configs) == [0, 1] and len(lines) == 2
+    assert [configs[i][0] for i in (0, 1)] == ["0", "1"]
+    assert configs[0][1]["cluster"] == configs[1][1]["cluster"]
 
 
 @pytest.mark.cluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import write_fake_nvidia_smi
-from tests.parity_cases import TF_TEST_CASES, generate, observe
+from tests.parity_cases import TF_TEST_CASES, Case, generate, generate_gpu_requests, observe
 
 pytestmark = pytest.mark.tf
 tf = pytest.importorskip("tensorflow")
@@ -76,3 +76,59 @@ def test_generated_cases(ours, tmp_path, capsys):
     assert differences == [], differences[:3]
     assert compared >= 250 and differing >= 40
     assert all(n >= 20 for n in kinds.values()), kinds
+
+
+def _refused(case: Case) -> bool:
+    """Whether mpi_resolver must refuse a GPU-request case TensorFlow gets wrong: gpus_per_task
+    asks for GPUs that a node's list cannot give each task, and Slurm did not give that list
+    for sharing (its own CUDA_VISIBLE_DEVICES, fewer GPUs than tasks)."""
+    per_task = case.kwargs.get("gpus_per_task")
+    if not per_task:
+        return False
+    listed = "CUDA_VISIBLE_DEVICES" in case.env and "gpus_per_node" not in case.kwargs
+    m = len(_gpus_of(case))
+    for n in case.counts:
+        if m == 0 or (n > m and (not listed or per_task > m)) or (n <= m and n * per_task > m):
+            return True
+    return False
+
+
+def _gpus_of(case: Case):
+    if "gpus_per_node" in case.kwargs:
+        return [str(g) for g in range(case.kwargs["gpus_per_node"])]
+    if "CUDA_VISIBLE_DEVICES" in case.env:
+        return [g for g in case.env["CUDA_VISIBLE_DEVICES"].split(",") if g]
+    return [str(g) for g in range(case.smi_gpus or 0)]
+
+
+def test_generated_gpu_requests(ours, tmp_path, capsys):
+    """Explicit gpus_per_task and gpus_per_node against every GPU source: TensorFlow's answer,
+    its 'Requested more GPUs per node than available' too, where it is right; where it is
+    not, a refusal exactly where the request cannot be met, else GPUs of the node's list, some
+    wherever the list has some and gpus_per_task is not 0."""
+    cases = generate_gpu_requests(300)
+    differences, compared, refused = [], 0, 0
+    for case in cases:
+        smi = write_fake_nvidia_smi(tmp_path / f"smi{case.smi_gpus}", case.smi_gpus) \
+            if case.smi_gpus is not None else None
+        mine = observe(ours, case.env, dict(case.kwargs, source="slurm"), smi)
+        mine.pop("message", None)
+        refused += "error" in mine
+        if case.tf_right:
+            expected = observe(TFResolver, case.env, case.kwargs, smi)
+            expected.pop("message", None)
+            compared += 1
+            if mine != expected:
+                differences.append((case, mine, expected))
+            continue
+        assert ("error" in mine) is _refused(case), (case, mine)
+        if "error" not in mine:
+            got = [g for g in mine["CUDA_VISIBLE_DEVICES"].split(",") if g]
+            assert set(got) <= set(_gpus_of(case)), (case, mine)
+            assert bool(got) is (bool(_gpus_of(case)) and case.kwargs.get("gpus_per_task") != 0)
+    with capsys.disabled():
+        print(f"\nparity of GPU requests: compared {compared} generated cases with TensorFlow's "
+              f"resolver, {len(differences)} differences; {len(cases) - compared} where "
+              f"TensorFlow is wrong checked against the rule; {refused} refused in all")
+    assert differences == [], differences[:3]
+    assert compared >= 100 and len(cases) - compared >= 60 and refused >= 60

@@ -18,14 +18,20 @@ STEP = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST":
         "SLURM_GTIDS": "0,1", "PATH": "/nonexistent"}
 
 
-def show(monkeypatch, capsys, env, *args):
-    """Returns (exit status, stdout) of `mpi-resolver show --source slurm ARGS` in ``env``."""
+def run(monkeypatch, capsys, env, command, *args):
+    """Returns (exit status, stdout) of `mpi-resolver COMMAND --source slurm ARGS` in ``env``
+    (and nothing else)."""
     for key in list(__import__("os").environ):
         monkeypatch.delenv(key)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    status = cli.main(["show", "--source", "slurm", *args])
+    status = cli.main([command, "--source", "slurm", *args])
     return status, capsys.readouterr().out
+
+
+def show(monkeypatch, capsys, env, *args):
+    """Returns (exit status, stdout) of `mpi-resolver show --source slurm ARGS` in ``env``."""
+    return run(monkeypatch, capsys, env, "show", *args)
 
 
 @pytest.mark.parametrize("extra, gpus, kinds, binding", [
@@ -152,3 +158,35 @@ def test_gpus_per_task_more_than_a_share_is_an_error(monkeypatch, capsys):
         monkeypatch.setenv(key, value)
     assert cli.main(["show", "--source", "slurm", "--gpus-per-task", "2"]) == 2
     assert "gpus_per_task=2" in capsys.readouterr().err
+
+
+TASK_1 = {**STEP, "SLURM_PROCID": "1", "SLURM_LOCALID": "1", "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+          "SLURM_GPUS_ON_NODE": "4"}
+CONFIG_1 = {"cluster": {"worker": ["node1:8888", "node1:8889"]},
+            "task": {"type": "worker", "index": 1}}
+
+
+@pytest.mark.parametrize("env, args, line", [
+    pytest.param(TASK_1, ["--export"], "export TF_CONFIG='" + json.dumps(
+        CONFIG_1, separators=(",", ":")) + "' CUDA_VISIBLE_DEVICES=2,3",
+        id="export: TF_CONFIG and this rank's GPUs, as cluster_spec() sets them"),
+    pytest.param({**STEP, "SLURM_PROCID": "1", "SLURM_LOCALID": "1"}, ["--export"],
+                 "export TF_CONFIG='" + json.dumps(CONFIG_1, separators=(",", ":")) +
+                 "' CUDA_VISIBLE_DEVICES=''", id="export on a CPU-only node: no GPUs, as "
+                 "cluster_spec() sets"),
+    pytest.param(TASK_1, ["--export", "--no-auto-set-gpu"],
+                 "export TF_CONFIG='" + json.dumps(CONFIG_1, separators=(",", ":")) + "'",
+                 id="export without the GPUs, as auto_set_gpu=False"),
+    pytest.param(TASK_1, ["--json"],
+                 json.dumps({"TF_CONFIG": CONFIG_1, "CUDA_VISIBLE_DEVICES": "2,3"}),
+                 id="json: both"),
+    pytest.param(TASK_1, ["--json", "--no-auto-set-gpu"],
+                 json.dumps({"TF_CONFIG": CONFIG_1, "CUDA_VISIBLE_DEVICES": None}),
+                 id="json without the GPUs: null"),
+    pytest.param(TASK_1, [], json.dumps(CONFIG_1, separators=(",", ":")),
+                 id="plain: TF_CONFIG's JSON alone, as before"),
+])
+def test_tf_config_carries_this_rank_s_gpus(monkeypatch, capsys, env, args, line):
+    status, out = run(monkeypatch, capsys, env, "tf-config", *args)
+    assert status == 0
+    assert out == line + "\n"

@@ -236,7 +236,7 @@ def test_allocate_uniform_refuses_naming_a_host_of_the_count_that_cannot_be_give
     with pytest.raises(ResolutionError) as caught:
         allocate_uniform(FOUR, {"a": 1, "b": 2, "c": 2}, 3)
     assert str(caught.value).startswith(
-        "2 tasks x gpus_per_task=3 need 6 GPUs on b, which has 4; ")
+        "2 tasks x gpus_per_task=3 need 6 GPUs on b, which has 4 (from CUDA_VISIBLE_DEVICES); ")
 
 
 def test_allocate_own_places_the_rank_first_of_its_share_and_no_other():
@@ -267,8 +267,17 @@ def test_allocation_at_looks_up_the_node_then_the_count(allocation, host, expect
                  "gpus_per_task=3, but the 3 tasks on n2 that see GPUs 0,1 share 2; lower "
                  "gpus_per_task (--gpus-per-task).", id="a shared list"),
     pytest.param(lambda: allocate_nodes({"n2": [("0", "1")] * 2}, 2),
-                 "2 tasks x gpus_per_task=2 need 4 GPUs on n2, which has 2; lower gpus_per_task "
-                 "(--gpus-per-task) or run fewer tasks per node.", id="a divided list"),
+                 "2 tasks x gpus_per_task=2 need 4 GPUs on n2, which has 2 (from "
+                 "CUDA_VISIBLE_DEVICES); lower gpus_per_task (--gpus-per-task) or run fewer "
+                 "tasks per node.", id="a divided list"),
+    pytest.param(lambda: allocate_nodes({"n2": [("0",)] * 2}, 1, said_by={"n2": "nvidia-smi"}),
+                 "2 tasks x gpus_per_task=1 need 2 GPUs on n2, which has 1 (from nvidia-smi); "
+                 "lower gpus_per_task (--gpus-per-task) or run fewer tasks per node.",
+                 id="a list of nvidia-smi's count, fewer GPUs than tasks"),
+    pytest.param(lambda: allocate_uniform((), {"n1": 1}, 2, "n1", "CUDA_VISIBLE_DEVICES"),
+                 "gpus_per_task=2, but the 1 task on n1 has no GPUs (from CUDA_VISIBLE_DEVICES); "
+                 "ask Slurm for GPUs (--gres=gpu:N or --gpus-per-task=N), or pass "
+                 "gpus_per_task=0 (--gpus-per-task 0) to run on CPU.", id="no GPUs at all"),
     pytest.param(lambda: allocate_own(("2", "3"), "n1", 0, 1, SlurmGpus(bind="map_gpu:2,3"), 3),
                  "gpus_per_task=3, but Slurm bound 2 GPU(s) (2,3) to this task on n1 "
                  "(SLURMD_TRES_BIND=gpu:map_gpu:2,3); lower gpus_per_task (--gpus-per-task).",
@@ -278,3 +287,48 @@ def test_too_many_gpus_per_task_is_refused_with_the_whole_story(allocate, messag
     with pytest.raises(ResolutionError) as caught:
         allocate()
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("said_by, shared", [
+    pytest.param("Slurm's binding", True, id="Slurm's binding may be shared"),
+    pytest.param("CUDA_VISIBLE_DEVICES", True, id="Slurm's CUDA_VISIBLE_DEVICES may be shared"),
+    pytest.param("SLURM_GPUS_ON_NODE", True, id="SLURM_GPUS_ON_NODE may be shared"),
+    pytest.param("gpus_per_node", False, id="the user's gpus_per_node is not shared"),
+    pytest.param("nvidia-smi", False, id="nvidia-smi's count is not shared"),
+])
+@pytest.mark.parametrize("allocate", [
+    pytest.param(lambda per_task, said_by: allocate_nodes({"a": [("0",)] * 2}, per_task,
+                                                          said_by={"a": said_by}),
+                 id="records"),
+    pytest.param(lambda per_task, said_by: allocate_uniform(("0",), {"a": 2}, per_task, "a",
+                                                            said_by),
+                 id="Slurm's variables"),
+])
+def test_fewer_gpus_than_tasks_are_shared_only_where_slurm_gave_them(allocate, said_by, shared):
+    assert allocate(None, said_by).at("a", 1) == (("0",), "shared")  # nothing asked: shared
+    assert allocate(0, said_by).at("a", 1) == ((), "none")
+    if shared:
+        assert allocate(1, said_by).at("a", 1) == (("0",), "shared")
+    else:  # gpus_per_task=1 asks for a GPU each, which that source says are not there
+        with pytest.raises(ResolutionError, match=f"need 2 GPUs on a, which has 1 .from "
+                                                  f"{said_by}."):
+            allocate(1, said_by)
+
+
+@pytest.mark.parametrize("said_by", ["Slurm's binding", "CUDA_VISIBLE_DEVICES",
+                                     "SLURM_GPUS_ON_NODE", "gpus_per_node", "nvidia-smi"])
+def test_gpus_per_task_on_a_node_without_gpus_is_refused_from_any_source(said_by):
+    lists = {"a": [()] * 2}
+    none = [((), "none")] * 2
+    assert every_rank(allocate_nodes(lists, None, said_by={"a": said_by}), lists) == none
+    assert every_rank(allocate_nodes(lists, 0, said_by={"a": said_by}), lists) == none
+    with pytest.raises(ResolutionError, match=f"gpus_per_task=1, but the 2 tasks on a have no "
+                                              f"GPUs .from {said_by}.; ask Slurm for GPUs"):
+        allocate_nodes(lists, 1, said_by={"a": said_by})
+
+
+def test_as_many_gpus_as_tasks_divide_from_any_source():
+    for said_by in ("gpus_per_node", "nvidia-smi", "CUDA_VISIBLE_DEVICES"):
+        lists = {"a": [("0", "1")] * 2}
+        gpus = allocate_nodes(lists, 1, said_by={"a": said_by})
+        assert every_rank(gpus, lists) == [(("0",), "divided"), (("1",), "divided")]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mpi_resolver._errors import FormatError
-from mpi_resolver._gpu_lists import SlurmGpus, conflicts, is_bound, parse_visible_devices, task_gpus
+from mpi_resolver._gpu_lists import (SAID_BY, SLURM_SAYS, SlurmGpus, conflicts, is_bound,
+                                     parse_visible_devices, task_gpus, task_list)
 from tests.unit.envs import MIG_A, MIG_B, UUID_A, UUID_B
 
 pytestmark = pytest.mark.unit
@@ -99,6 +100,32 @@ def test_is_bound(visible, slurm, bound):
 ])
 def test_task_gpus(visible, slurm, probed, gpus_per_node, expected):
     assert task_gpus(visible, slurm, probed, gpus_per_node) == expected
+
+
+@pytest.mark.parametrize("visible, slurm, probed, gpus_per_node, said_by, from_slurm", [
+    pytest.param(("3",), SlurmGpus(bind="single:1"), None, 4, "Slurm's binding", True,
+                 id="a bound task's list is Slurm's binding"),
+    pytest.param(("2", "3"), SlurmGpus(), 8, 2, "gpus_per_node", False,
+                 id="gpus_per_node over CUDA_VISIBLE_DEVICES is the user's"),
+    pytest.param(None, SlurmGpus(), None, 0, "gpus_per_node", False,
+                 id="gpus_per_node alone is the user's"),
+    pytest.param((), SlurmGpus(), 4, None, "CUDA_VISIBLE_DEVICES", True,
+                 id="CUDA_VISIBLE_DEVICES, even empty, is Slurm's"),
+    pytest.param(None, SlurmGpus(on_node=3), 8, None, "SLURM_GPUS_ON_NODE", True,
+                 id="SLURM_GPUS_ON_NODE is Slurm's"),
+    pytest.param(None, SlurmGpus(), 0, None, "nvidia-smi", False,
+                 id="nvidia-smi's count is nobody's binding"),
+])
+def test_task_list_says_what_gave_the_list(visible, slurm, probed, gpus_per_node, said_by,
+                                           from_slurm):
+    found = task_list(visible, slurm, probed, gpus_per_node)
+    assert found is not None and found.gpus == task_gpus(visible, slurm, probed, gpus_per_node)
+    assert (found.said_by, found.from_slurm) == (said_by, from_slurm)
+    assert said_by in SAID_BY and (said_by in SLURM_SAYS) is from_slurm
+
+
+def test_task_list_of_nothing_known_is_none():
+    assert task_list(None, SlurmGpus(), None, None) is None
 
 
 def test_conflicts_names_the_first_overlapping_pair_per_rank():

@@ -4,6 +4,8 @@ Slurm's variables alone."""
 
 from __future__ import annotations
 
+import re
+
 from typing import Dict, List, Optional, Sequence
 
 import pytest
@@ -228,6 +230,48 @@ def test_explicit_gpus_per_task_above_the_list_is_an_error(cvd, gpu_vars, gpus_p
     assert fragment in str(excinfo.value) or "gpus_per_task" in str(excinfo.value)
     with pytest.raises(ResolutionError, match="gpus_per_task"):
         via_slurm(envs, gpus_per_task=gpus_per_task)
+
+
+@pytest.mark.parametrize("cvd, probe, kwargs, fragment", [
+    pytest.param(["", ""], None, dict(gpus_per_task=1),
+                 "have no GPUs (from CUDA_VISIBLE_DEVICES)", id="CUDA_VISIBLE_DEVICES empty"),
+    pytest.param([None, None], (0, True), dict(gpus_per_task=1),
+                 "have no GPUs (from nvidia-smi)", id="a CPU-only node"),
+    pytest.param([None, None], None, dict(gpus_per_node=1, gpus_per_task=1),
+                 "need 2 GPUs on node1, which has 1 (from gpus_per_node)",
+                 id="gpus_per_node=1 for two tasks of one GPU each"),
+    pytest.param([None, None], (1, False), dict(gpus_per_task=1),
+                 "need 2 GPUs on node1, which has 1 (from nvidia-smi)",
+                 id="nvidia-smi's one GPU for two tasks of one GPU each"),
+])
+def test_gpus_asked_for_and_not_there_are_an_error(cvd, probe, kwargs, fragment):
+    """TensorFlow raises 'Requested more GPUs per node than available' here (with an empty
+    CUDA_VISIBLE_DEVICES it counts one GPU): never a silent CPU run nor a shared GPU."""
+    envs = job(cvd, ONE_NODE[:2])
+    found = (lambda: probe) if probe else _no_probe
+    for rank in range(2):
+        with pytest.raises(ResolutionError, match=re.escape(fragment)):
+            run_job(envs, ONE_NODE[:2], rank=rank, probe=found, **kwargs)
+    with pytest.raises(ResolutionError, match=re.escape(fragment)):
+        via_slurm(envs, probe=found, **kwargs)
+
+
+@pytest.mark.parametrize("cvd, probe, kwargs, expected", [
+    pytest.param(["0", "0"], None, dict(gpus_per_task=1), ["0", "0"],
+                 id="Slurm's one GPU for two tasks stays shared"),
+    pytest.param([None, None], None, dict(gpus_per_node=2, gpus_per_task=1), ["0", "1"],
+                 id="gpus_per_node=2 for two tasks of one GPU each"),
+    pytest.param([None, None], (2, False), dict(gpus_per_task=1), ["0", "1"],
+                 id="nvidia-smi's two GPUs for two tasks of one GPU each"),
+    pytest.param(["", ""], None, {}, ["", ""], id="no GPUs, none asked for"),
+    pytest.param(["", ""], None, dict(gpus_per_task=0), ["", ""], id="no GPUs, 0 asked for"),
+    pytest.param([None, None], (0, True), {}, ["", ""], id="a CPU-only node, none asked for"),
+])
+def test_gpus_asked_for_and_there(cvd, probe, kwargs, expected):
+    envs = job(cvd, ONE_NODE[:2])
+    found = (lambda: probe) if probe else _no_probe
+    assert via_mpi(envs, ONE_NODE[:2], probe=found, **kwargs) == expected
+    assert via_slurm(envs, probe=found, **kwargs) == expected
 
 
 # --------------------------------------------------------------------------------------------
