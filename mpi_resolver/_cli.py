@@ -1,9 +1,11 @@
-"""mpi-resolver show / check / tf-config: the resolver's answer without importing TensorFlow."""
+"""mpi-resolver show / check / tf-config / exec: the resolver's answer without importing
+TensorFlow."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from dataclasses import asdict
@@ -11,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ._environment import snapshot
 from ._errors import ExchangeTimeout, MismatchError, ResolutionError
+from ._exec import MPI_USED, exec_source, program_env, run_program
 from ._gpu_allocation import describe
 from ._gpu_lists import SlurmGpus
 from ._launchers import Launch, detect_launch
@@ -31,6 +34,7 @@ address and GPUs, and whether Slurm and MPI agree. Run it the way you run traini
   srun --mpi=pmix mpi-resolver check      preflight: do Slurm and MPI agree? (exit 0 if so)
   mpirun -n 4 mpi-resolver show           the ClusterSpec and every rank's task and GPUs
   eval "$(mpi-resolver tf-config --export)"   TF_CONFIG and GPUs for this rank (Keras users)
+  srun --mpi=pmix mpi-resolver exec -- python train.py   the same, without eval
 
 show and check print once, from rank 0; tf-config prints on every rank (its own TF_CONFIG).
 Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be resolved.
@@ -80,8 +84,18 @@ def _parser() -> argparse.ArgumentParser:
     tfc.add_argument("--export", action="store_true",
                      help="print `export TF_CONFIG=... CUDA_VISIBLE_DEVICES=...` for a shell "
                           "to eval: this rank's task and the GPUs the resolver gives it")
-    tfc.add_argument("--no-auto-set-gpu", dest="auto_set_gpu", action="store_false",
-                     help="leave CUDA_VISIBLE_DEVICES out (as auto_set_gpu=False does)")
+    run = sub.add_parser(
+        "exec", parents=[common], help="run a program as this rank, TF_CONFIG and GPUs set",
+        description="Resolves, sets TF_CONFIG and CUDA_VISIBLE_DEVICES, and replaces itself "
+                    "with PROGRAM: `srun --mpi=pmix mpi-resolver exec -- python train.py`. "
+                    "Inside a Slurm step it resolves from Slurm's variables without starting "
+                    "MPI, so PROGRAM may use MPI; under mpirun without Slurm the resolution "
+                    "needs MPI, and PROGRAM must not start MPI again.")
+    for p in (tfc, run):
+        p.add_argument("--no-auto-set-gpu", dest="auto_set_gpu", action="store_false",
+                       help="leave CUDA_VISIBLE_DEVICES out (as auto_set_gpu=False does)")
+    run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
+                     help="the program to run, after --")
     return parser
 
 
@@ -169,12 +183,12 @@ def _failed(status: int, together: bool, start: bool) -> int:
     return status
 
 
-def _options(args: argparse.Namespace) -> Options:
+def _options(args: argparse.Namespace, source: str) -> Options:
     """Returns the resolver's options from the command line's arguments."""
     return make_options(
         jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
         gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
-        source=args.source, verify=True if args.command == "check" else "auto",
+        source=source, verify=True if args.command == "check" else "auto",
         timeout=args.timeout)
 
 
@@ -185,15 +199,17 @@ def _warn(warnings: Sequence[str], rank: Optional[int]) -> None:
         sys.stderr.flush()
 
 
-def _error(e: ResolutionError, rank: Optional[int], launch: Launch, source: str) -> int:
-    """Prints ``e`` (rank 0's, or every rank's own timeout) and returns exit status 2.
+def _error(e: ResolutionError, rank: Optional[int], launch: Launch, source: str,
+           own: bool = False) -> int:
+    """Prints ``e`` (rank 0's, or every rank's ``own``: a timeout, a program exec cannot run
+    on its node) and returns exit status 2.
 
     After a timeout some ranks never come. An error before MPI started comes on every rank
     alike; under mpirun/mpiexec, which end the job at the first failing rank, the ranks start
     MPI to wait for rank 0's message (srun does not end the others, and under srun MPI may be
     what must not start: a plugin the MPI cannot speak).
     """
-    own = isinstance(e, ExchangeTimeout)  # each rank's own: every rank reports it
+    own = own or isinstance(e, ExchangeTimeout)  # each rank's own: every rank reports it
     if rank in (0, None) or own:
         prefix = "" if rank is None else f"rank {rank}: "
         sys.stderr.write(f"mpi-resolver: error: {prefix}{e}\n")  # one write: launchers
@@ -229,14 +245,20 @@ def _tf_config_line(args: argparse.Namespace, res: Resolution) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line; returns the exit status (0, 1 mismatch, 2 error)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "exec":
+        args.program = args.program[1:] if args.program[:1] == ["--"] else args.program
+        if not args.program:
+            parser.error("exec needs a program: mpi-resolver exec -- python train.py")
     env = snapshot()
     launch = detect_launch(env)
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
     rank = launch.rank if launch.rank is not None else whole_number(env.get("SLURM_PROCID"))
+    source = exec_source(args.source, env, launch) if args.command == "exec" else args.source
     try:
         bind = SlurmGpus.read(env).bind
-        opts = _options(args)
+        opts = _options(args, source)
 
         def transport():
             nonlocal rank
@@ -255,9 +277,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(_report_check(None, records, e, args.json, None))
         return _failed(1, together=True, start=False)
     except ResolutionError as e:
-        return _error(e, rank, launch, args.source)
+        return _error(e, rank, launch, source)
+    if args.command == "exec":
+        return _exec(args, res, rank, launch, source)
     _print_result(args, res, bind)
     return 0
+
+
+def _exec(args: argparse.Namespace, res: Resolution, rank: Optional[int], launch: Launch,
+          source: str) -> int:
+    """Runs the program as this rank; returns (status 2) only where it cannot be run."""
+    from ._mpi import mpi_initialized
+
+    if mpi_initialized():
+        _warn([MPI_USED], rank)
+    try:
+        run_program(args.program, program_env(os.environ, res, args.auto_set_gpu))
+    except ResolutionError as e:
+        return _error(e, rank, launch, source, own=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -46,6 +46,12 @@ def mpi_initialized() -> bool:
     return bool(mod is not None and mod.Is_initialized() and not mod.Is_finalized())
 
 
+def finalize() -> None:
+    """Ends MPI where this process started it (and has not ended it); else does nothing."""
+    if mpi_initialized():
+        sys.modules["mpi4py.MPI"].Finalize()
+
+
 def mpi_library() -> Optional[MpiLibrary]:
     """Returns the MPI library mpi4py loads, read without starting MPI (mpi4py >= 4 loads it
     through its _mpiabi module; MPI_Get_library_version may be called before MPI_Init), or

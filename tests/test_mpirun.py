@@ -80,6 +80,32 @@ def test_cli_show_json_and_tf_config_agree():
     assert export.stdout.startswith("export TF_CONFIG='{")
 
 
+ENV_PROGRAM = ("import os; print(os.environ.get('CUDA_VISIBLE_DEVICES'), "
+               "os.environ['TF_CONFIG'], flush=True)")
+
+
+def test_cli_exec_runs_the_program_with_tf_config_and_gpus_and_says_mpi_was_used():
+    """mpirun without Slurm: exec resolves over MPI, ends MPI, then runs the program as the
+    rank, TF_CONFIG and CUDA_VISIBLE_DEVICES set; rank 0 says, once, that the program must
+    not start MPI again."""
+    proc = cli(2, "exec", "--gpus-per-node", "2", "--", sys.executable, "-c", ENV_PROGRAM)
+    assert proc.returncode == 0, proc.stderr
+    seen = sorted((json.loads(config)["task"]["index"], gpus) for gpus, config in
+                  (line.split(" ", 1) for line in proc.stdout.splitlines()))
+    assert seen == [(0, "0"), (1, "1")], proc.stdout
+    assert proc.stderr.count("mpi-resolver: warning: the resolution started MPI") == 1
+
+
+def test_cli_exec_program_that_starts_mpi_again_fails_as_the_warning_says():
+    """Measured with Open MPI 4.1.4: after the resolution's MPI_Init (finalized before exec),
+    the program's own MPI_Init fails ("orte_init failed"); mpirun exits non-zero."""
+    program = "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"
+    proc = cli(2, "exec", "--gpus-per-node", "0", "--", sys.executable, "-c", program)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "the program must not use MPI itself" in " ".join(proc.stderr.split())
+    assert "orte_init" in proc.stderr or "MPI_INIT" in proc.stderr, proc.stderr[-3000:]
+
+
 def test_cli_check_without_slurm_fails_once_with_a_clear_message():
     proc = cli(4, "check", "--gpus-per-node", "0")
     assert proc.returncode != 0

@@ -128,7 +128,7 @@ def test_help_explains_every_option_the_readme_names(capsys):
         cli.main(["--help"])
     assert done.value.code == 0
     top = capsys.readouterr().out
-    for command in ("show", "check", "tf-config"):
+    for command in ("show", "check", "tf-config", "exec"):
         assert command in top
     with pytest.raises(SystemExit):
         cli.main(["show", "--help"])

@@ -1,0 +1,59 @@
+"""mpi-resolver exec: runs a program as this rank, with its TF_CONFIG and GPUs set, so that
+Keras and other TF_CONFIG users need no eval (the edge that replaces this process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Dict, Mapping, NoReturn, Sequence
+
+from ._errors import ResolutionError
+from ._launchers import Launch
+from ._resolution import Resolution
+from ._slurm_step import slurm_describes_ranks
+
+#: Said (rank 0, stderr) where the resolution had to start MPI: measured with Open MPI 4.1.4's
+#: mpirun, a program exec'd after MPI_Init (finalized or not) fails in its own MPI_Init
+#: ("orte_init failed ... getting local rank failed").
+MPI_USED = ("the resolution started MPI in this process (no Slurm step says where the ranks "
+            "run), and an MPI library does not start twice in one process: the program must "
+            "not use MPI itself. A program that uses MPI creates MPIClusterResolver itself, or "
+            "runs under srun, where exec resolves from Slurm's variables without MPI.")
+
+
+def exec_source(source: str, env: Mapping[str, str], launch: Launch) -> str:
+    """Returns the source exec resolves from: 'slurm' for 'auto' where Slurm's step variables
+    describe this rank (then MPI is left for the program to start), else ``source``."""
+    if source == "auto" and slurm_describes_ranks(env, launch):
+        return "slurm"
+    return source
+
+
+def program_env(env: Mapping[str, str], res: Resolution, auto_set_gpu: bool) -> Dict[str, str]:
+    """Returns ``env`` with this rank's TF_CONFIG and, where ``auto_set_gpu``, the
+    CUDA_VISIBLE_DEVICES cluster_spec() would set."""
+    out = dict(env)
+    out["TF_CONFIG"] = json.dumps(res.tf_config(), separators=(",", ":"))
+    if auto_set_gpu:
+        out["CUDA_VISIBLE_DEVICES"] = res.visible_devices
+    return out
+
+
+def run_program(program: Sequence[str], env: Mapping[str, str]) -> NoReturn:
+    """Replaces this process with ``program`` in ``env``, MPI ended first where this process
+    started it (a launcher then sees a rank that finalized, not one that vanished).
+
+    Raises:
+      ResolutionError: the program cannot be run (not found, not executable).
+    """
+    from ._mpi import finalize
+
+    finalize()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(program[0], list(program), dict(env))
+    except OSError as e:
+        raise ResolutionError(f"exec could not run {program[0]!r}: {e.strerror}; check the "
+                              "program's name and PATH.") from e
