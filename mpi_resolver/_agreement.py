@@ -75,6 +75,16 @@ class FirstAgreement:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NodeSummary:
+    """What the records of one node say for the second reduction (gpu_resolution)."""
+
+    per_task: int         # the GPUs per task its ranks could divide, or gpu_allocation.NO_LIMIT
+    fewest: int           # the fewest GPUs a rank of it takes left to itself
+    most: int             # the most
+    problem: bool         # GPU lists that conflict, or that cannot be given
+
+
+@dataclass(frozen=True, kw_only=True)
 class SecondReport:
     """What one rank puts into the second reduction, after its node's records came."""
 
@@ -82,10 +92,13 @@ class SecondReport:
     node_ok: bool         # its node's GPU lists neither conflict nor fail to allocate
     own_name: bool        # its host's name is its own (no two names share one hash)
     aimed: bool           # it got the port it aimed at (or picked none)
+    fewest: int = 0       # the fewest GPUs a rank of its node takes (NodeSummary)
+    most: int = 0         # the most
 
     def to_vector(self) -> List[int]:
         """Returns the vector to reduce (MIN)."""
-        return [self.per_task, int(self.node_ok), int(self.own_name), int(self.aimed)]
+        return [self.per_task, int(self.node_ok), int(self.own_name), int(self.aimed),
+                self.fewest, -self.most]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,9 +109,16 @@ class SecondAgreement:
     nodes_ok: bool
     names_own: bool
     all_aimed: bool
+    fewest: int = 0       # the fewest GPUs any rank of the job takes left to itself
+    most: int = 0         # the most
 
     @classmethod
     def from_agreed(cls, agreed: Sequence[int]) -> "SecondAgreement":
         """Returns the agreement read from the reduced SecondReport vector."""
         return cls(per_task=agreed[0], nodes_ok=agreed[1] == 1, names_own=agreed[2] == 1,
-                   all_aimed=agreed[3] == 1)
+                   all_aimed=agreed[3] == 1, fewest=agreed[4], most=-agreed[5])
+
+    @property
+    def mixed_gpus(self) -> bool:
+        """True where some ranks of the job have GPUs and others none."""
+        return self.fewest == 0 < self.most

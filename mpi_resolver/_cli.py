@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ._environment import snapshot
 from ._errors import ExchangeTimeout, MismatchError, ResolutionError
-from ._exec import MPI_USED, exec_source, program_env, run_program
+from ._exec import MPI_USED, program_env, run_program
 from ._gpu_allocation import describe
 from ._gpu_lists import SlurmGpus
 from ._launchers import Launch, detect_launch
@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help="give up on ranks that do not answer after this long (default "
                              f"{DEFAULT_TIMEOUT:g})")
+    common.add_argument("--uneven-gpus", action="store_true",
+                        help="let tasks get different numbers of GPUs, each as many as its "
+                             "node gives (parameter servers); by default every task gets the "
+                             "same number, as MultiWorkerMirroredStrategy needs")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     parser = argparse.ArgumentParser(
         prog="mpi-resolver", description=_DESCRIPTION,
@@ -88,9 +92,11 @@ def _parser() -> argparse.ArgumentParser:
         "exec", parents=[common], help="run a program as this rank, TF_CONFIG and GPUs set",
         description="Resolves, sets TF_CONFIG and CUDA_VISIBLE_DEVICES, and replaces itself "
                     "with PROGRAM: `srun --mpi=pmix mpi-resolver exec -- python train.py`. "
-                    "Inside a Slurm step it resolves from Slurm's variables without starting "
-                    "MPI, so PROGRAM may use MPI; under mpirun without Slurm the resolution "
-                    "needs MPI, and PROGRAM must not start MPI again.")
+                    "The resolution uses MPI where it is wired (the cross-check, the same "
+                    "number of GPUs for every worker), and MPI does not start twice for one "
+                    "rank: PROGRAM must not use MPI then. With --source slurm it resolves from "
+                    "Slurm's variables alone, without MPI, so PROGRAM may use MPI (other "
+                    "nodes' GPUs are then not checked).")
     for p in (tfc, run):
         p.add_argument("--no-auto-set-gpu", dest="auto_set_gpu", action="store_false",
                        help="leave CUDA_VISIBLE_DEVICES out (as auto_set_gpu=False does)")
@@ -189,13 +195,14 @@ def _options(args: argparse.Namespace, source: str) -> Options:
         jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
         gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
         source=source, verify=True if args.command == "check" else "auto",
-        timeout=args.timeout)
+        timeout=args.timeout, uneven_gpus=args.uneven_gpus)
 
 
-def _warn(warnings: Sequence[str], rank: Optional[int]) -> None:
-    """Prints the plan's warnings on rank 0's stderr, before MPI starts (MPI_Init may hang)."""
+def _warn(warnings: Sequence[str], rank: Optional[int], kind: str = "warning") -> None:
+    """Prints warnings (or notes, ``kind``) on rank 0's stderr: the plan's before MPI starts
+    (MPI_Init may hang)."""
     if rank in (0, None) and warnings:
-        sys.stderr.write("".join(f"mpi-resolver: warning: {w}\n" for w in warnings))
+        sys.stderr.write("".join(f"mpi-resolver: {kind}: {w}\n" for w in warnings))
         sys.stderr.flush()
 
 
@@ -255,7 +262,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     launch = detect_launch(env)
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
     rank = launch.rank if launch.rank is not None else whole_number(env.get("SLURM_PROCID"))
-    source = exec_source(args.source, env, launch) if args.command == "exec" else args.source
+    source = args.source
     try:
         bind = SlurmGpus.read(env).bind
         opts = _options(args, source)
@@ -289,6 +296,7 @@ def _exec(args: argparse.Namespace, res: Resolution, rank: Optional[int], launch
     """Runs the program as this rank; returns (status 2) only where it cannot be run."""
     from ._mpi import mpi_initialized
 
+    _warn(res.notes, rank, "note")
     if mpi_initialized():
         _warn([MPI_USED], rank)
     try:

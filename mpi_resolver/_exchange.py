@@ -22,8 +22,8 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from ._agreement import (FirstAgreement, FirstReport, SecondAgreement, SecondReport,
-                         plan_code)
+from ._agreement import (FirstAgreement, FirstReport, NodeSummary, SecondAgreement,
+                         SecondReport, plan_code)
 from ._crosscheck import own_differences
 from ._host_names import same_host
 from ._layout import Runs, host_of_rank, ranks_on
@@ -64,6 +64,7 @@ class MpiFacts:
     hosts: Optional[List[str]]           # every rank's host (step 2 or 5), else None: Slurm's
     node: List[RankRecord]               # the records of this rank's node, in rank order
     per_task: Optional[int]              # the job's GPUs per task of divided lists (step 4)
+    counts: Optional[Tuple[int, int]] = None  # (fewest, most) GPUs of any rank (step 4)
     ports: Optional[List[int]] = None    # every rank's picked port, where they need listing
     port_base: Optional[int] = None      # or the base every picked port follows (step 4)
 
@@ -141,16 +142,15 @@ def _node_records(transport: Transport, record: RankRecord, slurm_runs: Optional
 
 
 def gather_facts(transport: Transport, record: RankRecord, *, slurm_runs: Optional[Runs],
-                 node_summary: Callable[[List[RankRecord]], Tuple[int, bool]],
+                 node_summary: Callable[[List[RankRecord]], NodeSummary],
                  details: bool, aimed_base: Optional[int] = None) -> MpiFacts:
     """Returns what every rank's records say, through the steps of the module docstring.
 
     ``slurm_runs``: where Slurm's variables put every rank, where they say (the plan verifies
-    them); ``node_summary(node records)`` returns (the GPUs per task that node's
-    ranks could each take, or gpu_allocation.NO_LIMIT; whether the node has a problem that
-    every rank must see in the full table: conflicting GPU lists, or GPUs that cannot be
-    allocated). ``aimed_base``: the base this rank aimed its picked port (``record.port``)
-    at, plus its local index.
+    them); ``node_summary(node records)`` says what a node's GPU lists give (a problem, or
+    ranks with GPUs and ranks without in the job, makes every rank gather every record: the
+    full table, which names the nodes). ``aimed_base``: the base this rank aimed its picked
+    port (``record.port``) at, plus its local index.
     """
     rank, size = transport.rank, transport.size
     if details:
@@ -160,18 +160,18 @@ def gather_facts(transport: Transport, record: RankRecord, *, slurm_runs: Option
     if not first.all_well:
         return _all_records(transport, record)
     node_records, hosts = _node_records(transport, record, slurm_runs, first)
-    per_task, conflict = node_summary(node_records)
+    summary = node_summary(node_records)
     index = [r.rank for r in node_records].index(rank)
     got_aimed = record.port is None or (first.base is not None and
                                         record.port == first.base + index)
     second = SecondAgreement.from_agreed(transport.allreduce_min(SecondReport(
-        per_task=per_task, node_ok=not conflict,
+        per_task=summary.per_task, node_ok=not summary.problem,
         own_name=hosts is None or hosts[rank] == record.host,  # a hash shared by two names?
-        aimed=got_aimed).to_vector()))
-    if not (second.nodes_ok and second.names_own):
+        aimed=got_aimed, fewest=summary.fewest, most=summary.most).to_vector()))
+    if not (second.nodes_ok and second.names_own) or second.mixed_gpus:
         return _all_records(transport, record)
     facts = MpiFacts(rank=rank, size=size, records=None, hosts=hosts, node=node_records,
-                     per_task=second.per_task)
+                     per_task=second.per_task, counts=(second.fewest, second.most))
     if record.port is None:  # fixed port_base: the layout counts up from it
         return facts
     if second.all_aimed:   # every rank got its aimed port: base + index on its node

@@ -9,25 +9,16 @@ import sys
 from typing import Dict, Mapping, NoReturn, Sequence
 
 from ._errors import ResolutionError
-from ._launchers import Launch
 from ._resolution import Resolution
-from ._slurm_step import slurm_describes_ranks
 
-#: Said (rank 0, stderr) where the resolution had to start MPI: measured with Open MPI 4.1.4's
-#: mpirun, a program exec'd after MPI_Init (finalized or not) fails in its own MPI_Init
-#: ("orte_init failed ... getting local rank failed").
-MPI_USED = ("the resolution started MPI in this process (no Slurm step says where the ranks "
-            "run), and an MPI library does not start twice in one process: the program must "
-            "not use MPI itself. A program that uses MPI creates MPIClusterResolver itself, or "
-            "runs under srun, where exec resolves from Slurm's variables without MPI.")
-
-
-def exec_source(source: str, env: Mapping[str, str], launch: Launch) -> str:
-    """Returns the source exec resolves from: 'slurm' for 'auto' where Slurm's step variables
-    describe this rank (then MPI is left for the program to start), else ``source``."""
-    if source == "auto" and slurm_describes_ranks(env, launch):
-        return "slurm"
-    return source
+#: Said (rank 0, stderr) where the resolution started MPI. Measured with Open MPI 4.1.4: a
+#: program exec'd after MPI_Init (finalized or not) fails in its own MPI_Init under mpirun
+#: ("orte_init failed"), and so does a second process of the same rank under srun --mpi=pmix.
+MPI_USED = ("the resolution used MPI (to check Slurm against it and give every worker the "
+            "same number of GPUs), and MPI does not start twice for one rank: the program must "
+            "not use MPI itself. A program that does: mpi-resolver exec --source slurm "
+            "(Slurm's variables alone, other nodes' GPUs unchecked), or MPIClusterResolver in "
+            "the program.")
 
 
 def program_env(env: Mapping[str, str], res: Resolution, auto_set_gpu: bool) -> Dict[str, str]:

@@ -31,17 +31,24 @@ class Share:
 
     ``kind``: 'divided' (rank i of those that see it takes entries [i*per_task,
     (i+1)*per_task)), 'own' (one rank sees it and keeps ``per_task`` of it), 'shared' (fewer
-    GPUs than ranks: each keeps ``per_task`` of it) or 'none' (no GPUs).
+    GPUs than ranks: each keeps ``per_task`` of it; where ``spread_over`` ranks are given,
+    rank i takes ``per_task`` from entry i*len(gpus)//spread_over on, so that the GPUs are
+    shared evenly) or 'none' (no GPUs).
     """
 
     gpus: Gpus
     kind: str
     per_task: int
+    spread_over: int = 0
 
     def of(self, index: int) -> Gpus:
         """Returns the GPUs of the ``index``-th rank of those that see this list."""
         if self.kind == "divided":
             return self.gpus[index * self.per_task:(index + 1) * self.per_task]
+        if self.spread_over:
+            m = len(self.gpus)
+            start = index * m // self.spread_over
+            return tuple(self.gpus[(start + j) % m] for j in range(self.per_task))
         return self.gpus[:self.per_task]
 
 
@@ -91,15 +98,27 @@ class GpuAllocation:
 
 
 def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explicit: bool,
-           alone: bool = False, said_by: str = "CUDA_VISIBLE_DEVICES") -> Share:
+           alone: bool = False, said_by: str = "CUDA_VISIBLE_DEVICES",
+           even: Optional[int] = None) -> Share:
     """Returns how ``ranks`` ranks of ``host`` that all see ``gpus`` use them (``alone``:
     this list is one rank's own, on a node whose ranks see different lists; ``said_by``: what
-    gave the list, see gpu_lists.SAID_BY). Fewer GPUs than ranks are shared where Slurm gave
-    the list, or where nothing asked for GPUs per task.
+    gave the list, see gpu_lists.SAID_BY; ``even``: the GPUs every rank of the job takes,
+    at most what this list gives each, where counts are evened out). Fewer GPUs than ranks
+    are shared where Slurm gave the list, or where nothing asked for GPUs per task.
 
     Raises:
       ResolutionError: an explicit gpus_per_task that the list cannot give every rank.
     """
+    share = _own_share(gpus, ranks, per_task, host, explicit=explicit, alone=alone,
+                       said_by=said_by)
+    if even is None or explicit or share.kind == "none" or even >= share.per_task:
+        return share
+    return Share(gpus, share.kind, even, ranks if share.kind == "shared" else 0)
+
+
+def _own_share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explicit: bool,
+               alone: bool, said_by: str) -> Share:
+    """Returns _share's answer before counts are evened out."""
     m = len(gpus)
     if explicit and per_task == 0:
         return Share((), "none", 0)
@@ -141,6 +160,12 @@ def _shared_note(host: str, shared: Sequence[Tuple[Share, int]], per_gpu: Option
                 f"{per_gpu} tasks per GPU as Slurm bound them (--ntasks-per-gpu / "
                 f"--gpu-bind=single:{per_gpu}).")
     count = len({g for share, _ in shared for g in share.gpus})
+    if any(share.spread_over for share, _ in shared):
+        each = shared[0][0].per_task
+        return (f"GPUs are shared: {count} GPU(s) ({lists}) on {host} for {ranks} tasks that "
+                f"see them, fewer than one each: each task takes {each}, spread over them, so "
+                f"that every task of the job has {each} (MultiWorkerMirroredStrategy needs "
+                "the same number on every worker; uneven_gpus=True lets each keep all).")
     return (f"GPUs are shared: {count} GPU(s) ({lists}) on {host} for {ranks} tasks that see "
             "them, fewer than one each, so each of those tasks uses all of them "
             "(TensorFlow's resolver crashes here). Ask Slurm for --gpus-per-task=1, or run at "
@@ -150,7 +175,8 @@ def _shared_note(host: str, shared: Sequence[Tuple[Share, int]], per_gpu: Option
 def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[int], *,
                    tasks_per_gpu: Optional[int] = None,
                    divided_per_task: Optional[int] = None,
-                   said_by: Optional[Mapping[str, str]] = None) -> GpuAllocation:
+                   said_by: Optional[Mapping[str, str]] = None, uneven: bool = False,
+                   counts: Optional[Tuple[int, int]] = None) -> GpuAllocation:
     """Returns every rank's GPUs from the lists all ranks reported (MPI), node by node.
 
     ``lists[host]`` holds the list of each rank on ``host``, in rank order. Nodes whose ranks
@@ -159,14 +185,20 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
     nodes are alike, and the same number of GPUs for every task where they are not);
     ``divided_per_task`` gives that smallest number where ``lists`` hold only some nodes.
     ``said_by[host]``: what gave that host's lists (gpu_lists.SAID_BY; CUDA_VISIBLE_DEVICES
-    where not given).
+    where not given). Unless ``uneven``, every rank then takes the same number of GPUs, the
+    fewest any rank of the job can take (job_counts; ``counts`` gives (fewest, most) where
+    ``lists`` hold only some nodes): MultiWorkerMirroredStrategy needs that.
 
     Raises:
-      ResolutionError: an explicit gpus_per_task more than a list can give its ranks.
+      ResolutionError: an explicit gpus_per_task more than a list can give its ranks; ranks
+        with GPUs and ranks without in one job, unless ``uneven``.
     """
     explicit = gpus_per_task is not None
     groups = {host: group_lists(per_rank) for host, per_rank in lists.items()}
-    if gpus_per_task is None:
+    even = None
+    if gpus_per_task is None and not uneven:
+        gpus_per_task = even = _even_count(groups, counts)
+    elif gpus_per_task is None:
         fit = divided_per_task if divided_per_task is not None else min(
             (divided_fit(by_list) for by_list in groups.values()), default=NO_LIMIT)
         gpus_per_task = 0 if fit >= NO_LIMIT else fit
@@ -181,21 +213,22 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
             key = (gpus, len(ranks), source)
             if key not in alike:
                 share = _share(gpus, len(ranks), gpus_per_task, host, explicit=explicit,
-                               said_by=source)
+                               said_by=source, even=even)
                 alike[key] = NodeGpus((share,))
                 if share.kind == "shared" and not notes:
                     notes.append(_shared_note(host, [(share, len(ranks))], tasks_per_gpu))
             nodes[host] = alike[key]
         else:
             nodes[host], shared = _node_of_lists(host, by_list, len(lists[host]),
-                                                 gpus_per_task if explicit else None, source)
+                                                 gpus_per_task if explicit else None, source,
+                                                 even)
             if shared and not notes:
                 notes.append(_shared_note(host, shared, tasks_per_gpu))
     return GpuAllocation(nodes, gpus_per_task, tuple(notes))
 
 
 def _node_of_lists(host: str, by_list: Mapping[Gpus, Sequence[int]], ranks_on_host: int,
-                   gpus_per_task: Optional[int], said_by: str
+                   gpus_per_task: Optional[int], said_by: str, even: Optional[int]
                    ) -> Tuple[NodeGpus, List[Tuple[Share, int]]]:
     """Returns the GPUs of a node whose ranks see different lists (each list its own share),
     and the shares that stay shared with their number of ranks."""
@@ -205,13 +238,59 @@ def _node_of_lists(host: str, by_list: Mapping[Gpus, Sequence[int]], ranks_on_ho
     for gpus, ranks in by_list.items():
         share = _share(gpus, len(ranks), gpus_per_task, host,
                        explicit=gpus_per_task is not None, alone=len(ranks) == 1,
-                       said_by=said_by)
+                       said_by=said_by, even=even)
         if share.kind == "shared":
             shared.append((share, len(ranks)))
         for i, index in enumerate(ranks):
             slots[index] = (len(shares), i)
         shares.append(share)
     return NodeGpus(tuple(shares), tuple(slots)), shared
+
+
+def share_count(m: int, ranks: int) -> int:
+    """Returns the GPUs each of ``ranks`` ranks that see a list of ``m`` takes, left to
+    themselves: an equal part where there are enough, else all of them (shared)."""
+    return m // ranks if m >= ranks else m
+
+
+def job_counts(groups: Mapping[str, Mapping[Gpus, Sequence[int]]]) -> Tuple[int, int]:
+    """Returns (fewest, most) GPUs any rank takes left to itself (share_count), over the
+    nodes of ``groups`` ({host: group_lists}); (0, 0) for no ranks."""
+    counts = [share_count(len(gpus), len(ranks)) for by_list in groups.values()
+              for gpus, ranks in by_list.items()]
+    return min(counts, default=0), max(counts, default=0)
+
+
+def _even_count(groups: Mapping[str, Mapping[Gpus, Sequence[int]]],
+                counts: Optional[Tuple[int, int]]) -> int:
+    """Returns the GPUs every rank takes where counts are evened out: the fewest.
+
+    Raises:
+      ResolutionError: some ranks would have GPUs and others none.
+    """
+    fewest, most = counts if counts is not None else job_counts(groups)
+    if fewest == 0 < most:
+        hosts = {host: job_counts({host: by_list}) for host, by_list in groups.items()}
+        raise ResolutionError(
+            f"workers would get different numbers of GPUs: {_counts_text(hosts)}. "
+            "MultiWorkerMirroredStrategy needs the same number on every worker (TensorFlow "
+            "leaves the rest undefined). Run on GPU nodes only, pass gpus_per_task=0 "
+            "(--gpus-per-task 0) to train on CPU, or uneven_gpus=True (--uneven-gpus) for "
+            "jobs that need no equal counts (parameter servers).")
+    return fewest
+
+
+def _counts_text(hosts: Mapping[str, Tuple[int, int]]) -> str:
+    """Returns '0 GPUs on cpu1, cpu2; 1 GPU per task on node1' (3 hosts at most each)."""
+    by_count: Dict[str, List[str]] = {}
+    for host, (fewest, most) in hosts.items():
+        count = f"{fewest}" if fewest == most else f"{fewest} to {most}"
+        by_count.setdefault(count, []).append(host)
+    parts = []
+    for count, names in sorted(by_count.items()):
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        parts.append(f"{count} GPU(s) per task on {shown}")
+    return "; ".join(parts) if parts else "no ranks"
 
 
 def group_lists(per_rank: Sequence[Gpus]) -> Dict[Gpus, List[int]]:
@@ -234,24 +313,30 @@ def divided_fit(by_list: Mapping[Gpus, Sequence[int]]) -> int:
 
 def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int], gpus_per_task: Optional[int],
                      host: Optional[str] = None,
-                     said_by: str = "CUDA_VISIBLE_DEVICES") -> GpuAllocation:
+                     said_by: str = "CUDA_VISIBLE_DEVICES",
+                     uneven: bool = False) -> GpuAllocation:
     """Returns every rank's GPUs where every node is taken to have ``gpus`` (as TensorFlow
     assumes when it reads Slurm's variables alone): nodes of ``tasks`` ({host: ranks}), the
-    list said by ``said_by``. Notes speak of ``host`` alone (this rank's: the others' GPUs
-    are an assumption).
+    list said by ``said_by``; unless ``uneven``, every rank takes as many as the fewest (as
+    allocate_nodes). Notes speak of ``host`` alone (this rank's: the others' GPUs are an
+    assumption).
 
     Raises:
       ResolutionError: an explicit gpus_per_task that the list cannot give (_share).
     """
     counts = sorted(set(tasks.values()))
     explicit = gpus_per_task is not None
-    if gpus_per_task is None:
+    even = None
+    if gpus_per_task is None and not uneven:
+        gpus_per_task = even = min((share_count(len(gpus), n) for n in counts), default=0)
+    elif gpus_per_task is None:
         gpus_per_task = min((len(gpus) // n for n in counts if len(gpus) >= n), default=0)
     by_count: Dict[int, NodeGpus] = {}
     notes: List[str] = []
     for n in counts:
         named = next(h for h, k in tasks.items() if k == n)
-        share = _share(gpus, n, gpus_per_task, named, explicit=explicit, said_by=said_by)
+        share = _share(gpus, n, gpus_per_task, named, explicit=explicit, said_by=said_by,
+                       even=even)
         if share.kind == "shared" and host is not None and tasks.get(host) == n:
             notes.append(_shared_note(host, [(share, n)], None))
         by_count[n] = NodeGpus((share,))

@@ -4,11 +4,13 @@ and the notes that say what was done (pure but for the probe it is given)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._errors import ResolutionError
+from ._agreement import NodeSummary
 from ._gpu_allocation import (NO_LIMIT, GpuAllocation, allocate_nodes, allocate_own,
-                              allocate_uniform, divided_fit, group_lists)
+                              allocate_uniform, divided_fit, group_lists, job_counts)
 from ._gpu_lists import (Gpus, SlurmGpus, TaskList, is_bound, needs_probe,
                          parse_visible_devices, task_list)
 from ._layout import Layout
@@ -44,15 +46,20 @@ def for_record(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: b
     return found
 
 
-def node_summary(opts: Options, node: List[RankRecord]) -> Tuple[int, bool]:
-    """Returns (the GPUs per task this node's ranks could divide, or NO_LIMIT; whether the
-    node has a problem every rank must see: GPU lists that conflict, or cannot be given)."""
+def node_summary(opts: Options, node: List[RankRecord]) -> NodeSummary:
+    """Returns what this node's records say of its GPUs for the exchange: the GPUs per task
+    its ranks could divide (or NO_LIMIT), the fewest and most a rank takes left to itself,
+    and whether it has a problem every rank must see (GPU lists that conflict, or that
+    cannot be given)."""
     try:
         lists, said_by = _task_lists(opts, [(r.host, r) for r in node])
-        allocate_nodes(lists, opts.gpus_per_task, said_by=said_by)
+        allocate_nodes(lists, opts.gpus_per_task, said_by=said_by, uneven=True)
     except ResolutionError:
-        return NO_LIMIT, True
-    return divided_fit(group_lists(lists[node[0].host])), bool(gpu_conflicts(node))
+        return NodeSummary(per_task=NO_LIMIT, fewest=0, most=0, problem=True)
+    groups = {host: group_lists(per_rank) for host, per_rank in lists.items()}
+    fewest, most = job_counts(groups)
+    return NodeSummary(per_task=divided_fit(groups[node[0].host]), fewest=fewest, most=most,
+                       problem=bool(gpu_conflicts(node)))
 
 
 def _cpu_only_note(hosts: Sequence[str]) -> str:
@@ -65,6 +72,12 @@ def _ignored_note(gpus_per_node: int, bind: Optional[str]) -> str:
     how = f"SLURMD_TRES_BIND=gpu:{bind}" if bind else "fewer GPUs than SLURM_GPUS_ON_NODE"
     return (f"gpus_per_node={gpus_per_node} is ignored for tasks that Slurm bound GPUs to "
             f"({how}): each keeps the GPUs Slurm gave it.")
+
+
+def _unchecked_note(host: str, gpus: Gpus) -> str:
+    return (f"the other nodes' GPUs are not checked without MPI: each is taken to have what "
+            f"{host} has ({','.join(gpus)}), as TensorFlow does; start the job with srun "
+            "--mpi=pmix to check that every worker gets the same number.")
 
 
 def gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
@@ -84,7 +97,9 @@ def gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank:
         return gpus
     own = task_list(visible, slurm, probed, opts.gpus_per_node) or TaskList((), "nvidia-smi")
     gpus = allocate_uniform(own.gpus, layout.tasks_per_host, opts.gpus_per_task, host,
-                            own.said_by)
+                            own.said_by, opts.uneven_gpus)
+    if own.gpus and len(layout.tasks_per_host) > 1 and opts.gpus_per_task is None:
+        gpus = replace(gpus, notes=gpus.notes + (_unchecked_note(host, own.gpus),))
     if cpu_only:
         return GpuAllocation(gpus.nodes, gpus.per_task, gpus.notes + (_cpu_only_note([host]),),
                              gpus.tasks, gpus.by_count)
@@ -131,8 +146,11 @@ def _gpu_notes(opts: Options, ranks: Ranks) -> List[str]:
 
 
 def _allocate(opts: Options, placement: Sequence[str], records: Sequence[RankRecord],
-              divided_per_task: Optional[int] = None) -> GpuAllocation:
-    """Returns the GPUs of the ranks of ``records`` (binding.allocate_nodes), with notes.
+              divided_per_task: Optional[int] = None,
+              counts: Optional[Tuple[int, int]] = None) -> GpuAllocation:
+    """Returns the GPUs of the ranks of ``records`` (gpu_allocation.allocate_nodes), with
+    notes; ``divided_per_task`` and ``counts`` from the exchange where ``records`` are one
+    node's.
 
     Raises:
       ValueError: ``placement`` and ``records`` of different lengths.
@@ -142,7 +160,8 @@ def _allocate(opts: Options, placement: Sequence[str], records: Sequence[RankRec
     gpus = allocate_nodes(lists, opts.gpus_per_task, said_by=said_by,
                           tasks_per_gpu=max((r.tasks_per_gpu for r in records
                                              if r.tasks_per_gpu), default=None),
-                          divided_per_task=divided_per_task)
+                          divided_per_task=divided_per_task, uneven=opts.uneven_gpus,
+                          counts=counts)
     return GpuAllocation(gpus.nodes, gpus.per_task,
                          gpus.notes + tuple(_gpu_notes(opts, ranks)))
 
@@ -153,9 +172,10 @@ def gpus_from_records(opts: Options, layout: Layout,
     return _allocate(opts, layout.placement, records)
 
 
-def gpus_from_node(opts: Options, host: str, node: List[RankRecord],
-                    per_task: Optional[int]) -> GpuAllocation:
+def gpus_from_node(opts: Options, host: str, node: List[RankRecord], per_task: Optional[int],
+                   counts: Optional[Tuple[int, int]] = None) -> GpuAllocation:
     """Returns the GPUs of this rank's node (``node``: its ranks' records, named ``host``),
     with ``per_task`` the job's GPUs per task of divided lists (from the exchange: NO_LIMIT
-    where no node divides one, this node included, so it divides none either)."""
-    return _allocate(opts, [host] * len(node), node, per_task)
+    where no node divides one, this node included, so it divides none either) and
+    ``counts`` the (fewest, most) GPUs any rank of the job takes."""
+    return _allocate(opts, [host] * len(node), node, per_task, counts)

@@ -36,6 +36,7 @@ class Options:
     source: str = DEFAULT_SOURCE
     verify: Union[str, bool] = DEFAULT_VERIFY
     timeout: float = DEFAULT_TIMEOUT
+    uneven_gpus: bool = False
 
 
 def parse_jobs(text: str) -> Dict[str, int]:
@@ -111,7 +112,8 @@ def _gpus(value: Any, name: str) -> Optional[int]:
 def make_options(*, jobs: Any = None, port_base: Any = DEFAULT_PORT_BASE,
                  gpus_per_node: Any = None, gpus_per_task: Any = None,
                  tasks_per_node: Any = None, source: Any = DEFAULT_SOURCE,
-                 verify: Any = DEFAULT_VERIFY, timeout: Any = DEFAULT_TIMEOUT) -> Options:
+                 verify: Any = DEFAULT_VERIFY, timeout: Any = DEFAULT_TIMEOUT,
+                 uneven_gpus: Any = False) -> Options:
     """Returns checked Options.
 
     Raises:
@@ -125,9 +127,11 @@ def make_options(*, jobs: Any = None, port_base: Any = DEFAULT_PORT_BASE,
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
             not math.isfinite(timeout) or timeout <= 0:
         raise ResolutionError(f"timeout={timeout!r}: expected a number of seconds > 0.")
+    if not isinstance(uneven_gpus, bool):
+        raise ResolutionError(f"uneven_gpus={uneven_gpus!r}: expected True or False.")
     return Options(
         jobs=_check_jobs(jobs), port_base=_check_port_base(port_base),
         gpus_per_node=_gpus(gpus_per_node, "gpus_per_node"),
         gpus_per_task=_gpus(gpus_per_task, "gpus_per_task"),
         tasks_per_node=_check_tasks_per_node(tasks_per_node),
-        source=source, verify=verify, timeout=float(timeout))
+        source=source, verify=verify, timeout=float(timeout), uneven_gpus=uneven_gpus)

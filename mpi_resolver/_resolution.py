@@ -160,7 +160,8 @@ def _with_mpi(opts: Options, plan: Plan, transport: Callable[[], Transport],
     if facts.records is not None:
         gpus = gpus_from_records(opts, layout, facts.records)
     else:
-        gpus = gpus_from_node(opts, layout.host_of(rank)[0], facts.node, facts.per_task)
+        gpus = gpus_from_node(opts, layout.host_of(rank)[0], facts.node, facts.per_task,
+                              facts.counts)
     return Resolution(rank=rank, layout=layout, gpus=gpus,
                       source="slurm" if plan.use_slurm else "mpi", records=facts.records,
                       verified=plan.verify, notes=notes + list(gpus.notes))

@@ -77,6 +77,9 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
       verify: 'auto' (cross-check when both are there), True (insist) or False.
       comm: an mpi4py communicator instead of COMM_WORLD.
       timeout: seconds before the MPI exchange gives up with a ResolutionError.
+      uneven_gpus: False (default): every task gets the same number of GPUs, as
+        MultiWorkerMirroredStrategy needs; True: each as many as its node gives (parameter
+        servers).
 
     Raises:
       ResolutionError: anything that keeps the job from resolving (FormatError for malformed
@@ -89,10 +92,11 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
                  tasks_per_node: Any = None, auto_set_gpu: bool = True,
                  rpc_layer: str = "grpc", *, source: str = DEFAULT_SOURCE,
                  verify: Any = DEFAULT_VERIFY, comm: Any = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, uneven_gpus: bool = False) -> None:
         opts = make_options(jobs=jobs, port_base=port_base, gpus_per_node=gpus_per_node,
                             gpus_per_task=gpus_per_task, tasks_per_node=tasks_per_node,
-                            source=source, verify=verify, timeout=timeout)
+                            source=source, verify=verify, timeout=timeout,
+                            uneven_gpus=uneven_gpus)
         self._resolution = resolve_job(
             opts, _environment(), library=mpi_library, have_comm=comm is not None,
             mpi_running=mpi_initialized(),

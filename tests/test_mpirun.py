@@ -93,7 +93,7 @@ def test_cli_exec_runs_the_program_with_tf_config_and_gpus_and_says_mpi_was_used
     seen = sorted((json.loads(config)["task"]["index"], gpus) for gpus, config in
                   (line.split(" ", 1) for line in proc.stdout.splitlines()))
     assert seen == [(0, "0"), (1, "1")], proc.stdout
-    assert proc.stderr.count("mpi-resolver: warning: the resolution started MPI") == 1
+    assert proc.stderr.count("mpi-resolver: warning: the resolution used MPI") == 1
 
 
 def test_cli_exec_program_that_starts_mpi_again_fails_as_the_warning_says():
@@ -196,7 +196,7 @@ from mpi4py import MPI
 from mpi_resolver._mpi import MpiTransport
 from mpi_resolver._options import make_options
 from mpi_resolver._plan import make_plan
-from mpi_resolver._resolution import resolve
+from mpi_resolver._resolution import resolve_job
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
 env = dict(os.environ)
@@ -205,10 +205,10 @@ if rank == 3:  # this rank alone sees a Slurm step wired by PMIx: it would cross
     env.update(SLURM_PROCID="3", SLURM_STEP_NUM_TASKS="4", PMIX_RANK="3",
                SLURM_STEP_NODELIST=socket.gethostname(), SLURM_STEP_TASKS_PER_NODE="4")
 opts = make_options(timeout=600, gpus_per_node=0)
-plan = make_plan(opts, env)
+plan = make_plan(opts, env)  # what this rank's resolution plans: reported below
 start = time.monotonic()
 try:
-    resolve(opts, plan=plan, transport=lambda: MpiTransport(comm, 600.0))
+    resolve_job(opts, env, transport=lambda: MpiTransport(comm, 600.0))
     out = "resolved"
 except Exception as e:
     out = f"{type(e).__name__}: {e}"

@@ -12,7 +12,7 @@ from typing import Any, List
 import pytest
 
 from mpi_resolver import _exchange
-from mpi_resolver._agreement import FirstReport
+from mpi_resolver._agreement import FirstReport, NodeSummary
 from mpi_resolver._errors import ResolutionError
 from mpi_resolver._exchange import MpiFacts, gather_facts
 from mpi_resolver._records import RankRecord
@@ -45,8 +45,8 @@ def test_without_slurm_the_host_table_costs_12_bytes_a_rank_and_one_name_a_host(
     assert all(r.cluster() == SPEC and r.source == "mpi" for r in results), results
     for rank in range(4):
         assert kinds(rank) == ["allreduce", "allgather", "allgatherv", "allreduce"]
-        # 11 numbers; (8 of hash + 4 of length + 4 of MPI's slot length) x 4; "node1node2"; 4
-        assert taken(rank) == [88, 64, 10, 32]
+        # 11 numbers; (8 of hash + 4 of length + 4 of MPI's slot length) x 4; "node1node2"; 6
+        assert taken(rank) == [88, 64, 10, 48]
 
 
 def test_a_cross_checked_job_whose_placement_holds_costs_two_reductions():
@@ -115,9 +115,14 @@ FOUR = ["node1", "node1", "node2", "node2"]
 HALVES = [("node1", 2), ("node2", 2)]
 
 
-def gather_world(hosts: List[str], **kwargs: Any) -> List[Any]:
+def by_size(node: List[RankRecord]) -> NodeSummary:
+    """A node's summary: its number of ranks as GPUs per task, fewest and most; no problem."""
+    return NodeSummary(per_task=len(node), fewest=len(node), most=len(node), problem=False)
+
+
+def gather_world(hosts: List[str], summary=by_size, **kwargs: Any) -> List[Any]:
     """Runs gather_facts on every rank (plan 'mpi', outside a step, on ``hosts``); each
-    node's summary is (its number of ranks, no problem)."""
+    node's summary is ``summary(its records)``."""
     world = ThreadWorld(len(hosts))
     out: List[Any] = [None] * len(hosts)
 
@@ -126,7 +131,7 @@ def gather_world(hosts: List[str], **kwargs: Any) -> List[Any]:
                             plan="mpi")
         try:
             out[rank] = gather_facts(world.transport(rank), record,
-                                     node_summary=lambda node: (len(node), False), **kwargs)
+                                     node_summary=summary, **kwargs)
         except Exception as e:  # noqa: BLE001 - handed to the test
             out[rank] = e
 
@@ -138,17 +143,18 @@ def gather_world(hosts: List[str], **kwargs: Any) -> List[Any]:
     return out
 
 
-@pytest.mark.parametrize("hosts, slurm_runs, details, gathered, per_task", [
-    pytest.param(FOUR, None, True, "records", None, id="details: every record"),
-    pytest.param(FOUR, None, False, "hosts", 2, id="without Slurm: the host table"),
-    pytest.param(FOUR, HALVES, False, None, 2, id="Slurm's placement holds: nothing gathered"),
-    pytest.param(["node1", "node2", "node1", "node2"], HALVES, False, "hosts", 2,
+@pytest.mark.parametrize("hosts, slurm_runs, details, gathered, per_task, counts", [
+    pytest.param(FOUR, None, True, "records", None, None, id="details: every record"),
+    pytest.param(FOUR, None, False, "hosts", 2, (2, 2), id="without Slurm: the host table"),
+    pytest.param(FOUR, HALVES, False, None, 2, (2, 2),
+                 id="Slurm's placement holds: nothing gathered"),
+    pytest.param(["node1", "node2", "node1", "node2"], HALVES, False, "hosts", 2, (2, 2),
                  id="Slurm's placement fails on some ranks: the host table"),
-    pytest.param(["node1", "node2", "node2", "node2"], None, False, "hosts", 1,
-                 id="the smallest node's GPUs per task"),
+    pytest.param(["node1", "node2", "node2", "node2"], None, False, "hosts", 1, (1, 3),
+                 id="the smallest node's GPUs per task, the fewest and most of any node"),
 ])
 def test_each_rank_learns_its_rank_the_size_and_its_node_s_records(
-        hosts, slurm_runs, details, gathered, per_task):
+        hosts, slurm_runs, details, gathered, per_task, counts):
     facts = gather_world(hosts, slurm_runs=slurm_runs, details=details)
     records = [RankRecord(rank=r, size=4, host=h, launcher=None, plan="mpi")
                for r, h in enumerate(hosts)]
@@ -156,7 +162,22 @@ def test_each_rank_learns_its_rank_the_size_and_its_node_s_records(
         assert got == MpiFacts(
             rank=rank, size=4, records=records if gathered == "records" else None,
             hosts=hosts if gathered else None,
-            node=[r for r in records if r.host == hosts[rank]], per_task=per_task)
+            node=[r for r in records if r.host == hosts[rank]], per_task=per_task,
+            counts=counts)
+
+
+@pytest.mark.parametrize("fewest_on_node2, gathers", [
+    pytest.param(0, True, id="ranks with GPUs and ranks without: every record, to name them"),
+    pytest.param(1, False, id="every rank with some: nothing more"),
+])
+def test_ranks_with_gpus_and_without_gather_every_record(fewest_on_node2, gathers):
+    def summary(node):
+        fewest = fewest_on_node2 if node[0].host == "node2" else 2
+        return NodeSummary(per_task=1, fewest=fewest, most=2, problem=False)
+
+    for got in gather_world(FOUR, summary=summary, slurm_runs=HALVES, details=False):
+        assert (got.records is not None) is gathers, got
+        assert got.counts == (None if gathers else (1, 2))
 
 
 # What a rank puts into the first reduction (_first_report), field by field.

@@ -1,5 +1,5 @@
-"""mpi-resolver exec: where it resolves from, what the program's environment holds, and how it
-replaces the process (os.execvpe faked here; real runs under srun in tests/cluster/test_exec.py
+"""mpi-resolver exec: what the program's environment holds, what it says, and how it replaces
+the process (os.execvpe faked here; real runs under srun in tests/cluster/test_exec.py
 and under mpirun in tests/test_mpirun.py)."""
 
 from __future__ import annotations
@@ -11,25 +11,10 @@ import pytest
 from mpi_resolver import _cli as cli
 from mpi_resolver import _exec
 from mpi_resolver._errors import ResolutionError
-from mpi_resolver._launchers import detect_launch
 from mpi_resolver._options import make_options
 from mpi_resolver._resolution import resolve_job
-from tests.unit.envs import OPEN_MPI, SALLOC_DAEMON, SLURM_TASK, SRUN_PMIX
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.mark.parametrize("source, env, expected", [
-    pytest.param("auto", SRUN_PMIX, "slurm", id="srun --mpi=pmix: Slurm's variables, no MPI"),
-    pytest.param("auto", SLURM_TASK, "slurm", id="srun --mpi=none: Slurm's variables"),
-    pytest.param("auto", OPEN_MPI, "auto", id="mpirun without Slurm: MPI is needed"),
-    pytest.param("auto", {**SALLOC_DAEMON, **OPEN_MPI}, "auto",
-                 id="mpirun inside an allocation: Slurm's variables are the daemons'"),
-    pytest.param("mpi", SRUN_PMIX, "mpi", id="an explicit --source mpi stays"),
-    pytest.param("slurm", OPEN_MPI, "slurm", id="an explicit --source slurm stays"),
-])
-def test_exec_source(source, env, expected):
-    assert _exec.exec_source(source, env, detect_launch(env)) == expected
 
 
 STEP = {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "node1",
@@ -119,3 +104,17 @@ def test_run_program_raises_a_resolution_error_where_exec_fails(monkeypatch):
     monkeypatch.setattr("mpi_resolver._mpi.finalize", lambda: None)
     with pytest.raises(ResolutionError, match="exec could not run './x': Permission denied"):
         _exec.run_program(["./x"], {})
+
+
+def test_cli_exec_prints_the_resolution_s_notes_on_rank_0(monkeypatch, capsys):
+    """Two nodes from Slurm's variables alone: the note that other nodes' GPUs are unchecked."""
+    two = {**STEP, "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_STEP_NODELIST": "node[1-2]",
+           "SLURM_STEP_TASKS_PER_NODE": "1(x2)", "SLURM_STEP_NUM_TASKS": "2", "SLURM_GTIDS": "0"}
+    status, calls, _ = _cli_exec(monkeypatch, two, "--source", "slurm", "--", "python")
+    assert status == 0 and len(calls) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("mpi-resolver: note: the other nodes' GPUs are not checked without MPI")
+    assert "warning" not in err  # no MPI started: nothing to warn of
+    _cli_exec(monkeypatch, {**two, "SLURM_PROCID": "1", "SLURMD_NODENAME": "node2"},
+              "--source", "slurm", "--", "python")
+    assert capsys.readouterr().err == ""  # rank 1 says nothing

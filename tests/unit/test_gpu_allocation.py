@@ -7,7 +7,7 @@ import pytest
 from mpi_resolver._errors import ResolutionError
 from mpi_resolver._gpu_allocation import (NO_LIMIT, GpuAllocation, NodeGpus, Share,
                                           allocate_nodes, allocate_own, allocate_uniform,
-                                          describe, divided_fit)
+                                          describe, divided_fit, share_count)
 from mpi_resolver._gpu_lists import SlurmGpus
 
 pytestmark = pytest.mark.unit
@@ -76,7 +76,8 @@ def every_rank(gpus, lists):
                   (("3",), "divided")], 0, id="two groups, each divided"),
 ])
 def test_allocate_nodes(lists, per_task, expected, job_per_task):
-    gpus = allocate_nodes(lists, per_task)
+    """Each list's rule, uneven: each rank as many as its list gives (evening out below)."""
+    gpus = allocate_nodes(lists, per_task, uneven=True)
     assert every_rank(gpus, lists) == expected
     assert gpus.per_task == job_per_task
 
@@ -110,9 +111,10 @@ def test_allocate_nodes_refuses_more_than_a_list_gives(lists, per_task, words):
 
 
 def test_divided_per_task_comes_from_the_other_nodes_where_lists_hold_one():
-    gpus = allocate_nodes({"a": [FOUR] * 2}, None, divided_per_task=1)
+    gpus = allocate_nodes({"a": [FOUR] * 2}, None, divided_per_task=1, uneven=True)
     assert every_rank(gpus, {"a": [FOUR] * 2}) == [(("0",), "divided"), (("1",), "divided")]
-    assert allocate_nodes({"a": [FOUR] * 2}, None, divided_per_task=NO_LIMIT).per_task == 0
+    assert allocate_nodes({"a": [FOUR] * 2}, None, divided_per_task=NO_LIMIT,
+                          uneven=True).per_task == 0
 
 
 @pytest.mark.parametrize("by_list, fit", [
@@ -199,7 +201,7 @@ def test_allocate_own(gpus, slurm, per_task, mine, kind, job_per_task, notes):
                  id="lists of their own: one share per list, each rank's place in it"),
 ])
 def test_a_node_holds_its_shares_and_each_rank_s_place(lists, per_task, node):
-    assert allocate_nodes({"a": lists}, per_task).nodes == {"a": node}
+    assert allocate_nodes({"a": lists}, per_task, uneven=True).nodes == {"a": node}
 
 
 @pytest.mark.parametrize("lists, per_task, expected", [
@@ -212,7 +214,8 @@ def test_a_node_holds_its_shares_and_each_rank_s_place(lists, per_task, node):
                  id="a group divides its list, a lone rank keeps its own"),
 ])
 def test_allocate_nodes_gives_each_rank(lists, per_task, expected):
-    assert every_rank(allocate_nodes({"a": lists}, per_task), {"a": lists}) == expected
+    gpus = allocate_nodes({"a": lists}, per_task, uneven=True)
+    assert every_rank(gpus, {"a": lists}) == expected
 
 
 def test_no_nodes_give_no_gpus_per_task():
@@ -332,3 +335,101 @@ def test_as_many_gpus_as_tasks_divide_from_any_source():
         lists = {"a": [("0", "1")] * 2}
         gpus = allocate_nodes(lists, 1, said_by={"a": said_by})
         assert every_rank(gpus, lists) == [(("0",), "divided"), (("1",), "divided")]
+
+
+# --------------------------------------------------------------------------------------------
+# Every rank the same number of GPUs (MultiWorkerMirroredStrategy), unless uneven
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m, ranks, count", [
+    (0, 1, 0), (0, 3, 0), (1, 2, 1), (2, 3, 2), (2, 2, 1), (3, 2, 1), (4, 2, 2), (5, 1, 5)])
+def test_share_count_is_an_equal_part_where_there_are_enough_else_all(m, ranks, count):
+    assert share_count(m, ranks) == count
+
+
+ISSUE = {"node1": [FOUR] * 4, "node2": [("0", "1")] * 4}  # 4 GPUs and 2, four tasks each
+
+
+@pytest.mark.parametrize("lists, uneven, expected", [
+    pytest.param(ISSUE, False, [(("0",), "divided"), (("1",), "divided"), (("2",), "divided"),
+                                (("3",), "divided"), (("0",), "shared"), (("0",), "shared"),
+                                (("1",), "shared"), (("1",), "shared")],
+                 id="4 GPUs and 2 for four tasks each: one each, two tasks per GPU on node2"),
+    pytest.param(ISSUE, True, [(("0",), "divided"), (("1",), "divided"), (("2",), "divided"),
+                               (("3",), "divided")] + [(("0", "1"), "shared")] * 4,
+                 id="uneven: node2's tasks each keep both"),
+    pytest.param({"a": [("0", "1"), ("2", "3")], "b": [("5",), ("6",)]}, False,
+                 [(("0",), "own"), (("2",), "own"), (("5",), "own"), (("6",), "own")],
+                 id="own lists of two where others have one: the first of each"),
+    pytest.param({"a": [FOUR] * 2, "b": [FOUR] * 4}, False,
+                 [(("0",), "divided"), (("1",), "divided")] +
+                 [((g,), "divided") for g in FOUR], id="two per task and one: one each"),
+    pytest.param({"a": [("0", "1", "2")] * 4, "b": [("0",)] * 1}, False,
+                 [(("0",), "shared"), (("0",), "shared"), (("1",), "shared"), (("2",), "shared"),
+                  (("0",), "divided")],
+                 id="3 GPUs for 4 tasks: spread from entry i*3//4"),
+    pytest.param({"a": [FOUR] * 2, "b": [FOUR] * 2}, False,
+                 [(("0", "1"), "divided"), (("2", "3"), "divided")] * 2,
+                 id="nodes alike: nothing changes"),
+])
+def test_every_rank_of_the_job_takes_the_same_number(lists, uneven, expected):
+    assert every_rank(allocate_nodes(lists, None, uneven=uneven), lists) == expected
+
+
+def test_an_evened_shared_list_says_each_takes_the_job_s_count():
+    (note,) = allocate_nodes(ISSUE, None).notes
+    assert note == ("GPUs are shared: 2 GPU(s) (0,1) on node2 for 4 tasks that see them, fewer "
+                    "than one each: each task takes 1, spread over them, so that every task of "
+                    "the job has 1 (MultiWorkerMirroredStrategy needs the same number on every "
+                    "worker; uneven_gpus=True lets each keep all).")
+
+
+def test_an_evened_share_spreads_wrapping_round_the_list():
+    share = Share(("0", "1", "2"), "shared", 2, spread_over=4)
+    assert [share.of(i) for i in range(4)] == [("0", "1"), ("0", "1"), ("1", "2"), ("2", "0")]
+    assert Share(("0", "1", "2"), "shared", 2).of(3) == ("0", "1")  # not spread: the first
+
+
+MIXED = {"g1": [FOUR] * 2, "c1": [()] * 2, "c2": [()], "c3": [()], "c4": [()]}
+
+
+def test_ranks_with_gpus_and_without_are_an_error_naming_the_nodes_unless_uneven():
+    with pytest.raises(ResolutionError) as caught:
+        allocate_nodes(MIXED, None)
+    assert str(caught.value) == (
+        "workers would get different numbers of GPUs: 0 GPU(s) per task on c1, c2, c3 and 1 "
+        "more; 2 GPU(s) per task on g1. MultiWorkerMirroredStrategy needs the same number on "
+        "every worker (TensorFlow leaves the rest undefined). Run on GPU nodes only, pass "
+        "gpus_per_task=0 (--gpus-per-task 0) to train on CPU, or uneven_gpus=True "
+        "(--uneven-gpus) for jobs that need no equal counts (parameter servers).")
+    uneven = allocate_nodes(MIXED, None, uneven=True)
+    assert uneven.at("g1", 1) == (("2", "3"), "divided") and uneven.at("c1", 0) == ((), "none")
+    assert allocate_nodes(MIXED, 0).at("g1", 0) == ((), "none")  # gpus_per_task=0: CPU
+
+
+@pytest.mark.parametrize("counts, expected", [
+    pytest.param((1, 2), [(("0",), "divided"), (("1",), "divided")],
+                 id="another node's ranks take one: one each here"),
+    pytest.param((2, 2), [(("0", "1"), "divided"), (("2", "3"), "divided")],
+                 id="every node's take two"),
+])
+def test_counts_from_the_exchange_even_out_one_node(counts, expected):
+    lists = {"a": [FOUR] * 2}
+    assert every_rank(allocate_nodes(lists, None, counts=counts), lists) == expected
+
+
+def test_counts_from_the_exchange_with_ranks_without_gpus_are_an_error():
+    with pytest.raises(ResolutionError, match="workers would get different numbers of GPUs: "
+                                              "2 GPU.s. per task on a"):
+        allocate_nodes({"a": [FOUR] * 2}, None, counts=(0, 2))
+
+
+@pytest.mark.parametrize("uneven, on_a", [
+    pytest.param(False, [("0", "1"), ("0", "1"), ("1", "2"), ("2", "3"), ("3", "0")],
+                 id="two each, as on b: spread over a's four"),
+    pytest.param(True, [FOUR] * 5, id="uneven: a's five each keep all four"),
+])
+def test_allocate_uniform_evens_out_nodes_of_different_task_counts(uneven, on_a):
+    gpus = allocate_uniform(FOUR, {"a": 5, "b": 2}, None, "a", uneven=uneven)
+    assert [gpus.at("a", i)[0] for i in range(5)] == on_a
+    assert [gpus.at("b", i)[0] for i in range(2)] == [("0", "1"), ("2", "3")]

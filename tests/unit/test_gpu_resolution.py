@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
+from mpi_resolver._agreement import NodeSummary
 from mpi_resolver._errors import MismatchError, ResolutionError
 from mpi_resolver._gpu_allocation import NO_LIMIT
 from mpi_resolver._gpu_resolution import (_cpu_only_note, _ignored_note, gpus_from_node,
@@ -274,6 +275,52 @@ def test_gpus_asked_for_and_there(cvd, probe, kwargs, expected):
     assert via_slurm(envs, probe=found, **kwargs) == expected
 
 
+TWO_NODES = ["node1"] * 4 + ["node2"] * 4
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    pytest.param({}, ["0", "1", "2", "3", "0", "0", "1", "1"],
+                 id="one GPU per task everywhere, two tasks per GPU on the smaller node"),
+    pytest.param(dict(uneven_gpus=True), ["0", "1", "2", "3"] + ["0,1"] * 4,
+                 id="uneven_gpus: node2's tasks each keep both"),
+    pytest.param(dict(gpus_per_task=1), ["0", "1", "2", "3", "0", "0", "0", "0"],
+                 id="an explicit gpus_per_task: that many each (the first of a shared list)"),
+])
+def test_workers_with_different_gpu_counts_get_the_same_number(kwargs, expected):
+    """The issue's job: node1 with 4 GPUs, node2 with 2, four tasks each (MPI, node by node,
+    with the fewest and most of every node from the exchange; and every record)."""
+    envs = job(["0,1,2,3"] * 4 + ["0,1"] * 4, TWO_NODES)
+    assert via_mpi(envs, TWO_NODES, **kwargs) == expected
+    assert via_mpi(envs, TWO_NODES, details=True, **kwargs) == expected
+
+
+def test_gpu_nodes_and_cpu_nodes_in_one_job_are_an_error_unless_uneven():
+    placement = ["node1", "node1", "node2", "node2"]
+    envs = job(["0,1", "0,1", "", ""], placement)
+    for rank in range(4):
+        with pytest.raises(ResolutionError, match=re.escape(
+                "workers would get different numbers of GPUs: 0 GPU(s) per task on node2; 1 "
+                "GPU(s) per task on node1.")):
+            run_job(envs, placement, rank=rank)
+    assert via_mpi(envs, placement, uneven_gpus=True) == ["0", "1", "", ""]
+    assert via_mpi(envs, placement, gpus_per_task=0) == ["", "", "", ""]
+
+
+@pytest.mark.parametrize("placement, kwargs, noted", [
+    pytest.param(TWO_NODES, {}, True, id="two nodes: the other's GPUs are not checked"),
+    pytest.param(["node1"] * 4, {}, False, id="one node: nothing unchecked"),
+    pytest.param(TWO_NODES, dict(gpus_per_task=1), False, id="gpus_per_task given: that many"),
+])
+def test_without_mpi_a_note_says_other_nodes_gpus_are_not_checked(placement, kwargs, noted):
+    env = job(["0,1,2,3"] * len(placement), placement)[0]
+    res = resolve_job(make_options(source="slurm", **kwargs), env, probe=_no_probe)
+    notes = [n for n in res.notes if "not checked without MPI" in n]
+    assert notes == ([
+        "the other nodes' GPUs are not checked without MPI: each is taken to have what node1 "
+        "has (0,1,2,3), as TensorFlow does; start the job with srun --mpi=pmix to check that "
+        "every worker gets the same number."] if noted else [])
+
+
 # --------------------------------------------------------------------------------------------
 # The cross-check: lists that no Slurm binding gives
 # --------------------------------------------------------------------------------------------
@@ -402,7 +449,8 @@ def test_a_host_none_of_whose_ranks_reports_its_gpus_is_an_error_naming_it():
     with pytest.raises(ResolutionError) as caught:
         gpus_from_records(make_options(), layout_of(["n1", "n2"]), records)
     assert str(caught.value) == NO_ONE_SAYS
-    assert node_summary(make_options(), [records[1]]) == (NO_LIMIT, True)
+    assert node_summary(make_options(), [records[1]]) == NodeSummary(
+        per_task=NO_LIMIT, fewest=0, most=0, problem=True)
     given = gpus_from_records(make_options(gpus_per_node=2), layout_of(["n1", "n2"]), records)
     assert given.at("n2", 0) == (("0", "1"), "divided")
 
@@ -418,15 +466,17 @@ def test_records_must_be_one_per_rank_of_the_layout(placement):
         gpus_from_records(make_options(), layout_of(placement), records)
 
 
-@pytest.mark.parametrize("visible, per_task, expected", [
-    pytest.param([("0", "1", "2", "3")] * 2, None, [("0", "1"), ("2", "3")],
+@pytest.mark.parametrize("visible, per_task, counts, expected", [
+    pytest.param([("0", "1", "2", "3")] * 2, None, None, [("0", "1"), ("2", "3")],
                  id="a node's list divided by its own ranks where the job says nothing"),
-    pytest.param([("0", "1", "2", "3")] * 2, 1, [("0",), ("1",)],
+    pytest.param([("0", "1", "2", "3")] * 2, 1, (1, 2), [("0",), ("1",)],
                  id="the job's GPUs per task where another node divides fewer"),
-    pytest.param([("0",), ("1",)], NO_LIMIT, [("0",), ("1",)],
+    pytest.param([("0",), ("1",)], NO_LIMIT, (1, 1), [("0",), ("1",)],
                  id="no node divides a list: each rank keeps its own"),
+    pytest.param([("0", "1"), ("2", "3")], NO_LIMIT, (1, 2), [("0",), ("2",)],
+                 id="own lists of two where another node's ranks take one: one each"),
 ])
-def test_a_node_s_gpus_take_the_job_s_gpus_per_task(visible, per_task, expected):
+def test_a_node_s_gpus_take_the_job_s_gpus_per_task(visible, per_task, counts, expected):
     node = [record(r, "n1", visible=v) for r, v in enumerate(visible)]
-    gpus = gpus_from_node(make_options(), "n1", node, per_task)
+    gpus = gpus_from_node(make_options(), "n1", node, per_task, counts)
     assert [gpus.at("n1", i)[0] for i in range(len(node))] == expected
