@@ -69,6 +69,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1,
                    help="TensorFlow threads per worker (intra-op and inter-op); keep it low "
                         "when several workers share a machine (default 1)")
+    p.add_argument("--collective", choices=("auto", "ring", "nccl"), default="auto",
+                   help="MultiWorkerMirroredStrategy's all-reduce: nccl on GPUs (one GPU per "
+                        "task, not shared), ring (gRPC, CPU too), or auto (default)")
+    p.add_argument("--collective-timeout", type=float, default=None, metavar="SECONDS",
+                   help="give up on a collective after this long instead of waiting for a "
+                        "worker for ever (CommunicationOptions.timeout_seconds)")
     p.add_argument("--log-every", type=int, default=0, metavar="STEPS",
                    help="print the running loss every STEPS steps as well as per epoch")
     p.add_argument("--seed", type=int, default=SEED,
@@ -101,6 +107,20 @@ def load_data(seed: int):
     x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=seed,
                                                         stratify=y)
     return x_train, y_train, x_test, y_test
+
+
+def start_line(resolver) -> str:
+    """Returns this rank's line at start: its rank, task, address, the GPUs it got and how
+    (Slurm's binding where Slurm bound them), e.g.
+    ``rank 5: worker:5 at node2:8889, GPUs 0 (shared; Slurm: SLURMD_TRES_BIND unset)``."""
+    spec = resolver.cluster_spec()  # sets task_type, task_id and CUDA_VISIBLE_DEVICES
+    task_type, task_id = resolver.task_type, resolver.task_id
+    res = resolver.resolution
+    gpus, how = res.gpus_of(res.rank)
+    bind = os.environ.get("SLURMD_TRES_BIND")
+    return (f"rank {res.rank}: {task_type}:{task_id} at {spec.task_address(task_type, task_id)}, "
+            f"GPUs {','.join(gpus or ()) or 'none'} ({how}; Slurm: "
+            f"{'SLURMD_TRES_BIND=' + bind if bind else 'SLURMD_TRES_BIND unset'})")
 
 
 def main(argv=None) -> int:
@@ -137,7 +157,13 @@ def main(argv=None) -> int:
         # must not happen before the resolver sets CUDA_VISIBLE_DEVICES.)
         gpus_per_node = 0
     resolver = MPIClusterResolver(port_base=args.port_base, gpus_per_node=gpus_per_node)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    print(start_line(resolver), flush=True)  # every rank, before the strategy waits for all
+    how = tf.distribute.experimental.CommunicationImplementation
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation={"auto": how.AUTO, "ring": how.RING, "nccl": how.NCCL}[args.collective],
+        timeout_seconds=args.collective_timeout)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
+                                                         communication_options=options)
 
     # task_type/task_id are set once the strategy has asked for the ClusterSpec.
     task_type, task_id = resolver.task_type, resolver.task_id

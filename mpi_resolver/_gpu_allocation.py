@@ -96,6 +96,14 @@ class GpuAllocation:
             return None, "unknown"
         return node.at(index)
 
+    def node_gpus(self, host: str) -> Gpus:
+        """Returns every GPU the lists of ``host``'s ranks name, in order (() if unknown)."""
+        node = self.nodes.get(host)
+        if node is None and self.by_count is not None:
+            node = self.by_count.get((self.tasks or {}).get(host, -1))
+        shares = node.shares if node is not None else ()
+        return tuple(dict.fromkeys(g for share in shares for g in share.gpus))
+
 
 def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explicit: bool,
            alone: bool = False, said_by: str = "CUDA_VISIBLE_DEVICES",

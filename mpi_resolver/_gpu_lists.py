@@ -160,6 +160,18 @@ def task_gpus(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
     return None if found is None else found.gpus
 
 
+def narrowing_changes(current: Optional[str], node_gpus: Gpus, wanted: Gpus) -> bool:
+    """Returns True where setting CUDA_VISIBLE_DEVICES to ``wanted`` would change the GPUs of
+    a process whose CUDA started with it at ``current`` (None: unset, so every GPU of the
+    node, ``node_gpus``): False on a CPU-only node, or where it is already as wanted.
+
+    Raises:
+      FormatError: a malformed ``current``.
+    """
+    seen = parse_visible_devices(current)
+    return set(node_gpus if seen is None else seen) != set(wanted)
+
+
 def _indices(n: int) -> Gpus:
     return tuple(str(i) for i in range(n))
 

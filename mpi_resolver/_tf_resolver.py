@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Union
 
+from ._cuda_state import cuda_loaded, too_early
 from ._environment import snapshot
 from ._errors import MissingDependencyError
+from ._gpu_lists import narrowing_changes
 from ._logs import log_each
 from ._mpi import MpiTransport, mpi_initialized, mpi_library, world
 from ._options import DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, DEFAULT_VERIFY
@@ -51,6 +53,14 @@ def _set_visible_devices(value: str) -> None:
         _narrowed["original"] = os.environ.get(_CVD)
     os.environ[_CVD] = value
     _narrowed["written"] = value
+
+
+def _tf_listed_devices() -> bool:
+    """Returns True when TensorFlow has already listed this process's physical devices (its
+    CUDA then started with CUDA_VISIBLE_DEVICES as it was)."""
+    from tensorflow.python.eager import context
+
+    return getattr(context.context(), "_physical_devices", None) is not None
 
 
 def _make_cluster_spec(cluster: Dict[str, List[str]]) -> "tf.train.ClusterSpec":
@@ -111,6 +121,27 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
                          gpus_per_node=own * max(self._resolution.task_configuration.values()),
                          gpus_per_task=own, tasks_per_node=None,
                          auto_set_gpu=auto_set_gpu, rpc_layer=rpc_layer)
+        if auto_set_gpu:
+            self._narrow()  # now, as well as in cluster_spec(): before anything starts CUDA
+
+    def _narrow(self) -> None:
+        """Sets CUDA_VISIBLE_DEVICES to this rank's GPUs.
+
+        Raises:
+          ResolutionError: CUDA already started (TensorFlow listed its devices, or libcuda is
+            loaded) and the setting would change the GPUs this process uses.
+        """
+        res = self._resolution
+        wanted = res.visible_devices
+        node = res.gpus.node_gpus(res.layout.host_of(res.rank)[0])
+        if narrowing_changes(os.environ.get(_CVD), node, res.own_gpus):
+            if _tf_listed_devices():
+                raise too_early("TensorFlow already listed this process's devices", wanted)
+            if cuda_loaded():
+                raise too_early("CUDA is already loaded in this process (libcuda.so in "
+                                "/proc/self/maps: a CUDA-aware MPI's MPI_Init, or an earlier "
+                                "import)", wanted)
+        _set_visible_devices(wanted)
 
     @property
     def resolution(self) -> Resolution:
@@ -137,7 +168,7 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         """Returns the ClusterSpec; sets task_type, task_id and CUDA_VISIBLE_DEVICES as TF does."""
         self.task_type, self.task_id = self._resolution.task
         if self._auto_set_gpu:
-            _set_visible_devices(self._resolution.visible_devices)
+            self._narrow()
         if self._cluster_spec is None:
             self._cluster_spec = _make_cluster_spec(self._resolution.cluster())
         return self._cluster_spec

@@ -78,7 +78,12 @@ def test_srun_two_workers_train_chief_prints_and_saves(cluster, tmp_path: Path) 
                      "--save", str(save)], env=task_env(cluster), timeout=120)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-4000:]}"
     lines = labelled(r.stdout)
-    # Progress, the save and the result come from the chief (task 0) only.
+    # Each rank's line at start; progress, the save and the result from the chief (task 0).
+    starts = [(task, line) for task, line in lines if line.startswith("rank ")]
+    assert sorted(starts) == [
+        (0, "rank 0: worker:0 at node1:24310, GPUs none (none; Slurm: SLURMD_TRES_BIND unset)"),
+        (1, "rank 1: worker:1 at node2:24310, GPUs none (none; Slurm: SLURMD_TRES_BIND unset)")]
+    lines = [(task, line) for task, line in lines if not line.startswith("rank ")]
     assert {task for task, _ in lines} == {0}, r.stdout
     text = "\n".join(line for _, line in lines)
     assert re.search(r"^workers: 2 +this: worker:0 on grpc://node1:24310", text, re.M), text
@@ -161,3 +166,27 @@ def test_mpirun_script_with_hostfile(cluster, tmp_path: Path) -> None:
     assert len(re.findall(r"^epoch \d+/2:", r.stdout, re.M)) == 2, r.stdout  # chief only
     accuracies = final_accuracies(r.stdout)
     assert len(accuracies) == 1 and accuracies[0] > MIN_ACCURACY, r.stdout
+
+
+def test_sbatch_gpu_template_checks_then_trains_on_the_gres_cluster(gres_cluster,
+                                                                      tmp_path: Path) -> None:
+    """examples/train_gpu.sbatch under `sbatch --wait` on the GRES cluster, sized down to
+    node1 with two tasks and two GPUs (the template asks for 2 nodes x 4 tasks, --gres=gpu:4):
+    the check shows one GPU each, the CPU build of TensorFlow trains on CPU, and each rank
+    prints its line at start."""
+    out = tmp_path / "train-gpu.out"
+    r = gres_cluster.run(["sbatch", "--wait", f"--output={out}", "-w", "node1", "--nodes=1",
+                          "--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=1",
+                          str(EXAMPLES / "train_gpu.sbatch"), "--epochs", "1",
+                          "--steps-per-epoch", str(STEPS), "--collective", "ring"],
+                         env=task_env(gres_cluster), cwd=str(ROOT), timeout=150)
+    log = out.read_text() if out.exists() else "(no output file)"
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"
+    assert "OK: Slurm and MPI agree on all 2 ranks." in log, log
+    rows = re.findall(r"^([01])\s+node1\s+worker\s+\1\s+node1:888[89]\s+(\S+)\s+(\S+)$", log, re.M)
+    assert rows == [("0", "0", "divided"), ("1", "1", "divided")], log
+    starts = sorted(re.findall(r"^rank (\d): worker:\1 at node1:888[89], GPUs (\S+)", log, re.M))
+    assert starts == [("0", "none"), ("1", "none")], log  # tensorflow-cpu: --gpus-per-node 0
+    assert log.index("OK: Slurm and MPI agree") < log.index("== training:")
+    accuracies = final_accuracies(log)
+    assert len(accuracies) == 1, log

@@ -433,3 +433,16 @@ def test_allocate_uniform_evens_out_nodes_of_different_task_counts(uneven, on_a)
     gpus = allocate_uniform(FOUR, {"a": 5, "b": 2}, None, "a", uneven=uneven)
     assert [gpus.at("a", i)[0] for i in range(5)] == on_a
     assert [gpus.at("b", i)[0] for i in range(2)] == [("0", "1"), ("2", "3")]
+
+
+@pytest.mark.parametrize("allocation, host, expected", [
+    pytest.param(allocate_nodes({"a": [("0", "1"), ("2", "3"), ("0", "1")]}, None, uneven=True),
+                 "a", FOUR, id="every list of the node, in order, once"),
+    pytest.param(allocate_uniform(FOUR, {"a": 2, "b": 1}, None), "b", FOUR,
+                 id="nodes by count: the count's list"),
+    pytest.param(allocate_nodes({"a": [FOUR]}, None), "z", (), id="an unknown host: none"),
+    pytest.param(allocate_uniform(FOUR, {"a": 2}, None), "z", (),
+                 id="a host of no count: none"),
+])
+def test_node_gpus(allocation, host, expected):
+    assert allocation.node_gpus(host) == expected

@@ -6,7 +6,8 @@ import pytest
 
 from mpi_resolver._errors import FormatError
 from mpi_resolver._gpu_lists import (SAID_BY, SLURM_SAYS, SlurmGpus, conflicts, is_bound,
-                                     parse_visible_devices, task_gpus, task_list)
+                                     narrowing_changes, parse_visible_devices, task_gpus,
+                                     task_list)
 from tests.unit.envs import MIG_A, MIG_B, UUID_A, UUID_B
 
 pytestmark = pytest.mark.unit
@@ -66,6 +67,9 @@ def test_parse_visible_devices_refuses_malformed_values(value, fragment):
 ])
 def test_slurm_gpus_read(env, expected):
     assert SlurmGpus.read(env) == expected
+
+
+FOUR_GPUS = ("0", "1", "2", "3")
 
 
 @pytest.mark.parametrize("visible, slurm, bound", [
@@ -165,3 +169,16 @@ def test_a_malformed_entry_s_message_says_what_an_entry_may_be():
     assert str(caught.value) == (
         "CUDA_VISIBLE_DEVICES='0,abc': entry 'abc' is neither a GPU index nor a GPU-/MIG- UUID; "
         "expected e.g. '0,1' or 'GPU-<uuid>,GPU-<uuid>'.")
+
+
+@pytest.mark.parametrize("current, node, wanted, changes", [
+    pytest.param("0,1,2,3", FOUR_GPUS, ("2", "3"), True, id="narrowed from four to two"),
+    pytest.param(None, FOUR_GPUS, ("0",), True, id="unset: every GPU of the node, narrowed"),
+    pytest.param(None, (), (), False, id="a CPU-only node: nothing to narrow"),
+    pytest.param("", ("0",), (), False, id="already empty, none wanted"),
+    pytest.param("3,2", FOUR_GPUS, ("2", "3"), False, id="already the wanted ones, any order"),
+    pytest.param(None, ("0", "1"), ("0", "1"), False, id="unset, every GPU wanted"),
+    pytest.param("0", FOUR_GPUS, ("0", "1"), True, id="widening changes too"),
+])
+def test_narrowing_changes(current, node, wanted, changes):
+    assert narrowing_changes(current, node, wanted) is changes
