@@ -106,8 +106,7 @@ class GpuAllocation:
 
 
 def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explicit: bool,
-           alone: bool = False, said_by: str = "CUDA_VISIBLE_DEVICES",
-           even: Optional[int] = None) -> Share:
+           said_by: str, alone: bool = False, even: Optional[int] = None) -> Share:
     """Returns how ``ranks`` ranks of ``host`` that all see ``gpus`` use them (``alone``:
     this list is one rank's own, on a node whose ranks see different lists; ``said_by``: what
     gave the list, see gpu_lists.SAID_BY; ``even``: the GPUs every rank of the job takes,
@@ -119,9 +118,9 @@ def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explic
     """
     share = _own_share(gpus, ranks, per_task, host, explicit=explicit, alone=alone,
                        said_by=said_by)
-    if even is None or explicit or share.kind == "none" or even >= share.per_task:
+    if even is None or even >= share.per_task:  # (an explicit gpus_per_task has no even)
         return share
-    return Share(gpus, share.kind, even, ranks if share.kind == "shared" else 0)
+    return Share(gpus, share.kind, even, ranks)  # spread_over counts for 'shared' alone
 
 
 def _own_share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explicit: bool,
@@ -298,7 +297,7 @@ def _counts_text(hosts: Mapping[str, Tuple[int, int]]) -> str:
     for count, names in sorted(by_count.items()):
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         parts.append(f"{count} GPU(s) per task on {shown}")
-    return "; ".join(parts) if parts else "no ranks"
+    return "; ".join(parts)
 
 
 def group_lists(per_rank: Sequence[Gpus]) -> Dict[Gpus, List[int]]:

@@ -11,7 +11,7 @@ from ._errors import ResolutionError
 from ._agreement import NodeSummary
 from ._gpu_allocation import (NO_LIMIT, GpuAllocation, allocate_nodes, allocate_own,
                               allocate_uniform, divided_fit, group_lists, job_counts)
-from ._gpu_lists import (Gpus, SlurmGpus, TaskList, is_bound, needs_probe,
+from ._gpu_lists import (Gpus, SlurmGpus, is_bound, needs_probe,
                          parse_visible_devices, task_list)
 from ._layout import Layout
 from ._options import Options
@@ -95,7 +95,9 @@ def gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank:
             return GpuAllocation(gpus.nodes, gpus.per_task,
                                  gpus.notes + (_ignored_note(opts.gpus_per_node, slurm.bind),))
         return gpus
-    own = task_list(visible, slurm, probed, opts.gpus_per_node) or TaskList((), "nvidia-smi")
+    own = task_list(visible, slurm, probed, opts.gpus_per_node)
+    if own is None:  # discover ran nvidia-smi wherever nothing else says: never here
+        raise ResolutionError(f"nothing says how many GPUs {host} has; set gpus_per_node.")
     gpus = allocate_uniform(own.gpus, layout.tasks_per_host, opts.gpus_per_task, host,
                             own.said_by, opts.uneven_gpus)
     if own.gpus and len(layout.tasks_per_host) > 1 and opts.gpus_per_task is None:

@@ -28,7 +28,7 @@ CONFIG = {"cluster": {"worker": ["node1:8888", "node1:8889"]},
 def test_program_env_adds_tf_config_and_this_rank_s_gpus(auto_set_gpu, gpus):
     res = resolve_job(make_options(source="slurm"), STEP)
     env = _exec.program_env({**STEP, "HOME": "/root"}, res, auto_set_gpu)
-    assert json.loads(env["TF_CONFIG"]) == CONFIG
+    assert env["TF_CONFIG"] == json.dumps(CONFIG, separators=(",", ":"))  # compact, one line
     assert env["CUDA_VISIBLE_DEVICES"] == gpus  # unchanged without auto_set_gpu
     assert env["HOME"] == "/root" and env["SLURM_PROCID"] == "1"
 

@@ -446,3 +446,43 @@ def test_allocate_uniform_evens_out_nodes_of_different_task_counts(uneven, on_a)
 ])
 def test_node_gpus(allocation, host, expected):
     assert allocation.node_gpus(host) == expected
+
+
+
+def test_counts_text_names_three_hosts_then_how_many_more_and_ranges():
+    lists = {"c1": [()], "c2": [()], "c3": [()], "g1": [("0",), ("1", "2")]}
+    with pytest.raises(ResolutionError) as caught:
+        allocate_nodes(lists, None)
+    assert str(caught.value).startswith(
+        "workers would get different numbers of GPUs: 0 GPU(s) per task on c1, c2, c3; 1 to 2 "
+        "GPU(s) per task on g1. ")  # three hosts: no "and 0 more"; g1's ranks differ
+
+
+def test_a_node_of_several_lists_from_nvidia_smi_is_not_shared_when_gpus_per_task_asks():
+    lists = {"a": [("0",), ("0",), ("1",)]}
+    with pytest.raises(ResolutionError, match=r"need 2 GPUs on a, which has 1 \(from "
+                                              r"nvidia-smi\)"):
+        allocate_nodes(lists, 1, said_by={"a": "nvidia-smi"})
+    assert allocate_nodes(lists, 1).at("a", 1) == (("0",), "shared")  # Slurm's: shared
+
+
+@pytest.mark.parametrize("uneven", [False, True])
+def test_no_ranks_no_gpus(uneven):
+    assert allocate_nodes({}, None, uneven=uneven) == GpuAllocation({}, 0)
+    assert allocate_uniform(FOUR, {}, None, uneven=uneven) == GpuAllocation({}, 0, (), {}, {})
+
+
+@pytest.mark.parametrize("tasks, uneven, per_task, on_a", [
+    pytest.param({"a": 4, "b": 2}, True, 1, ("0",), id="uneven: 4 // 4 where 4 tasks see 4"),
+    pytest.param({"a": 2, "b": 1}, True, 2, ("0", "1"), id="uneven: the smallest part, 2"),
+    pytest.param({"a": 2, "b": 1}, False, 2, ("0", "1"), id="even: the same here"),
+])
+def test_allocate_uniform_per_task_is_the_smallest_part(tasks, uneven, per_task, on_a):
+    gpus = allocate_uniform(FOUR, tasks, None, uneven=uneven)
+    assert gpus.per_task == per_task and gpus.at("a", 0)[0] == on_a
+    assert gpus.at("b", 0)[0] == FOUR[:per_task]
+
+
+def test_allocate_uniform_evens_out_by_default():
+    gpus = allocate_uniform(FOUR, {"a": 5, "b": 2}, None, "a")
+    assert [gpus.at("a", i)[0] for i in range(2)] == [("0", "1"), ("0", "1")]

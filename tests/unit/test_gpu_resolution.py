@@ -466,17 +466,55 @@ def test_records_must_be_one_per_rank_of_the_layout(placement):
         gpus_from_records(make_options(), layout_of(placement), records)
 
 
-@pytest.mark.parametrize("visible, per_task, counts, expected", [
-    pytest.param([("0", "1", "2", "3")] * 2, None, None, [("0", "1"), ("2", "3")],
+@pytest.mark.parametrize("visible, per_task, counts, uneven, expected", [
+    pytest.param([("0", "1", "2", "3")] * 2, None, None, False, [("0", "1"), ("2", "3")],
                  id="a node's list divided by its own ranks where the job says nothing"),
-    pytest.param([("0", "1", "2", "3")] * 2, 1, (1, 2), [("0",), ("1",)],
+    pytest.param([("0", "1", "2", "3")] * 2, 1, (1, 2), False, [("0",), ("1",)],
                  id="the job's GPUs per task where another node divides fewer"),
-    pytest.param([("0",), ("1",)], NO_LIMIT, (1, 1), [("0",), ("1",)],
+    pytest.param([("0",), ("1",)], NO_LIMIT, (1, 1), False, [("0",), ("1",)],
                  id="no node divides a list: each rank keeps its own"),
-    pytest.param([("0", "1"), ("2", "3")], NO_LIMIT, (1, 2), [("0",), ("2",)],
+    pytest.param([("0", "1"), ("2", "3")], NO_LIMIT, (1, 2), False, [("0",), ("2",)],
                  id="own lists of two where another node's ranks take one: one each"),
+    pytest.param([("0", "1", "2", "3")] * 2, 1, (1, 2), True, [("0",), ("1",)],
+                 id="uneven: divided lists take the job's GPUs per task"),
+    pytest.param([("0", "1"), ("2", "3")], 1, (1, 2), True, [("0", "1"), ("2", "3")],
+                 id="uneven: own lists stay whole"),
 ])
-def test_a_node_s_gpus_take_the_job_s_gpus_per_task(visible, per_task, counts, expected):
+def test_a_node_s_gpus_take_the_job_s_gpus_per_task(visible, per_task, counts, uneven,
+                                                     expected):
     node = [record(r, "n1", visible=v) for r, v in enumerate(visible)]
-    gpus = gpus_from_node(make_options(), "n1", node, per_task, counts)
+    gpus = gpus_from_node(make_options(uneven_gpus=uneven), "n1", node, per_task, counts)
     assert [gpus.at("n1", i)[0] for i in range(len(node))] == expected
+
+
+def test_node_summary_flags_a_list_that_gpus_per_task_cannot_share_and_counts_the_rest():
+    """nvidia-smi's one GPU for two tasks with gpus_per_task=1 is a problem every rank must
+    see (the error); a node of ranks with GPUs and without is not one (the exchange sees it
+    in the counts and gathers every record), nor is a list Slurm gave."""
+    probed = [record(0, "n1", probed=1), record(1, "n1")]
+    assert node_summary(make_options(gpus_per_task=1), probed).problem is True
+    mixed = [record(0, "n1", visible=("0",)), record(1, "n1", visible=())]
+    assert node_summary(make_options(), mixed) == NodeSummary(per_task=NO_LIMIT, fewest=0,
+                                                              most=1, problem=False)
+    given = [record(0, "n1", visible=("0",)), record(1, "n1", visible=("0",))]
+    assert node_summary(make_options(gpus_per_task=1), given).problem is False
+
+
+def test_uneven_gpus_with_mpi_keeps_the_job_s_smallest_part_for_divided_lists():
+    """Uneven: node1's 2 tasks and node2's 4 divide 4 GPUs each, one per task everywhere (as
+    TensorFlow's gpus_per_node // max_tasks_per_node); every record or node by node."""
+    placement = ["node1"] * 2 + ["node2"] * 4
+    envs = job(["0,1,2,3"] * 6, placement)
+    expected = ["0", "1", "0", "1", "2", "3"]
+    assert via_mpi(envs, placement, uneven_gpus=True) == expected
+    assert via_mpi(envs, placement, uneven_gpus=True, details=True) == expected
+
+
+@pytest.mark.parametrize("uneven, gpus", [(False, "0,1"), (True, "0,1,2,3")])
+def test_without_mpi_uneven_gpus_lets_a_crowded_node_share_all(uneven, gpus):
+    """Slurm's variables alone, 5 tasks on node1 and 2 on node2, 4 GPUs seen on each: evened,
+    node1's tasks take 2 each like node2's; uneven, they share all 4."""
+    placement = ["node1"] * 5 + ["node2"] * 2
+    env = job(["0,1,2,3"] * 7, placement)[0]
+    res = resolve_job(make_options(source="slurm", uneven_gpus=uneven), env, probe=_no_probe)
+    assert res.visible_devices == gpus

@@ -127,6 +127,17 @@ def test_make_options_refuses_float_verify(verify):
         make_options(verify=verify)
 
 
+@pytest.mark.parametrize("value, ok", [
+    (True, True), (False, True), ("yes", False), (1, False), (None, False)])
+def test_uneven_gpus_is_true_or_false(value, ok):
+    if ok:
+        assert make_options(uneven_gpus=value).uneven_gpus is value
+        return
+    with pytest.raises(ResolutionError) as excinfo:
+        make_options(uneven_gpus=value)
+    assert str(excinfo.value) == f"uneven_gpus={value!r}: expected True or False."
+
+
 # --------------------------------------------------------------------------------------------
 # parse_jobs (the command line's --jobs)
 # --------------------------------------------------------------------------------------------
