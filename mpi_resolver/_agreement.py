@@ -78,7 +78,7 @@ class FirstAgreement:
 class NodeSummary:
     """What the records of one node say for the second reduction (gpu_resolution)."""
 
-    per_task: int         # the GPUs per task its ranks could divide, or gpu_allocation.NO_LIMIT
+    per_task: int         # the GPUs per task its ranks could divide, or gpu_counts.NO_LIMIT
     fewest: int           # the fewest GPUs a rank of it takes left to itself
     most: int             # the most
     problem: bool         # GPU lists that conflict, or that cannot be given
@@ -88,7 +88,7 @@ class NodeSummary:
 class SecondReport:
     """What one rank puts into the second reduction, after its node's records came."""
 
-    per_task: int         # the GPUs per task its node can divide (or gpu_allocation.NO_LIMIT)
+    per_task: int         # the GPUs per task its node can divide (or gpu_counts.NO_LIMIT)
     node_ok: bool         # its node's GPU lists neither conflict nor fail to allocate
     own_name: bool        # its host's name is its own (no two names share one hash)
     aimed: bool           # it got the port it aimed at (or picked none)

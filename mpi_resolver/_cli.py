@@ -52,7 +52,8 @@ def _port_base(text: str) -> Any:
     return port
 
 
-def _parser() -> argparse.ArgumentParser:
+def _common() -> argparse.ArgumentParser:
+    """Returns the options every command takes (the resolver's arguments, --json)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--jobs", metavar="NAME=N,...",
                         help="job names and task counts, e.g. ps=1,worker=3 "
@@ -77,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
                              "node gives (parameter servers); by default every task gets the "
                              "same number, as MultiWorkerMirroredStrategy needs")
     common.add_argument("--json", action="store_true", help="machine-readable output")
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    """Returns the command line's parser: show, check, tf-config, exec."""
+    common = _common()
     parser = argparse.ArgumentParser(
         prog="mpi-resolver", description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._errors import ResolutionError
+from ._gpu_counts import NO_LIMIT, divided_fit, even_count, group_lists, share_count
 from ._gpu_lists import SLURM_SAYS, Gpus, SlurmGpus
 
 KINDS = ("divided", "own", "shared", "none", "unknown")
-#: Larger than any count of GPUs: "no limit" in a minimum.
-NO_LIMIT = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -204,34 +203,41 @@ def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[
     groups = {host: group_lists(per_rank) for host, per_rank in lists.items()}
     even = None
     if gpus_per_task is None and not uneven:
-        gpus_per_task = even = _even_count(groups, counts)
+        gpus_per_task = even = even_count(groups, counts)
     elif gpus_per_task is None:
         fit = divided_per_task if divided_per_task is not None else min(
             (divided_fit(by_list) for by_list in groups.values()), default=NO_LIMIT)
         gpus_per_task = 0 if fit >= NO_LIMIT else fit
+    nodes, notes = _nodes(groups, gpus_per_task, explicit, said_by or {}, even, tasks_per_gpu)
+    return GpuAllocation(nodes, gpus_per_task, tuple(notes))
+
+
+def _nodes(groups: Mapping[str, Mapping[Gpus, Sequence[int]]], per_task: int, explicit: bool,
+           said: Mapping[str, str], even: Optional[int], tasks_per_gpu: Optional[int]
+           ) -> Tuple[Dict[str, NodeGpus], List[str]]:
+    """Returns ({host: its NodeGpus}, the one note on shared GPUs) for allocate_nodes."""
     nodes: Dict[str, NodeGpus] = {}
     alike: Dict[Tuple[Gpus, int, str], NodeGpus] = {}  # many nodes are alike: one object for them
     notes: List[str] = []
-    said = said_by or {}
     for host, by_list in groups.items():
         source = said.get(host, "CUDA_VISIBLE_DEVICES")
         if len(by_list) == 1:
             (gpus, ranks), = by_list.items()
             key = (gpus, len(ranks), source)
             if key not in alike:
-                share = _share(gpus, len(ranks), gpus_per_task, host, explicit=explicit,
+                share = _share(gpus, len(ranks), per_task, host, explicit=explicit,
                                said_by=source, even=even)
                 alike[key] = NodeGpus((share,))
                 if share.kind == "shared" and not notes:
                     notes.append(_shared_note(host, [(share, len(ranks))], tasks_per_gpu))
             nodes[host] = alike[key]
         else:
-            nodes[host], shared = _node_of_lists(host, by_list, len(lists[host]),
-                                                 gpus_per_task if explicit else None, source,
-                                                 even)
+            ranks_on_host = sum(len(ranks) for ranks in by_list.values())
+            nodes[host], shared = _node_of_lists(host, by_list, ranks_on_host,
+                                                 per_task if explicit else None, source, even)
             if shared and not notes:
                 notes.append(_shared_note(host, shared, tasks_per_gpu))
-    return GpuAllocation(nodes, gpus_per_task, tuple(notes))
+    return nodes, notes
 
 
 def _node_of_lists(host: str, by_list: Mapping[Gpus, Sequence[int]], ranks_on_host: int,
@@ -252,70 +258,6 @@ def _node_of_lists(host: str, by_list: Mapping[Gpus, Sequence[int]], ranks_on_ho
             slots[index] = (len(shares), i)
         shares.append(share)
     return NodeGpus(tuple(shares), tuple(slots)), shared
-
-
-def share_count(m: int, ranks: int) -> int:
-    """Returns the GPUs each of ``ranks`` ranks that see a list of ``m`` takes, left to
-    themselves: an equal part where there are enough, else all of them (shared)."""
-    return m // ranks if m >= ranks else m
-
-
-def job_counts(groups: Mapping[str, Mapping[Gpus, Sequence[int]]]) -> Tuple[int, int]:
-    """Returns (fewest, most) GPUs any rank takes left to itself (share_count), over the
-    nodes of ``groups`` ({host: group_lists}); (0, 0) for no ranks."""
-    counts = [share_count(len(gpus), len(ranks)) for by_list in groups.values()
-              for gpus, ranks in by_list.items()]
-    return min(counts, default=0), max(counts, default=0)
-
-
-def _even_count(groups: Mapping[str, Mapping[Gpus, Sequence[int]]],
-                counts: Optional[Tuple[int, int]]) -> int:
-    """Returns the GPUs every rank takes where counts are evened out: the fewest.
-
-    Raises:
-      ResolutionError: some ranks would have GPUs and others none.
-    """
-    fewest, most = counts if counts is not None else job_counts(groups)
-    if fewest == 0 < most:
-        hosts = {host: job_counts({host: by_list}) for host, by_list in groups.items()}
-        raise ResolutionError(
-            f"workers would get different numbers of GPUs: {_counts_text(hosts)}. "
-            "MultiWorkerMirroredStrategy needs the same number on every worker (TensorFlow "
-            "leaves the rest undefined). Run on GPU nodes only, pass gpus_per_task=0 "
-            "(--gpus-per-task 0) to train on CPU, or uneven_gpus=True (--uneven-gpus) for "
-            "jobs that need no equal counts (parameter servers).")
-    return fewest
-
-
-def _counts_text(hosts: Mapping[str, Tuple[int, int]]) -> str:
-    """Returns '0 GPUs on cpu1, cpu2; 1 GPU per task on node1' (3 hosts at most each)."""
-    by_count: Dict[str, List[str]] = {}
-    for host, (fewest, most) in hosts.items():
-        count = f"{fewest}" if fewest == most else f"{fewest} to {most}"
-        by_count.setdefault(count, []).append(host)
-    parts = []
-    for count, names in sorted(by_count.items()):
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        parts.append(f"{count} GPU(s) per task on {shown}")
-    return "; ".join(parts)
-
-
-def group_lists(per_rank: Sequence[Gpus]) -> Dict[Gpus, List[int]]:
-    """Returns {list: indices of the ranks that see it} for one node's ranks."""
-    by_list: Dict[Gpus, List[int]] = {}
-    for index, gpus in enumerate(per_rank):
-        by_list.setdefault(gpus, []).append(index)
-    return by_list
-
-
-def divided_fit(by_list: Mapping[Gpus, Sequence[int]]) -> int:
-    """Returns the GPUs per task a node can give where its ranks divide one list
-    (len(list) // ranks), or a number larger than any such count where they do not."""
-    if len(by_list) == 1:
-        (gpus, ranks), = by_list.items()
-        if len(gpus) >= len(ranks) > 0:
-            return len(gpus) // len(ranks)
-    return NO_LIMIT
 
 
 def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int], gpus_per_task: Optional[int],

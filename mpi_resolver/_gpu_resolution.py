@@ -9,8 +9,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._errors import ResolutionError
 from ._agreement import NodeSummary
-from ._gpu_allocation import (NO_LIMIT, GpuAllocation, allocate_nodes, allocate_own,
-                              allocate_uniform, divided_fit, group_lists, job_counts)
+from ._gpu_allocation import GpuAllocation, allocate_nodes, allocate_own, allocate_uniform
+from ._gpu_counts import NO_LIMIT, divided_fit, group_lists, job_counts
 from ._gpu_lists import (Gpus, SlurmGpus, is_bound, needs_probe,
                          parse_visible_devices, task_list)
 from ._layout import Layout

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from mpi_resolver._errors import ResolutionError
-from mpi_resolver._gpu_allocation import (NO_LIMIT, GpuAllocation, NodeGpus, Share,
-                                          allocate_nodes, allocate_own, allocate_uniform,
-                                          describe, divided_fit, share_count)
+from mpi_resolver._gpu_allocation import (GpuAllocation, NodeGpus, Share, allocate_nodes,
+                                          allocate_own, allocate_uniform, describe)
+from mpi_resolver._gpu_counts import NO_LIMIT
 from mpi_resolver._gpu_lists import SlurmGpus
 
 pytestmark = pytest.mark.unit
@@ -115,18 +115,6 @@ def test_divided_per_task_comes_from_the_other_nodes_where_lists_hold_one():
     assert every_rank(gpus, {"a": [FOUR] * 2}) == [(("0",), "divided"), (("1",), "divided")]
     assert allocate_nodes({"a": [FOUR] * 2}, None, divided_per_task=NO_LIMIT,
                           uneven=True).per_task == 0
-
-
-@pytest.mark.parametrize("by_list, fit", [
-    pytest.param({FOUR: [0, 1]}, 2, id="4 for 2"),
-    pytest.param({FOUR: [0, 1, 2, 3]}, 1, id="4 for 4"),
-    pytest.param({("0",): [0]}, 1, id="1 for 1"),
-    pytest.param({("0",): [0, 1]}, NO_LIMIT, id="fewer GPUs than ranks: no fit"),
-    pytest.param({(): []}, NO_LIMIT, id="no ranks"),
-    pytest.param({("0",): [0], ("1",): [1]}, NO_LIMIT, id="two lists: not divided"),
-])
-def test_divided_fit(by_list, fit):
-    assert divided_fit(by_list) == fit
 
 
 def test_allocation_lookups_outside_what_is_known_are_unknown():
@@ -341,12 +329,6 @@ def test_as_many_gpus_as_tasks_divide_from_any_source():
 # Every rank the same number of GPUs (MultiWorkerMirroredStrategy), unless uneven
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("m, ranks, count", [
-    (0, 1, 0), (0, 3, 0), (1, 2, 1), (2, 3, 2), (2, 2, 1), (3, 2, 1), (4, 2, 2), (5, 1, 5)])
-def test_share_count_is_an_equal_part_where_there_are_enough_else_all(m, ranks, count):
-    assert share_count(m, ranks) == count
-
-
 ISSUE = {"node1": [FOUR] * 4, "node2": [("0", "1")] * 4}  # 4 GPUs and 2, four tasks each
 
 
@@ -447,15 +429,6 @@ def test_allocate_uniform_evens_out_nodes_of_different_task_counts(uneven, on_a)
 def test_node_gpus(allocation, host, expected):
     assert allocation.node_gpus(host) == expected
 
-
-
-def test_counts_text_names_three_hosts_then_how_many_more_and_ranges():
-    lists = {"c1": [()], "c2": [()], "c3": [()], "g1": [("0",), ("1", "2")]}
-    with pytest.raises(ResolutionError) as caught:
-        allocate_nodes(lists, None)
-    assert str(caught.value).startswith(
-        "workers would get different numbers of GPUs: 0 GPU(s) per task on c1, c2, c3; 1 to 2 "
-        "GPU(s) per task on g1. ")  # three hosts: no "and 0 more"; g1's ranks differ
 
 
 def test_a_node_of_several_lists_from_nvidia_smi_is_not_shared_when_gpus_per_task_asks():

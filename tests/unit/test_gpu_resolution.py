@@ -12,7 +12,7 @@ import pytest
 
 from mpi_resolver._agreement import NodeSummary
 from mpi_resolver._errors import MismatchError, ResolutionError
-from mpi_resolver._gpu_allocation import NO_LIMIT
+from mpi_resolver._gpu_counts import NO_LIMIT
 from mpi_resolver._gpu_resolution import (_cpu_only_note, _ignored_note, gpus_from_node,
                                           gpus_from_records, node_summary)
 from mpi_resolver._layout import Layout, build_layout_runs, runs_of
