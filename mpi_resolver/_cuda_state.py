@@ -15,8 +15,8 @@ def cuda_loaded(maps: str = MAPS) -> bool:
     loaded by a CUDA-aware MPI's MPI_Init, or by an earlier import. False where ``maps``
     cannot be read (not Linux)."""
     try:
-        with open(maps, encoding="utf-8", errors="replace") as f:
-            return any("/libcuda.so" in line for line in f)
+        with open(maps, "rb") as f:  # bytes: a path may be in any encoding
+            return any(b"/libcuda.so" in line for line in f)
     except OSError:
         return False
 

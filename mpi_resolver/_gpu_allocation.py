@@ -85,21 +85,24 @@ class GpuAllocation:
     tasks: Optional[Mapping[str, int]] = None
     by_count: Optional[Mapping[int, NodeGpus]] = None
 
-    def at(self, host: str, index: int) -> Tuple[Optional[Gpus], str]:
-        """Returns (GPUs, kind) of the ``index``-th rank on ``host`` (kind: see KINDS)."""
+    def _node(self, host: str) -> Optional[NodeGpus]:
+        """Returns the NodeGpus of ``host``: its own, else its count's; None if unknown."""
         node = self.nodes.get(host)
         count = (self.tasks or {}).get(host)
         if node is None and count is not None and self.by_count is not None:
             node = self.by_count.get(count)
+        return node
+
+    def at(self, host: str, index: int) -> Tuple[Optional[Gpus], str]:
+        """Returns (GPUs, kind) of the ``index``-th rank on ``host`` (kind: see KINDS)."""
+        node = self._node(host)
         if node is None:
             return None, "unknown"
         return node.at(index)
 
     def node_gpus(self, host: str) -> Gpus:
         """Returns every GPU the lists of ``host``'s ranks name, in order (() if unknown)."""
-        node = self.nodes.get(host)
-        if node is None and self.by_count is not None:
-            node = self.by_count.get((self.tasks or {}).get(host, -1))
+        node = self._node(host)
         shares = node.shares if node is not None else ()
         return tuple(dict.fromkeys(g for share in shares for g in share.gpus))
 

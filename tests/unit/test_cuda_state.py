@@ -22,10 +22,12 @@ LIBM = "7f1c2a000000-7f1c2a010000 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux
     pytest.param([LIBM.replace("/usr/lib/x86_64-linux-gnu/libm.so.6", "libcuda.so.1")], False,
                  id="a name without a directory is not a mapped path"),
     pytest.param([], False, id="nothing mapped"),
+    pytest.param([LIBM.replace("libm.so.6", "caf\udcff/libcuda.so.1")], True,
+                 id="a path that is not UTF-8 is read as bytes"),
 ])
 def test_cuda_loaded_reads_the_maps(tmp_path, lines, loaded):
     maps = tmp_path / "maps"
-    maps.write_text("".join(lines))
+    maps.write_bytes("".join(lines).encode("utf-8", "surrogateescape"))
     assert cuda_loaded(str(maps)) is loaded
 
 

@@ -425,6 +425,8 @@ def test_allocate_uniform_evens_out_nodes_of_different_task_counts(uneven, on_a)
     pytest.param(allocate_nodes({"a": [FOUR]}, None), "z", (), id="an unknown host: none"),
     pytest.param(allocate_uniform(FOUR, {"a": 2}, None), "z", (),
                  id="a host of no count: none"),
+    pytest.param(allocate_uniform(FOUR, {"a": 1}, None), "z", (),
+                 id="a host of no count: none, even beside count 1"),
 ])
 def test_node_gpus(allocation, host, expected):
     assert allocation.node_gpus(host) == expected
