@@ -9,11 +9,14 @@ cross-checked by MPI, then source='slurm' alone), or ``python -m mpi_resolver sh
 The rule every case checks (``expected_gpus`` computes it from what Slurm gave, and each case
 also spells out its literal answer, measured on Slurm 22.05):
 
-- on each node, ranks that see the same list divide it among themselves in rank order, the
-  same number of GPUs each in the whole job: the smallest len(list) // ranks of such lists;
-- ranks of a node that see different lists (Slurm bound GPUs to tasks) keep their own;
-- a list shorter than the ranks that see it stays shared (each keeps all of it), with a
-  one-line note saying "shared";
+- every rank of the job takes the same number of GPUs: the fewest any rank takes left to
+  itself (an equal part, len(list) // ranks, of the list its node's ranks see; all of a list
+  shorter than its ranks);
+- on each node, ranks that see the same list divide it among themselves in rank order;
+- ranks of a node that see different lists (Slurm bound GPUs to tasks) keep (the first of)
+  their own;
+- a list shorter than the ranks that see it is shared, spread over them where each takes
+  fewer than all of it, with a one-line note saying "shared";
 - a rank never gets a GPU outside what Slurm gave it, nor none where Slurm gave it some; where
   CUDA_VISIBLE_DEVICES is unset (--gpu-bind=none), 0..SLURM_GPUS_ON_NODE-1 is its list;
 - num_accelerators() == {"GPU": entries of its CUDA_VISIBLE_DEVICES}; nvidia-smi is never
@@ -120,9 +123,9 @@ TWO_NODES = [
     Case("-w node1,node2 -n4 --gpus=6", ranks("0,1,2,3", "0,1,2,3", "0,1,2,3", "0,1"),
          "1112", ("0", "1", "2", "0"), slurm_exact=False),
     # single:1 with 3 tasks on 2 GPUs: ranks 0 and 2 both get GPU 0 (shared), rank 1 its own;
-    # node2's lone rank sees both of its GPUs (no binding) and divides them alone
+    # node2's lone rank sees both of its GPUs (no binding) and takes one, as every other rank
     Case("-w node1,node2 -n4 --gpus-per-node=2 --gpu-bind=single:1",
-         ranks("0", "1", "0", "0,1"), "1112", ("0", "1", "0", "0,1"), shared=(0, 2),
+         ranks("0", "1", "0", "0,1"), "1112", ("0", "1", "0", "0"), shared=(0, 2),
          slurm_exact=False),
     # the command line only
     Case("-w node1,node2 --ntasks-per-node=2 --gpus-per-node=2", ranks(*["0,1"] * 4), "1122",
@@ -153,25 +156,28 @@ def visible(line: Mapping[str, Any]) -> Tuple[str, ...]:
 def expected_gpus(lists: Mapping[int, Tuple[str, ...]],
                   hosts: Mapping[int, str]) -> Dict[int, Tuple[str, str]]:
     """Returns {rank: (CUDA_VISIBLE_DEVICES, gpu_binding)} by the rule in the module docstring
-    from every rank's list and host. A rank alone on its node is 'divided' (it may be 'own')."""
+    from every rank's list and host. A rank alone on its node is 'divided' (it may be 'own').
+    Every rank takes the same number: the fewest any takes left to itself (an equal part of a
+    list, or all of a list shorter than its ranks, which it then shares, spread over them)."""
     nodes: Dict[str, Dict[Tuple[str, ...], List[int]]] = defaultdict(dict)
     for rank in sorted(lists):
         nodes[hosts[rank]].setdefault(lists[rank], []).append(rank)
-    per_task = min((len(gpus) // len(rs) for by_list in nodes.values() if len(by_list) == 1
-                    for gpus, rs in by_list.items() if len(gpus) >= len(rs)), default=0)
+    each = min((len(gpus) // len(rs) if len(gpus) >= len(rs) else len(gpus)
+                for by_list in nodes.values() for gpus, rs in by_list.items()), default=0)
     out: Dict[int, Tuple[str, str]] = {}
     for by_list in nodes.values():
         for gpus, rs in by_list.items():
+            m = len(gpus)
             for i, rank in enumerate(rs):
                 if not gpus:
                     out[rank] = ("", "none")
-                elif len(gpus) < len(rs):
-                    out[rank] = (",".join(gpus), "shared")
+                elif m < len(rs):
+                    start = i * m // len(rs) if each < m else 0
+                    out[rank] = (",".join(gpus[(start + j) % m] for j in range(each)), "shared")
                 elif len(by_list) > 1 and len(rs) == 1:
-                    out[rank] = (",".join(gpus), "own")
+                    out[rank] = (",".join(gpus[:each]), "own")
                 else:
-                    g = per_task if len(by_list) == 1 else len(gpus) // len(rs)
-                    out[rank] = (",".join(gpus[i * g:(i + 1) * g]), "divided")
+                    out[rank] = (",".join(gpus[i * each:(i + 1) * each]), "divided")
     return out
 
 
