@@ -109,6 +109,13 @@ def load_data(seed: int):
     return x_train, y_train, x_test, y_test
 
 
+def emit(line: str) -> None:
+    """Prints ``line`` in one write: mpirun forwards each write as it comes, so the parts of
+    one print (its text, its newline) could interleave with another rank's line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def start_line(resolver) -> str:
     """Returns this rank's line at start: its rank, task, address, the GPUs it got and how
     (Slurm's binding where Slurm bound them), e.g.
@@ -157,7 +164,7 @@ def main(argv=None) -> int:
         # must not happen before the resolver sets CUDA_VISIBLE_DEVICES.)
         gpus_per_node = 0
     resolver = MPIClusterResolver(port_base=args.port_base, gpus_per_node=gpus_per_node)
-    print(start_line(resolver), flush=True)  # every rank, before the strategy waits for all
+    emit(start_line(resolver))  # every rank, before the strategy waits for all of them
     how = tf.distribute.experimental.CommunicationImplementation
     options = tf.distribute.experimental.CommunicationOptions(
         implementation={"auto": how.AUTO, "ring": how.RING, "nccl": how.NCCL}[args.collective],
@@ -172,7 +179,7 @@ def main(argv=None) -> int:
 
     def say(*parts) -> None:
         if is_chief:
-            print(*parts, flush=True)
+            emit(" ".join(str(p) for p in parts))
 
     global_batch = args.batch_per_worker * num_workers
     say(f"workers: {num_workers}  this: {task_type}:{task_id} on {resolver.master() or '-'}  "
@@ -378,7 +385,7 @@ def save_model(model, path: str, is_chief: bool, every_worker: bool = False) -> 
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     model.save(path)
-    print(f"saved model: {path}", flush=True)
+    emit(f"saved model: {path}")
 
 
 if __name__ == "__main__":

@@ -80,8 +80,10 @@ def test_cli_show_json_and_tf_config_agree():
     assert export.stdout.startswith("export TF_CONFIG='{")
 
 
-ENV_PROGRAM = ("import os; print(os.environ.get('CUDA_VISIBLE_DEVICES'), "
-               "os.environ['TF_CONFIG'], flush=True)")
+# One write per line (os.write): mpirun forwards each write as it comes, and a print's parts
+# (its arguments, its newline) can interleave with another rank's (measured: "01 {...}").
+ENV_PROGRAM = ("import os; os.write(1, (os.environ.get('CUDA_VISIBLE_DEVICES') + ' ' + "
+               "os.environ['TF_CONFIG'] + '\\n').encode())")
 
 
 def test_cli_exec_runs_the_program_with_tf_config_and_gpus_and_says_mpi_was_used():

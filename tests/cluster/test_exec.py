@@ -21,13 +21,15 @@ SRUN = ("srun", "--mpi=pmix")
 MPI_PROGRAM = ("import json, os\n"
                "from mpi4py import MPI\n"
                "c = MPI.COMM_WORLD\n"
-               "print(json.dumps({'rank': c.Get_rank(), 'sum': c.allreduce(1),\n"
-               "                  'tf_config': json.loads(os.environ['TF_CONFIG']),\n"
-               "                  'gpus': os.environ.get('CUDA_VISIBLE_DEVICES')}), flush=True)\n")
+               "line = json.dumps({'rank': c.Get_rank(), 'sum': c.allreduce(1),\n"
+               "                   'tf_config': json.loads(os.environ['TF_CONFIG']),\n"
+               "                   'gpus': os.environ.get('CUDA_VISIBLE_DEVICES')})\n"
+               "os.write(1, (line + '\\n').encode())  # one write: launchers interleave parts\n")
 #: Prints [its task index, CUDA_VISIBLE_DEVICES] as JSON, without MPI.
 ENV_PROGRAM = ("import json, os\n"
-               "print(json.dumps([json.loads(os.environ['TF_CONFIG'])['task']['index'],\n"
-               "                  os.environ.get('CUDA_VISIBLE_DEVICES')]), flush=True)\n")
+               "line = json.dumps([json.loads(os.environ['TF_CONFIG'])['task']['index'],\n"
+               "                   os.environ.get('CUDA_VISIBLE_DEVICES')])\n"
+               "os.write(1, (line + '\\n').encode())\n")
 SPEC_1 = {"worker": ["node1:8888", "node1:8889", "node1:8890", "node1:8891"]}
 SPEC_2 = {"worker": ["node1:8888", "node1:8889", "node2:8888", "node2:8889"]}
 

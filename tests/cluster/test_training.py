@@ -115,6 +115,9 @@ def test_srun_two_workers_fit_with_tf_keras(cluster, tmp_path: Path) -> None:
                      "--save", str(save)], env=env, timeout=120)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-4000:]}"
     lines = labelled(r.stdout)
+    starts = sorted(task for task, line in lines if line.startswith("rank "))
+    assert starts == [0, 1], r.stdout  # each rank's line at start
+    lines = [(task, line) for task, line in lines if not line.startswith("rank ")]
     assert {task for task, _ in lines} == {0}, r.stdout
     text = "\n".join(line for _, line in lines)
     assert re.search(r"^workers: 2 +this: worker:0 on grpc://node1:24340", text, re.M), text
