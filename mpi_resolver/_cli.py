@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ._environment import snapshot
 from ._errors import ExchangeTimeout, MismatchError, ResolutionError
-from ._exec import MPI_USED, program_env, run_program
+from ._exec import MPI_USED, program_env, run_program, tf_config_text
 from ._gpu_allocation import describe
 from ._gpu_lists import SlurmGpus
 from ._launchers import Launch, detect_launch
@@ -247,10 +247,9 @@ def _tf_config_line(args: argparse.Namespace, res: Resolution) -> str:
     TF_CONFIG and CUDA_VISIBLE_DEVICES; with --export, a shell's export of both. The GPUs are
     those cluster_spec() sets, left out (None in --json) with --no-auto-set-gpu."""
     visible = res.visible_devices if args.auto_set_gpu else None
-    config = res.tf_config()
     if args.json:
-        return json.dumps({"TF_CONFIG": config, "CUDA_VISIBLE_DEVICES": visible})
-    text = json.dumps(config, separators=(",", ":"))
+        return json.dumps({"TF_CONFIG": res.tf_config(), "CUDA_VISIBLE_DEVICES": visible})
+    text = tf_config_text(res)
     if not args.export:
         return text
     gpus = "" if visible is None else f" CUDA_VISIBLE_DEVICES={shlex.quote(visible)}"

@@ -21,11 +21,16 @@ MPI_USED = ("the resolution used MPI (to check Slurm against it and give every w
             "the program.")
 
 
+def tf_config_text(res: Resolution) -> str:
+    """Returns this rank's TF_CONFIG as the variable holds it: compact JSON, one line."""
+    return json.dumps(res.tf_config(), separators=(",", ":"))
+
+
 def program_env(env: Mapping[str, str], res: Resolution, auto_set_gpu: bool) -> Dict[str, str]:
     """Returns ``env`` with this rank's TF_CONFIG and, where ``auto_set_gpu``, the
     CUDA_VISIBLE_DEVICES cluster_spec() would set."""
     out = dict(env)
-    out["TF_CONFIG"] = json.dumps(res.tf_config(), separators=(",", ":"))
+    out["TF_CONFIG"] = tf_config_text(res)
     if auto_set_gpu:
         out["CUDA_VISIBLE_DEVICES"] = res.visible_devices
     return out

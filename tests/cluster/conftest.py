@@ -89,6 +89,20 @@ def gres_cluster() -> Iterator[SlurmCluster]:
 
 
 @pytest.fixture(scope="session")
+def gres_rank_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
+    """gres_cluster's probe ranks' variables: this checkout, sklearn hidden (Keras imports it
+    when present, about 1 s per rank, and nothing there uses it)."""
+    return hiding(gres_cluster, "sklearn", "sklearn hidden from the probe ranks (test speed)")
+
+
+@pytest.fixture(scope="session")
+def gres_cli_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
+    """gres_cluster's command-line variables: a `tensorflow` that fails to import comes first
+    (the command line must not import TensorFlow)."""
+    return hiding(gres_cluster, "tensorflow", "the mpi_resolver command line imported TensorFlow")
+
+
+@pytest.fixture(scope="session")
 def cpu_cluster() -> Iterator[SlurmCluster]:
     """cpu1 and cpu2: no GRES, no nvidia-smi (CPU-only nodes); started only by its tests."""
     yield from _started(("cpu1", "cpu2"), gpus={})

@@ -7,11 +7,12 @@ or an error."""
 from __future__ import annotations
 
 import json
-from typing import Dict, List
+import re
+from typing import List
 
 import pytest
 
-from tests.cluster.conftest import PY, hiding
+from tests.cluster.conftest import PY
 from tests.cluster.test_scenarios import launch, probe
 from tests.harness.slurm_cluster import SlurmCluster
 
@@ -34,18 +35,6 @@ SPEC_1 = {"worker": ["node1:8888", "node1:8889", "node1:8890", "node1:8891"]}
 SPEC_2 = {"worker": ["node1:8888", "node1:8889", "node2:8888", "node2:8889"]}
 
 
-@pytest.fixture(scope="module")
-def cli_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
-    """The command line's variables: a `tensorflow` that fails to import comes first."""
-    return hiding(gres_cluster, "tensorflow", "the mpi_resolver command line imported TensorFlow")
-
-
-@pytest.fixture(scope="module")
-def rank_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
-    """The probe ranks' variables: this checkout, sklearn hidden (test speed)."""
-    return hiding(gres_cluster, "sklearn", "sklearn hidden from the probe ranks (test speed)")
-
-
 def _lines(stdout: str) -> List[dict]:
     return sorted((json.loads(x) for x in stdout.splitlines() if x.startswith("{")),
                   key=lambda line: line["rank"])
@@ -58,9 +47,9 @@ def _lines(stdout: str) -> List[dict]:
                  id="--gpus-per-task=1 on both nodes: Slurm's own binding kept"),
 ])
 def test_exec_runs_an_mpi_program_with_its_tf_config_and_gpus(
-        gres_cluster: SlurmCluster, cli_env, options, spec, gpus) -> None:
+        gres_cluster: SlurmCluster, gres_cli_env, options, spec, gpus) -> None:
     run = launch(gres_cluster, [*SRUN, *options.split(), PY, "-m", "mpi_resolver", "exec",
-                                "--source", "slurm", "--", PY, "-c", MPI_PROGRAM], env=cli_env,
+                                "--source", "slurm", "--", PY, "-c", MPI_PROGRAM], env=gres_cli_env,
                  parse=False)
     assert run.returncode == 0, run.context()
     lines = _lines(run.stdout)
@@ -74,25 +63,25 @@ def test_exec_runs_an_mpi_program_with_its_tf_config_and_gpus(
 
 
 def test_exec_with_mpi_then_a_program_that_starts_mpi_fails_as_the_warning_says(
-        gres_cluster: SlurmCluster, cli_env) -> None:
+        gres_cluster: SlurmCluster, gres_cli_env) -> None:
     """Measured with Open MPI 4.1.4 under srun --mpi=pmix: after the resolution's MPI (ended
     before exec), the program's own MPI_Init fails; rank 0 has said why, once."""
     run = launch(gres_cluster, [*SRUN, "-N2", "--ntasks-per-node=1", PY, "-m", "mpi_resolver",
                                 "exec", "--gpus-per-node", "0", "--", PY, "-c", MPI_PROGRAM],
-                 env=cli_env, parse=False)
+                 env=gres_cli_env, parse=False)
     assert run.returncode != 0, run.context()
     assert run.stderr.count("mpi-resolver: warning: the resolution used MPI") == 1, run.context()
     assert "MPI_Init" in run.stderr, run.context()
 
 
 def test_eval_tf_config_export_keeps_the_gpu_binding(gres_cluster: SlurmCluster,
-                                                      cli_env) -> None:
+                                                      gres_cli_env) -> None:
     """--gres=gpu:4 with four tasks: without the GPUs in the export every worker would see
     all four; with them each sees the one cluster_spec() gives it."""
     shell = (f'eval "$({PY} -m mpi_resolver tf-config --export)"; '
              'printf \'{"gpus": "%s", "tf_config": %s}\\n\' "$CUDA_VISIBLE_DEVICES" "$TF_CONFIG"')
     run = launch(gres_cluster, [*SRUN, "-w", "node1", "-n4", "--gres=gpu:4", "bash", "-c",
-                                shell], env=cli_env, parse=False)
+                                shell], env=gres_cli_env, parse=False)
     assert run.returncode == 0, run.context()
     lines = sorted((json.loads(x) for x in run.stdout.splitlines() if x.startswith("{")),
                    key=lambda line: line["tf_config"]["task"]["index"])
@@ -107,26 +96,26 @@ UNEVEN = ("-N2", "--ntasks-per-node=4", "--gpus=6")  # Slurm: node1 0,1,2,3 x4; 
 EVENED = ["0", "1", "2", "3", "0", "0", "1", "1"]
 
 
-def test_workers_of_nodes_with_4_and_2_gpus_each_get_one(gres_cluster: SlurmCluster, rank_env,
-                                                          cli_env) -> None:
+def test_workers_of_nodes_with_4_and_2_gpus_each_get_one(gres_cluster: SlurmCluster, gres_rank_env,
+                                                          gres_cli_env) -> None:
     """srun --gpus=6 on node1 (4 GPUs) and node2 (2), four tasks each: through the resolver,
     show --json and exec every task gets one GPU, two tasks per GPU on node2; with
     --uneven-gpus node2's tasks keep both (what TensorFlow's strategy calls undefined)."""
     run = probe(gres_cluster, [*SRUN, *UNEVEN], [{}, {"uneven_gpus": True}], tf=False,
-                env=rank_env)
+                env=gres_rank_env)
     assert run.returncode == 0, run.context()
     assert [line["cuda_visible_devices"] for line in run.variant(0)] == EVENED, run.context()
     assert [line["num_accelerators"] for line in run.variant(0)] == [{"GPU": 1}] * 8
     assert [line["cuda_visible_devices"] for line in run.variant(1)] == \
         EVENED[:4] + ["0,1"] * 4, run.context()
     shown = launch(gres_cluster, [*SRUN, *UNEVEN, PY, "-m", "mpi_resolver", "show", "--json"],
-                   env=cli_env, parse=False)
+                   env=gres_cli_env, parse=False)
     assert shown.returncode == 0, shown.context()
     rows = json.loads(shown.stdout)["ranks"]
     assert [row["gpus"] for row in rows] == EVENED, shown.context()
     assert [row["gpu_binding"] for row in rows] == ["divided"] * 4 + ["shared"] * 4
     ran = launch(gres_cluster, [*SRUN, *UNEVEN, PY, "-m", "mpi_resolver", "exec", "--", PY,
-                                "-c", ENV_PROGRAM], env=cli_env, parse=False)
+                                "-c", ENV_PROGRAM], env=gres_cli_env, parse=False)
     assert ran.returncode == 0, ran.context()
     seen = sorted(json.loads(x) for x in ran.stdout.splitlines())
     assert [gpus for _, gpus in seen] == EVENED, ran.context()
@@ -134,19 +123,33 @@ def test_workers_of_nodes_with_4_and_2_gpus_each_get_one(gres_cluster: SlurmClus
 
 
 def test_a_node_without_gpus_beside_gpu_nodes_fails_check_naming_both(
-        gres_cluster: SlurmCluster, cli_env) -> None:
+        gres_cluster: SlurmCluster, gres_cli_env) -> None:
     """node2's tasks see no GPU (CUDA_VISIBLE_DEVICES emptied, as on a CPU-only node):
     `check` exits 2 naming the nodes and their counts; --uneven-gpus lets it pass."""
     cpu_on_node2 = ('if [ "$SLURMD_NODENAME" = node2 ]; then export CUDA_VISIBLE_DEVICES=; '
                     'unset SLURM_GPUS_ON_NODE; fi; exec "$@"')
     argv = [*SRUN, "-N2", "--ntasks-per-node=2", "--gres=gpu:2", "bash", "-c", cpu_on_node2,
             "cpu-on-node2", PY, "-m", "mpi_resolver", "check"]
-    run = launch(gres_cluster, argv, env=cli_env, parse=False)
+    run = launch(gres_cluster, argv, env=gres_cli_env, parse=False)
     assert run.returncode == 2, run.context()
     errors = [x for x in run.stderr.splitlines() if x.startswith("mpi-resolver: error:")]
     assert len(errors) == 1, run.context()
     assert ("workers would get different numbers of GPUs: 0 GPU(s) per task on node2; 1 "
             "GPU(s) per task on node1." in errors[0]), run.context()
-    allowed = launch(gres_cluster, [*argv, "--uneven-gpus"], env=cli_env, parse=False)
+    allowed = launch(gres_cluster, [*argv, "--uneven-gpus"], env=gres_cli_env, parse=False)
     assert allowed.returncode == 0, allowed.context()
 
+
+
+def test_the_guide_s_mpi4py_check_and_srun_mpi_list(gres_cluster: SlurmCluster,
+                                                    gres_cli_env) -> None:
+    """README, "On a GPU cluster": `srun --mpi=pmix -n2 python -m mpi4py.bench helloworld`
+    shows ranks 0 and 1 of 2 (mpi4py wired to Slurm's MPI), and `srun --mpi=list` names
+    pmix."""
+    run = launch(gres_cluster, [*SRUN, "-n2", PY, "-m", "mpi4py.bench", "helloworld"],
+                 env=gres_cli_env, parse=False)
+    assert run.returncode == 0, run.context()
+    assert sorted(re.findall(r"I am process (\d) of (\d)", run.stdout)) == [("0", "2"),
+                                                                          ("1", "2")]
+    listed = launch(gres_cluster, ["srun", "--mpi=list"], env=gres_cli_env, parse=False)
+    assert listed.returncode == 0 and "pmix" in listed.stdout + listed.stderr, listed.context()

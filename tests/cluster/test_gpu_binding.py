@@ -194,18 +194,6 @@ def test_rule_gives_every_literal_answer() -> None:
 
 
 # ------------------------------------------------------------------------------ launching
-@pytest.fixture(scope="module")
-def rank_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
-    """The probe ranks' variables: this checkout, sklearn hidden (see the module docstring)."""
-    return hiding(gres_cluster, "sklearn", "sklearn hidden from the probe ranks (test speed)")
-
-
-@pytest.fixture(scope="module")
-def cli_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
-    """The command line's variables: a `tensorflow` that fails to import comes first."""
-    return hiding(gres_cluster, "tensorflow", "the mpi_resolver command line imported TensorFlow")
-
-
 @dataclass
 class Probed:
     run: Run
@@ -213,7 +201,7 @@ class Probed:
 
 
 @pytest.fixture(scope="module")
-def probe_runs(gres_cluster: SlurmCluster, rank_env: Dict[str, str]):
+def probe_runs(gres_cluster: SlurmCluster, gres_rank_env: Dict[str, str]):
     """Returns run(case): the probe under srun --mpi=pmix OPTIONS, launched once per case."""
     done: Dict[str, Probed] = {}
 
@@ -221,7 +209,7 @@ def probe_runs(gres_cluster: SlurmCluster, rank_env: Dict[str, str]):
         if case.options not in done:
             gres_cluster.reset_nvidia_smi_calls()
             r = launch(gres_cluster, [*SRUN, *case.options.split(),
-                                      *probe_argv(VARIANTS, tf=case.tf)], env=rank_env)
+                                      *probe_argv(VARIANTS, tf=case.tf)], env=gres_rank_env)
             done[case.options] = Probed(r, {n: gres_cluster.nvidia_smi_calls(n)
                                             for n in gres_cluster.node_names})
         return done[case.options]
@@ -328,12 +316,12 @@ MPI_NONE = [
 
 
 @pytest.mark.parametrize("case", MPI_NONE, ids=lambda c: c.id)
-def test_probe_srun_mpi_none_source_slurm(gres_cluster: SlurmCluster, rank_env,
+def test_probe_srun_mpi_none_source_slurm(gres_cluster: SlurmCluster, gres_rank_env,
                                           case: Case) -> None:
     """srun --mpi=none OPTIONS probe, source='slurm': no MPI at all, the same GPUs."""
     gres_cluster.reset_nvidia_smi_calls()
     run = launch(gres_cluster, ["srun", "--mpi=none", *case.options.split(),
-                                *probe_argv([{"source": "slurm"}], tf=case.tf)], env=rank_env)
+                                *probe_argv([{"source": "slurm"}], tf=case.tf)], env=gres_rank_env)
     assert run.returncode == 0, run.context()
     lines = run.variant(0)
     assert_slurm_gave(lines, case, run)
@@ -343,7 +331,7 @@ def test_probe_srun_mpi_none_source_slurm(gres_cluster: SlurmCluster, rank_env,
         {n: 0 for n in gres_cluster.node_names}, run.context()
 
 
-def test_sbatch_gpus_per_task(gres_cluster: SlurmCluster, rank_env) -> None:
+def test_sbatch_gpus_per_task(gres_cluster: SlurmCluster, gres_rank_env) -> None:
     """sbatch -n2 --gpus-per-task=2 with a plain `srun --mpi=pmix probe` inside: the step
     inherits the job's binding (0,1 / 2,3), SLURM_GPUS_PER_TASK=2, SLURM_JOB_GPUS=0,1,2,3."""
     case = Case("-w node1 -n2 --gpus-per-task=2", ranks("0,1", "2,3"), "11", ("0,1", "2,3"))
@@ -358,7 +346,8 @@ def test_sbatch_gpus_per_task(gres_cluster: SlurmCluster, rank_env) -> None:
                 f"srun --mpi=pmix {shlex.join(probe_argv(VARIANTS))}\n")
     c.reset_nvidia_smi_calls()
     try:
-        sub = launch(c, ["sbatch", "--parsable", script], env=rank_env, timeout=30, parse=False)
+        sub = launch(c, ["sbatch", "--parsable", script], env=gres_rank_env, timeout=30,
+                     parse=False)
         assert sub.returncode == 0 and sub.stdout.strip().isdigit(), sub.context()
         state = wait_for_job(c, sub.stdout.strip())
     finally:
@@ -379,10 +368,10 @@ def test_sbatch_gpus_per_task(gres_cluster: SlurmCluster, rank_env) -> None:
 
 # ------------------------------------------------------------------------------ command line
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_cli_show_json(gres_cluster: SlurmCluster, cli_env, probe_runs, case: Case) -> None:
+def test_cli_show_json(gres_cluster: SlurmCluster, gres_cli_env, probe_runs, case: Case) -> None:
     """srun --mpi=pmix OPTIONS python -m mpi_resolver show --json: rank 0 prints one document
     whose gpus column is every rank's answer (the probe's, where the probe ran)."""
-    run = launch(gres_cluster, [*SRUN, *case.options.split(), PY, *CLI], env=cli_env,
+    run = launch(gres_cluster, [*SRUN, *case.options.split(), PY, *CLI], env=gres_cli_env,
                  parse=False)
     assert run.returncode == 0, run.context()
     where = run.context()

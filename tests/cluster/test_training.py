@@ -181,7 +181,8 @@ def test_sbatch_gpu_template_checks_then_trains_on_the_gres_cluster(gres_cluster
     r = gres_cluster.run(["sbatch", "--wait", f"--output={out}", "-w", "node1", "--nodes=1",
                           "--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=1",
                           str(EXAMPLES / "train_gpu.sbatch"), "--epochs", "1",
-                          "--steps-per-epoch", str(STEPS), "--collective", "ring"],
+                          "--steps-per-epoch", str(STEPS), "--collective", "ring",
+                          "--collective-timeout", "600"],
                          env=task_env(gres_cluster), cwd=str(ROOT), timeout=150)
     log = out.read_text() if out.exists() else "(no output file)"
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"

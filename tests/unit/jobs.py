@@ -4,7 +4,7 @@ resolution run in a thread of a fake MPI world (the real protocol, a fake transp
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from mpi_resolver._options import make_options
 from mpi_resolver._resolution import resolve_job
@@ -175,26 +175,36 @@ def run_world(envs: List[Dict[str, str]], hosts_by_rank: List[str], probe=None,
     probe = probe or (lambda: (smi, False))
     ports = ports or FakePorts()
     world = ThreadWorld(len(envs))
-    out: List[Any] = [None] * len(envs)
 
-    def one(rank: int) -> None:
+    def one(rank: int) -> Any:
+        opts = make_options(**{k: v.values[rank] if isinstance(v, PerRank) else v
+                               for k, v in kwargs.items()})
+        more = {} if details is None else {"details": details}
+        return resolve_job(opts, envs[rank], transport=lambda: world.transport(rank),
+                           probe=probe, hostname=lambda: hosts_by_rank[rank],
+                           ports=ports.on(hosts_by_rank[rank]), **more)
+
+    out = each_rank(len(envs), one)
+    run_world.last = world  # type: ignore[attr-defined]
+    return out
+
+
+def each_rank(size: int, one: Callable[[int], Any]) -> List[Any]:
+    """Returns ``one(rank)`` of every rank, each run in a thread of its own at once (as the
+    ranks of a ThreadWorld must be), or the exception it raised."""
+    out: List[Any] = [None] * size
+
+    def run(rank: int) -> None:
         try:
-            opts = make_options(**{k: v.values[rank] if isinstance(v, PerRank) else v
-                                   for k, v in kwargs.items()})
-            more = {} if details is None else {"details": details}
-            out[rank] = resolve_job(opts, envs[rank],
-                                    transport=lambda: world.transport(rank), probe=probe,
-                                    hostname=lambda: hosts_by_rank[rank],
-                                    ports=ports.on(hosts_by_rank[rank]), **more)
+            out[rank] = one(rank)
         except Exception as e:  # noqa: BLE001 - handed to the caller
             out[rank] = e
 
-    threads = [threading.Thread(target=one, args=(r,)) for r in range(len(envs))]
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    run_world.last = world  # type: ignore[attr-defined]
     return out
 
 

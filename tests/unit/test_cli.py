@@ -134,7 +134,7 @@ def test_help_explains_every_option_the_readme_names(capsys):
         cli.main(["show", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for option in ("--json", "--jobs", "--port-base", "--gpus-per-node", "--gpus-per-task",
-                   "--source", "--timeout"):
+                   "--uneven-gpus", "--source", "--timeout"):
         assert re.search(rf"{option}\b[^-]*\S", text), f"{option} not explained"
     assert "GPUs for each task" in text and "'auto'" in text
 

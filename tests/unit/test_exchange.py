@@ -5,7 +5,6 @@ what each rank puts into the first reduction."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from typing import Any, List
 
@@ -17,7 +16,7 @@ from mpi_resolver._errors import ResolutionError
 from mpi_resolver._exchange import MpiFacts, gather_facts
 from mpi_resolver._records import RankRecord
 from tests.unit.envs import BLOCK
-from tests.unit.jobs import FakePorts, ThreadWorld, run_world, srun_env
+from tests.unit.jobs import FakePorts, ThreadWorld, each_rank, run_world, srun_env
 
 pytestmark = pytest.mark.unit
 
@@ -124,23 +123,13 @@ def gather_world(hosts: List[str], summary=by_size, **kwargs: Any) -> List[Any]:
     """Runs gather_facts on every rank (plan 'mpi', outside a step, on ``hosts``); each
     node's summary is ``summary(its records)``."""
     world = ThreadWorld(len(hosts))
-    out: List[Any] = [None] * len(hosts)
 
-    def one(rank: int) -> None:
+    def one(rank: int) -> Any:
         record = RankRecord(rank=rank, size=len(hosts), host=hosts[rank], launcher=None,
                             plan="mpi")
-        try:
-            out[rank] = gather_facts(world.transport(rank), record,
-                                     node_summary=summary, **kwargs)
-        except Exception as e:  # noqa: BLE001 - handed to the test
-            out[rank] = e
+        return gather_facts(world.transport(rank), record, node_summary=summary, **kwargs)
 
-    threads = [threading.Thread(target=one, args=(r,)) for r in range(len(hosts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return out
+    return each_rank(len(hosts), one)
 
 
 @pytest.mark.parametrize("hosts, slurm_runs, details, gathered, per_task, counts", [
