@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from ._environment import snapshot
 from ._errors import ExchangeTimeout, MismatchError, ResolutionError
 from ._exec import MPI_USED, program_env, run_program, tf_config_text
-from ._gpu_allocation import describe
+from ._gpu_notes import describe
 from ._gpu_lists import SlurmGpus
 from ._launchers import Launch, detect_launch
 from ._options import (AUTO, DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, SOURCES,
@@ -132,7 +132,10 @@ def _gpu_text(r: RankRecord) -> str:
     if r.gpus_on_node is not None:
         return f"{r.gpus_on_node} (SLURM_GPUS_ON_NODE)"
     if r.probed is not None:
-        return "none (CPU-only)" if r.cpu_only else f"{r.probed} (nvidia-smi)"
+        if r.cpu_only:
+            return "none (CPU-only)"
+        shown = r.probed if isinstance(r.probed, int) else ",".join(r.probed)
+        return f"{shown} (nvidia-smi)"
     return "-"
 
 

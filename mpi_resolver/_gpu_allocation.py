@@ -20,8 +20,11 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from ._errors import ResolutionError
 from ._gpu_counts import NO_LIMIT, divided_fit, even_count, group_lists, share_count
 from ._gpu_lists import SLURM_SAYS, Gpus, SlurmGpus
+from ._gpu_notes import KINDS, shared_note
+from ._mig import capped, check_request, is_mig
 
-KINDS = ("divided", "own", "shared", "none", "unknown")
+__all__ = ["KINDS", "GpuAllocation", "NodeGpus", "Share", "allocate_nodes", "allocate_own",
+           "allocate_uniform"]
 
 
 @dataclass(frozen=True)
@@ -127,10 +130,16 @@ def _share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explic
 
 def _own_share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, explicit: bool,
                alone: bool, said_by: str) -> Share:
-    """Returns _share's answer before counts are evened out."""
+    """Returns _share's answer before counts are evened out; a task takes one MIG device at
+    most (_mig).
+
+    Raises:
+      ResolutionError: as _share, also an explicit gpus_per_task above one MIG device.
+    """
     m = len(gpus)
     if explicit and per_task == 0:
         return Share((), "none", 0)
+    check_request(per_task if explicit else None, gpus, host)
     if m == 0:
         if explicit:
             raise ResolutionError(
@@ -144,8 +153,9 @@ def _own_share(gpus: Gpus, ranks: int, per_task: Optional[int], host: str, *, ex
             raise ResolutionError(
                 f"gpus_per_task={per_task}, but the {ranks} tasks on {host} that see GPUs "
                 f"{','.join(gpus)} share {m}; lower gpus_per_task (--gpus-per-task).")
-        return Share(gpus, "shared", per_task if explicit and per_task is not None else m)
-    g = per_task or m // ranks  # an explicit 0 gave no GPUs above
+        each = per_task if explicit and per_task is not None else m
+        return Share(gpus, "shared", capped(each, gpus), ranks if is_mig(gpus) else 0)
+    g = per_task or capped(m // ranks, gpus)  # an explicit 0 gave no GPUs above
     if ranks * g > m:
         need = "needs" if ranks == 1 else "need"
         raise ResolutionError(
@@ -159,26 +169,10 @@ def _tasks(n: int) -> str:
     return "1 task" if n == 1 else f"{n} tasks"
 
 
-def _shared_note(host: str, shared: Sequence[Tuple[Share, int]], per_gpu: Optional[int]
-                 ) -> str:
-    """Returns the note for the lists of ``host`` that its ranks share: (share, ranks)."""
-    ranks = sum(n for _, n in shared)
-    lists = " / ".join(",".join(share.gpus) for share, _ in shared)
-    if per_gpu and per_gpu > 1:
-        return (f"GPUs are shared: {ranks} tasks on {host} use GPU(s) {lists}, "
-                f"{per_gpu} tasks per GPU as Slurm bound them (--ntasks-per-gpu / "
-                f"--gpu-bind=single:{per_gpu}).")
-    count = len({g for share, _ in shared for g in share.gpus})
-    if any(share.spread_over for share, _ in shared):
-        each = shared[0][0].per_task
-        return (f"GPUs are shared: {count} GPU(s) ({lists}) on {host} for {ranks} tasks that "
-                f"see them, fewer than one each: each task takes {each}, spread over them, so "
-                f"that every task of the job has {each} (MultiWorkerMirroredStrategy needs "
-                "the same number on every worker; uneven_gpus=True lets each keep all).")
-    return (f"GPUs are shared: {count} GPU(s) ({lists}) on {host} for {ranks} tasks that see "
-            "them, fewer than one each, so each of those tasks uses all of them "
-            "(TensorFlow's resolver crashes here). Ask Slurm for --gpus-per-task=1, or run at "
-            "most one task per GPU, if sharing is not intended.")
+def _note(host: str, shared: Sequence[Tuple[Share, int]], per_gpu: Optional[int]) -> str:
+    """Returns gpu_notes.shared_note for (share, ranks that see it) of ``host``."""
+    return shared_note(host, [(s.gpus, n, s.per_task, s.spread_over) for s, n in shared],
+                       per_gpu)
 
 
 def allocate_nodes(lists: Mapping[str, Sequence[Gpus]], gpus_per_task: Optional[int], *,
@@ -232,14 +226,14 @@ def _nodes(groups: Mapping[str, Mapping[Gpus, Sequence[int]]], per_task: int, ex
                                said_by=source, even=even)
                 alike[key] = NodeGpus((share,))
                 if share.kind == "shared" and not notes:
-                    notes.append(_shared_note(host, [(share, len(ranks))], tasks_per_gpu))
+                    notes.append(_note(host, [(share, len(ranks))], tasks_per_gpu))
             nodes[host] = alike[key]
         else:
             ranks_on_host = sum(len(ranks) for ranks in by_list.values())
             nodes[host], shared = _node_of_lists(host, by_list, ranks_on_host,
                                                  per_task if explicit else None, source, even)
             if shared and not notes:
-                notes.append(_shared_note(host, shared, tasks_per_gpu))
+                notes.append(_note(host, shared, tasks_per_gpu))
     return nodes, notes
 
 
@@ -280,9 +274,11 @@ def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int], gpus_per_task: Option
     explicit = gpus_per_task is not None
     even = None
     if gpus_per_task is None and not uneven:
-        gpus_per_task = even = min((share_count(len(gpus), n) for n in counts), default=0)
+        gpus_per_task = even = min((capped(share_count(len(gpus), n), gpus) for n in counts),
+                                   default=0)
     elif gpus_per_task is None:
-        gpus_per_task = min((len(gpus) // n for n in counts if len(gpus) >= n), default=0)
+        gpus_per_task = min((capped(len(gpus) // n, gpus) for n in counts if len(gpus) >= n),
+                            default=0)
     by_count: Dict[int, NodeGpus] = {}
     notes: List[str] = []
     for n in counts:
@@ -290,7 +286,7 @@ def allocate_uniform(gpus: Gpus, tasks: Mapping[str, int], gpus_per_task: Option
         share = _share(gpus, n, gpus_per_task, named, explicit=explicit, said_by=said_by,
                        even=even)
         if share.kind == "shared" and host is not None and tasks.get(host) == n:
-            notes.append(_shared_note(host, [(share, n)], None))
+            notes.append(_note(host, [(share, n)], None))
         by_count[n] = NodeGpus((share,))
     return GpuAllocation({}, gpus_per_task, tuple(notes), tasks, by_count)
 
@@ -301,9 +297,11 @@ def allocate_own(gpus: Gpus, host: str, index: int, ranks_on_host: int, slurm: S
     other ranks' GPUs are unknown (their lists are theirs).
 
     Raises:
-      ResolutionError: gpus_per_task above the number of GPUs Slurm bound to this task.
+      ResolutionError: gpus_per_task above the number of GPUs Slurm bound to this task, or
+        above one MIG device.
     """
-    g = len(gpus) if gpus_per_task is None else gpus_per_task
+    check_request(gpus_per_task, gpus, host)
+    g = capped(len(gpus), gpus) if gpus_per_task is None else gpus_per_task
     if g > len(gpus):
         raise ResolutionError(
             f"gpus_per_task={g}, but Slurm bound {len(gpus)} GPU(s) ({','.join(gpus)}) to this "
@@ -315,24 +313,8 @@ def allocate_own(gpus: Gpus, host: str, index: int, ranks_on_host: int, slurm: S
         share = Share((), "none", 0)
     elif per_gpu is not None:
         share = Share(gpus, "shared", g)
-        notes = (_shared_note(host, [(share, per_gpu)], per_gpu),)
+        notes = (_note(host, [(share, per_gpu)], per_gpu),)
     else:
         share = Share(gpus, "own", g)
     slots = tuple((0, 0) if i == index else None for i in range(ranks_on_host))
     return GpuAllocation({host: NodeGpus((share,), slots)}, share.per_task, notes)
-
-
-_PHRASES = {
-    "divided": "each node's GPUs divided among its tasks in rank order",
-    "own": "each task keeps the GPUs Slurm bound to it",
-    "shared": "tasks share GPUs (fewer GPUs than the tasks that see them)",
-    "none": "no GPUs",
-    "unknown": "other tasks' GPUs unknown without MPI (each keeps what Slurm bound to it)",
-}
-
-
-def describe(kinds: Sequence[str], bind: Optional[str]) -> str:
-    """Returns one line saying how the job's ranks got their GPUs (kinds as Share.kind, plus
-    'unknown'; ``bind`` as SlurmGpus.bind)."""
-    text = "; ".join(_PHRASES[k] for k in KINDS if k in kinds)
-    return text + (f" (Slurm: SLURMD_TRES_BIND=gpu:{bind})" if bind else "")

@@ -7,6 +7,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._errors import ResolutionError
 from ._gpu_lists import Gpus
+from ._mig import capped
 
 #: Larger than any count of GPUs: "no limit" in a minimum.
 NO_LIMIT = 1 << 40
@@ -19,9 +20,9 @@ def share_count(m: int, ranks: int) -> int:
 
 
 def job_counts(groups: Mapping[str, Mapping[Gpus, Sequence[int]]]) -> Tuple[int, int]:
-    """Returns (fewest, most) GPUs any rank takes left to itself (share_count), over the
-    nodes of ``groups`` ({host: group_lists}); (0, 0) for no ranks."""
-    counts = [share_count(len(gpus), len(ranks)) for by_list in groups.values()
+    """Returns (fewest, most) GPUs any rank takes left to itself (share_count, one MIG device
+    at most), over the nodes of ``groups`` ({host: group_lists}); (0, 0) for no ranks."""
+    counts = [capped(share_count(len(gpus), len(ranks)), gpus) for by_list in groups.values()
               for gpus, ranks in by_list.items()]
     return min(counts, default=0), max(counts, default=0)
 
@@ -68,9 +69,10 @@ def group_lists(per_rank: Sequence[Gpus]) -> Dict[Gpus, List[int]]:
 
 def divided_fit(by_list: Mapping[Gpus, Sequence[int]]) -> int:
     """Returns the GPUs per task a node can give where its ranks divide one list
-    (len(list) // ranks), or a number larger than any such count where they do not."""
+    (len(list) // ranks, one MIG device at most), or a number larger than any such count where
+    they do not."""
     if len(by_list) == 1:
         (gpus, ranks), = by_list.items()
         if len(gpus) >= len(ranks) > 0:
-            return len(gpus) // len(ranks)
+            return capped(len(gpus) // len(ranks), gpus)
     return NO_LIMIT

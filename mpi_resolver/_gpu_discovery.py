@@ -9,6 +9,7 @@ import subprocess
 from typing import Tuple
 
 from ._errors import ResolutionError
+from ._mig import Probed, listed_devices
 
 
 #: Seconds nvidia-smi may take before the probe gives up with a ResolutionError.
@@ -20,12 +21,13 @@ _FIX = ("Set gpus_per_node (0 on CPU-only nodes) or CUDA_VISIBLE_DEVICES, or pas
         "--gpus-per-node to mpi-resolver.")
 
 
-def count_nvidia_smi(timeout: float = NVIDIA_SMI_TIMEOUT) -> int:
-    """Returns the number of GPUs ``nvidia-smi --list-gpus`` reports (0 for "No devices").
+def list_nvidia_smi(timeout: float = NVIDIA_SMI_TIMEOUT) -> Probed:
+    """Returns what ``nvidia-smi --list-gpus`` reports: the number of GPUs (0 for "No
+    devices"), or the devices' UUIDs where it lists MIG devices (_mig.listed_devices).
 
     Raises:
       ResolutionError: nvidia-smi is missing, fails, exceeds ``timeout`` seconds, or prints
-        lines that are not GPU lines.
+        lines that are not GPU lines (or MIG lines without a UUID).
     """
     try:
         proc = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True,
@@ -54,18 +56,19 @@ def count_nvidia_smi(timeout: float = NVIDIA_SMI_TIMEOUT) -> int:
         raise ResolutionError(
             f"nvidia-smi --list-gpus printed {bad[0][:120]!r}, expected lines such as "
             f"'GPU 0: <name> (UUID: GPU-...)'. {_FIX}")
-    return sum(line.startswith("GPU ") for line in lines)
+    return listed_devices(lines)
 
 
 def probe_gpus(*, timeout: float = NVIDIA_SMI_TIMEOUT,
-               devices: str = NVIDIA_DEVICES) -> Tuple[int, bool]:
-    """Returns (GPUs on this node, True when the node is CPU-only).
+               devices: str = NVIDIA_DEVICES) -> Tuple[Probed, bool]:
+    """Returns (this node's GPUs: a count or MIG names, see list_nvidia_smi; True when the
+    node is CPU-only).
 
     CPU-only: no nvidia-smi on PATH and no NVIDIA device files (``devices``): 0 GPUs, no error.
-    Otherwise nvidia-smi's count.
+    Otherwise nvidia-smi's answer.
 
     Raises:
-      ResolutionError: as count_nvidia_smi, also where device files exist but nvidia-smi
+      ResolutionError: as list_nvidia_smi, also where device files exist but nvidia-smi
         is missing.
     """
     if shutil.which("nvidia-smi") is None:
@@ -76,4 +79,4 @@ def probe_gpus(*, timeout: float = NVIDIA_SMI_TIMEOUT,
             f"this node has NVIDIA device files ({found[0]}) but nvidia-smi was not found on "
             "PATH, and CUDA_VISIBLE_DEVICES is not set, so the number of GPUs on this node is "
             f"unknown. {_FIX}")
-    return count_nvidia_smi(timeout), False
+    return list_nvidia_smi(timeout), False

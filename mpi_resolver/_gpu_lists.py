@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._errors import FormatError
+from ._mig import Probed, probed_list
 from ._values import gpu_count, whole_number
 
 Gpus = Tuple[str, ...]
@@ -128,14 +129,14 @@ class TaskList:
         return self.said_by in SLURM_SAYS
 
 
-def task_list(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
+def task_list(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[Probed],
               gpus_per_node: Optional[int]) -> Optional[TaskList]:
     """Returns the list of GPUs this task may use and what said it, or None where nothing says.
 
     Its own CUDA_VISIBLE_DEVICES where Slurm bound GPUs to it (``gpus_per_node`` cannot widen
     that); else ``gpus_per_node`` entries (named by CUDA_VISIBLE_DEVICES where it lists that
     many, else 0..n-1); else CUDA_VISIBLE_DEVICES; else 0..SLURM_GPUS_ON_NODE-1; else
-    0..probed-1 (nvidia-smi's count).
+    nvidia-smi's list (0..probed-1, or the MIG devices' UUIDs).
     """
     if is_bound(visible, slurm):
         assert visible is not None  # is_bound says so
@@ -149,11 +150,11 @@ def task_list(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
     if slurm.on_node is not None:
         return TaskList(_indices(slurm.on_node), "SLURM_GPUS_ON_NODE")
     if probed is not None:
-        return TaskList(_indices(probed), "nvidia-smi")
+        return TaskList(probed_list(probed), "nvidia-smi")
     return None
 
 
-def task_gpus(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[int],
+def task_gpus(visible: Optional[Gpus], slurm: SlurmGpus, probed: Optional[Probed],
               gpus_per_node: Optional[int]) -> Optional[Gpus]:
     """Returns task_list's GPUs, or None where nothing says."""
     found = task_list(visible, slurm, probed, gpus_per_node)

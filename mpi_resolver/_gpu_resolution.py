@@ -14,17 +14,18 @@ from ._gpu_counts import NO_LIMIT, divided_fit, group_lists, job_counts
 from ._gpu_lists import (Gpus, SlurmGpus, is_bound, needs_probe,
                          parse_visible_devices, task_list)
 from ._layout import Layout
+from ._mig import Probed, is_mig, mig_note
 from ._options import Options
 from ._records import RankRecord, gpu_conflicts
 
 #: probe() -> (GPUs on this node, True when it is CPU-only); see gpu_discovery.probe_gpus.
-Probe = Callable[[], Tuple[int, bool]]
+Probe = Callable[[], Tuple[Probed, bool]]
 #: (host, record) of each rank, in rank order.
 Ranks = Sequence[Tuple[str, RankRecord]]
 
 
 def discover(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: bool
-             ) -> Tuple[Optional[Gpus], SlurmGpus, Optional[int], bool]:
+             ) -> Tuple[Optional[Gpus], SlurmGpus, Optional[Probed], bool]:
     """Returns what this task finds out about its GPUs: (CUDA_VISIBLE_DEVICES entries, Slurm's
     GPU variables, nvidia-smi's count, CPU-only); nvidia-smi runs only where ``may_probe`` and
     neither CUDA_VISIBLE_DEVICES nor Slurm nor gpus_per_node says."""
@@ -37,10 +38,10 @@ def discover(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: boo
 
 
 def for_record(opts: Options, env: Mapping[str, str], probe: Probe, may_probe: bool
-               ) -> Callable[[], Tuple[Optional[Gpus], Optional[int], bool]]:
+               ) -> Callable[[], Tuple[Optional[Gpus], Optional[Probed], bool]]:
     """Returns what records.local_record calls for this rank's GPUs: discover's answer
     without Slurm's variables (the record reads those itself)."""
-    def found() -> Tuple[Optional[Gpus], Optional[int], bool]:
+    def found() -> Tuple[Optional[Gpus], Optional[Probed], bool]:
         visible, _, probed, cpu_only = discover(opts, env, probe, may_probe)
         return visible, probed, cpu_only
     return found
@@ -80,11 +81,25 @@ def _unchecked_note(host: str, gpus: Gpus) -> str:
             "--mpi=pmix to check that every worker gets the same number.")
 
 
+def _with_mig_note(gpus: GpuAllocation, hosts: Sequence[str]) -> GpuAllocation:
+    """Returns ``gpus`` with the MIG note (_mig.mig_note) where a node of ``hosts`` has MIG
+    devices."""
+    host = next((h for h in hosts if is_mig(gpus.node_gpus(h))), None)
+    return gpus if host is None else replace(gpus, notes=gpus.notes + (mig_note(host),))
+
+
 def gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
                     probe: Probe) -> GpuAllocation:
     """Returns the GPUs from this task's own variables (no MPI): its own list where Slurm
     bound GPUs to it, else its node's list, which every node is taken to have (as
     TensorFlow does)."""
+    gpus = _slurm_gpus(opts, env, layout, rank, probe)
+    return _with_mig_note(gpus, [layout.host_of(rank)[0]])
+
+
+def _slurm_gpus(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
+                probe: Probe) -> GpuAllocation:
+    """Returns gpus_from_slurm's answer without the MIG note."""
     visible, slurm, probed, cpu_only = discover(opts, env, probe, True)
     host, index = layout.host_of(rank)
     if is_bound(visible, slurm):
@@ -117,7 +132,7 @@ def _task_lists(opts: Options, ranks: Ranks
     Raises:
       ResolutionError: a host none of whose ranks could say.
     """
-    probed: Dict[str, int] = {}
+    probed: Dict[str, Probed] = {}
     for host, r in ranks:
         if r.probed is not None:
             probed.setdefault(host, r.probed)
@@ -164,8 +179,8 @@ def _allocate(opts: Options, placement: Sequence[str], records: Sequence[RankRec
                                              if r.tasks_per_gpu), default=None),
                           divided_per_task=divided_per_task, uneven=opts.uneven_gpus,
                           counts=counts)
-    return GpuAllocation(gpus.nodes, gpus.per_task,
-                         gpus.notes + tuple(_gpu_notes(opts, ranks)))
+    return _with_mig_note(GpuAllocation(gpus.nodes, gpus.per_task,
+                                        gpus.notes + tuple(_gpu_notes(opts, ranks))), list(lists))
 
 
 def gpus_from_records(opts: Options, layout: Layout,

@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ._errors import FormatError, ResolutionError
 from ._gpu_lists import Gpus, SlurmGpus, conflicts, is_bound
 from ._launchers import Launch
+from ._mig import Probed
 from ._slurm_step import SlurmStep, slurm_describes_ranks
 
 #: Bytes a record may take in the gather of every rank's record.
@@ -31,7 +32,8 @@ class RankRecord:
     step: Optional[str] = None          # SlurmStep.digest(): equal on all ranks of one step
     slurm_ranks: bool = False           # slurm_describes_ranks() on that rank
     visible: Optional[Tuple[str, ...]] = None   # CUDA_VISIBLE_DEVICES entries (None: unset)
-    probed: Optional[int] = None        # nvidia-smi's count, on the rank that probed
+    probed: Optional[Probed] = None     # nvidia-smi's count (or MIG names), on the rank that
+    #                                     probed
     cpu_only: bool = False              # that probe found no nvidia-smi and no NVIDIA devices
     gpu_bind: Optional[str] = None      # SlurmGpus fields: SLURMD_TRES_BIND's GPU part,
     gpus_on_node: Optional[int] = None  # SLURM_GPUS_ON_NODE,
@@ -61,8 +63,9 @@ class RankRecord:
         """Returns the record ``to_json`` wrote. Raises FormatError on anything else."""
         try:
             data = json.loads(text)
-            if data.get("visible") is not None:
-                data["visible"] = tuple(data["visible"])
+            for name in ("visible", "probed"):
+                if isinstance(data.get(name), list):
+                    data[name] = tuple(data[name])
             return cls(**data)
         except (ValueError, TypeError, AttributeError) as e:
             raise FormatError(f"a rank sent an unreadable record ({e}): {text[:200]!r}") from e
@@ -72,7 +75,7 @@ _FIELDS = fields(RankRecord)
 
 
 def make_record(rank: int, size: int, host: str, env: Mapping[str, str], launch: Launch,
-                visible: Optional[Tuple[str, ...]], probed: Optional[int],
+                visible: Optional[Tuple[str, ...]], probed: Optional[Probed],
                 error: Optional[str], cpu_only: bool = False,
                 plan: Optional[str] = None, port: Optional[int] = None) -> RankRecord:
     """Returns this rank's record from its environment and what it found out locally."""
@@ -90,7 +93,7 @@ def make_record(rank: int, size: int, host: str, env: Mapping[str, str], launch:
 
 
 def local_record(env: Mapping[str, str], launch: Launch, rank: int, size: int, host: str,
-                 discover: Callable[[], Tuple[Optional[Gpus], Optional[int], bool]], *,
+                 discover: Callable[[], Tuple[Optional[Gpus], Optional[Probed], bool]], *,
                  plan: Optional[str] = None, error: Optional[str] = None,
                  port: Optional[int] = None) -> RankRecord:
     """Returns this rank's record. ``discover()`` returns what this rank finds out about its
@@ -108,9 +111,10 @@ def local_record(env: Mapping[str, str], launch: Launch, rank: int, size: int, h
                          port)
     length = len(record.wire)
     if length > RECORD_BYTES:
-        record = replace(record, visible=None, error=(
+        record = replace(record, visible=None, probed=None, error=(
             f"its record is {length} bytes, more than the {RECORD_BYTES} the exchange allows "
-            "(CUDA_VISIBLE_DEVICES too long?); pass gpus_per_node."))
+            "(CUDA_VISIBLE_DEVICES or nvidia-smi's list of MIG devices too long?); pass "
+            "gpus_per_node, or set CUDA_VISIBLE_DEVICES to this task's own GPUs."))
     return record
 
 

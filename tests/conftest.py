@@ -24,15 +24,24 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def write_fake_nvidia_smi(directory: Path, gpus: int) -> str:
-    """Writes an nvidia-smi that lists ``gpus`` GPUs into ``directory``; returns the dir."""
+def write_fake_nvidia_smi(directory: Path, gpus: int, mig: int = 0) -> str:
+    """Writes an nvidia-smi that lists ``gpus`` GPUs into ``directory``, each with ``mig``
+    MIG devices (lines as a real one prints them); returns the dir."""
     directory.mkdir(parents=True, exist_ok=True)
     script = directory / "nvidia-smi"
-    lines = "".join(f"echo 'GPU {i}: Fake GPU (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)'\n"
-                    for i in range(gpus))
+    lines = ""
+    for i in range(gpus):
+        lines += f"echo 'GPU {i}: Fake GPU (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)'\n"
+        lines += "".join(f"echo '  MIG 1g.5gb     Device  {j}: (UUID: {fake_mig(i, j)})'\n"
+                         for j in range(mig))
     script.write_text("#!/bin/sh\n" + lines)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return str(directory)
+
+
+def fake_mig(gpu: int, device: int) -> str:
+    """Returns the UUID write_fake_nvidia_smi gives MIG device ``device`` of GPU ``gpu``."""
+    return f"MIG-{gpu:04d}{device:04d}-0000-0000-0000-000000000000"
 
 
 class AllPortsFree:

@@ -13,6 +13,7 @@ from typing import List
 import pytest
 
 from tests.cluster.conftest import PY
+from tests.conftest import fake_mig, write_fake_nvidia_smi
 from tests.cluster.test_scenarios import launch, probe
 from tests.harness.slurm_cluster import SlurmCluster
 
@@ -153,3 +154,19 @@ def test_the_guide_s_mpi4py_check_and_srun_mpi_list(gres_cluster: SlurmCluster,
                                                                           ("1", "2")]
     listed = launch(gres_cluster, ["srun", "--mpi=list"], env=gres_cli_env, parse=False)
     assert listed.returncode == 0 and "pmix" in listed.stdout + listed.stderr, listed.context()
+
+
+def test_mig_devices_reach_every_rank_through_the_exchange(cluster: SlurmCluster,
+                                                           tmp_path) -> None:
+    """An nvidia-smi that lists one GPU in MIG mode with 2 MIG devices, first on PATH on both
+    nodes, CUDA_VISIBLE_DEVICES unset: each node's first rank runs it, and MPI's exchange
+    carries the UUIDs to the node's other rank; each rank gets its own MIG device."""
+    smi = write_fake_nvidia_smi(tmp_path / "mig-bin", 1, mig=2)
+    first = f'export PATH={smi}:"$PATH"; exec "$@"'
+    shown = launch(cluster, [*SRUN, "-N2", "--ntasks-per-node=2", "bash", "-c", first, "-",
+                             PY, "-m", "mpi_resolver", "show", "--json"], parse=False)
+    assert shown.returncode == 0, shown.context()
+    doc = json.loads(shown.stdout)
+    assert [row["gpus"] for row in doc["ranks"]] == [fake_mig(0, 0), fake_mig(0, 1)] * 2, \
+        shown.context()
+    assert any("CUDA lets a process use only one MIG device" in n for n in doc["notes"])

@@ -8,7 +8,7 @@ from unittest import mock
 
 import pytest
 
-from tests.conftest import write_fake_nvidia_smi
+from tests.conftest import fake_mig, write_fake_nvidia_smi
 from tests.parity_cases import observe
 
 pytestmark = pytest.mark.tf
@@ -123,3 +123,17 @@ def test_resolver_writes_only_cuda_visible_devices_and_no_files(ours, tmp_path, 
         changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
     assert changed == {"CUDA_VISIBLE_DEVICES"}
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("rank", [0, 1, 2, 3])
+def test_mig_devices_from_a_fake_nvidia_smi(ours, tmp_path, rank):
+    """CUDA_VISIBLE_DEVICES unset, nvidia-smi lists one GPU in MIG mode with 2 MIG devices on
+    each node of two tasks: each task gets its own MIG device by UUID. TensorFlow counts the
+    GPU line alone: one GPU for two tasks, and it crashes (ValueError in its range())."""
+    smi = write_fake_nvidia_smi(tmp_path / "bin", 1, mig=2)
+    mine = observe(ours, step(rank), {}, smi_path=smi, with_notes=True)
+    assert mine["CUDA_VISIBLE_DEVICES"] == fake_mig(0, rank % 2)
+    assert mine["num_accelerators"] == {"GPU": 1}
+    assert any("CUDA lets a process use only one MIG device" in n for n in mine["notes"])
+    with pytest.raises(ValueError):
+        observe(TFResolver, step(rank), {}, smi_path=smi)

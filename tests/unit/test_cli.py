@@ -83,6 +83,8 @@ def a_record(**fields):
     pytest.param(a_record(gpus_on_node=4), "4 (SLURM_GPUS_ON_NODE)",
                  id="Slurm's count"),
     pytest.param(a_record(probed=2), "2 (nvidia-smi)", id="nvidia-smi"),
+    pytest.param(a_record(probed=("MIG-a", "MIG-b")), "MIG-a,MIG-b (nvidia-smi)",
+                 id="nvidia-smi's MIG devices"),
     pytest.param(a_record(probed=0, cpu_only=True), "none (CPU-only)",
                  id="CPU-only"),
     pytest.param(a_record(), "-", id="nothing: '-'"),

@@ -6,7 +6,8 @@ import pytest
 
 from mpi_resolver._errors import ResolutionError
 from mpi_resolver._gpu_allocation import (GpuAllocation, NodeGpus, Share, allocate_nodes,
-                                          allocate_own, allocate_uniform, describe)
+                                          allocate_own, allocate_uniform)
+from mpi_resolver._gpu_notes import describe
 from mpi_resolver._gpu_counts import NO_LIMIT
 from mpi_resolver._gpu_lists import SlurmGpus
 

@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from mpi_resolver._errors import ResolutionError
-from mpi_resolver._gpu_discovery import count_nvidia_smi, probe_gpus
+from mpi_resolver._gpu_discovery import list_nvidia_smi, probe_gpus
 
 pytestmark = pytest.mark.unit
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.unit
 
 
 # --------------------------------------------------------------------------------------------
-# count_nvidia_smi with a fake nvidia-smi on PATH
+# list_nvidia_smi with a fake nvidia-smi on PATH
 # --------------------------------------------------------------------------------------------
 
 def _fake_nvidia_smi(tmp_path, monkeypatch, body):
@@ -33,6 +33,12 @@ def _fake_nvidia_smi(tmp_path, monkeypatch, body):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     return bin_dir
 
+
+MIG = """\
+echo 'GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-8932f937-d72c-4106-c12f-20bd9faed9f6)'
+echo '  MIG 1g.5gb      Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)'
+echo '  MIG 1g.5gb      Device  1: (UUID: MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb)'
+"""
 
 NORMAL = """\
 echo 'GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-8932f937-d72c-4106-c12f-20bd9faed9f6)'
@@ -52,10 +58,13 @@ echo 'GPU 2: NVIDIA A100-SXM4-40GB (UUID: GPU-0a1b2c3d-3a4b-4c16-9e8f-1f2d3c4b5a
                  id="No devices were found on stderr counts 0"),
     pytest.param("test \"$1\" = --list-gpus || exit 9\n" + NORMAL, 3,
                  id="it asks for --list-gpus"),
+    pytest.param(MIG, ("MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",
+                       "MIG-cba663e8-9bed-5b25-b243-5985ef7c9beb"),
+                 id="a GPU in MIG mode: its MIG devices by UUID"),
 ])
-def test_count_nvidia_smi(tmp_path, monkeypatch, body, expected):
+def test_list_nvidia_smi(tmp_path, monkeypatch, body, expected):
     _fake_nvidia_smi(tmp_path, monkeypatch, body)
-    assert count_nvidia_smi() == expected
+    assert list_nvidia_smi() == expected
 
 
 @pytest.mark.parametrize("body, fragment", [
@@ -67,33 +76,33 @@ def test_count_nvidia_smi(tmp_path, monkeypatch, body, expected):
     pytest.param(NORMAL + "echo 'WARNING: infoROM is corrupted'\n", "infoROM",
                  id="a GPU list with a garbage line is an error"),
 ])
-def test_count_nvidia_smi_failures_are_resolution_errors(tmp_path, monkeypatch, body, fragment):
+def test_list_nvidia_smi_failures_are_resolution_errors(tmp_path, monkeypatch, body, fragment):
     _fake_nvidia_smi(tmp_path, monkeypatch, body)
     with pytest.raises(ResolutionError, match="gpus_per_node") as excinfo:
-        count_nvidia_smi()
+        list_nvidia_smi()
     assert fragment in str(excinfo.value)
     assert "nvidia-smi" in str(excinfo.value)
 
 
-def test_count_nvidia_smi_missing_binary_is_a_resolution_error(tmp_path, monkeypatch):
+def test_list_nvidia_smi_missing_binary_is_a_resolution_error(tmp_path, monkeypatch):
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     with pytest.raises(ResolutionError, match="gpus_per_node") as excinfo:
-        count_nvidia_smi()
+        list_nvidia_smi()
     assert "not found" in str(excinfo.value)
     assert not isinstance(excinfo.value, FileNotFoundError)
 
 
-def test_count_nvidia_smi_not_executable_is_a_resolution_error(tmp_path, monkeypatch):
+def test_list_nvidia_smi_not_executable_is_a_resolution_error(tmp_path, monkeypatch):
     bin_dir = _fake_nvidia_smi(tmp_path, monkeypatch, NORMAL)
     (bin_dir / "nvidia-smi").chmod(0o644)
     monkeypatch.setenv("PATH", str(bin_dir))
     with pytest.raises(ResolutionError, match="gpus_per_node"):
-        count_nvidia_smi()
+        list_nvidia_smi()
 
 
-def test_count_nvidia_smi_gives_up_after_the_timeout(tmp_path, monkeypatch):
+def test_list_nvidia_smi_gives_up_after_the_timeout(tmp_path, monkeypatch):
     # The sleep is a grandchild that keeps the output pipe open: the probe must not wait for it.
     # That it returned while the sleep still ran shows it did not (no clock needed). The 2 s
     # give the shell time to start the sleep and write its pid, even on a loaded machine.
@@ -101,7 +110,7 @@ def test_count_nvidia_smi_gives_up_after_the_timeout(tmp_path, monkeypatch):
     _fake_nvidia_smi(tmp_path, monkeypatch, f"sleep 120 &\necho $! > '{pid_file}'\nwait\n")
     try:
         with pytest.raises(ResolutionError, match="gpus_per_node") as excinfo:
-            count_nvidia_smi(timeout=2)
+            list_nvidia_smi(timeout=2)
         assert pid_file.exists(), "the fake nvidia-smi did not start its sleep within 2 s"
         sleeping = _running(int(pid_file.read_text()))
     finally:

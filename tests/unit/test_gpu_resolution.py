@@ -518,3 +518,73 @@ def test_without_mpi_uneven_gpus_lets_a_crowded_node_share_all(uneven, gpus):
     env = job(["0,1,2,3"] * 7, placement)[0]
     res = resolve_job(make_options(source="slurm", uneven_gpus=uneven), env, probe=_no_probe)
     assert res.visible_devices == gpus
+
+
+# --------------------------------------------------------------------------------------------
+# MIG: one MIG device a task, named by its UUID (CUDA's rule)
+# --------------------------------------------------------------------------------------------
+
+MIGS = tuple(f"MIG-{i}a4f1ef-42e4-5de3-91c7-45d71c87eb3f" for i in range(7))
+MIG_NOTE = "CUDA lets a process use only one MIG device"
+
+
+@pytest.mark.parametrize("tasks, kwargs, expected", [
+    pytest.param(7, {}, list(MIGS), id="7 MIG devices, 7 tasks: one each"),
+    pytest.param(2, {}, list(MIGS[:2]), id="7 MIG devices, 2 tasks: one each, not 3"),
+    pytest.param(1, {}, [MIGS[0]], id="7 MIG devices, 1 task: one"),
+    pytest.param(2, dict(gpus_per_task=1), list(MIGS[:2]), id="gpus_per_task=1: one each"),
+    pytest.param(14, {}, [MIGS[i // 2] for i in range(14)],
+                 id="7 MIG devices, 14 tasks: two tasks on each, spread"),
+    pytest.param(2, dict(gpus_per_task=0), ["", ""], id="gpus_per_task=0: none"),
+])
+def test_mig_devices_from_nvidia_smi(tasks, kwargs, expected):
+    """CUDA_VISIBLE_DEVICES unset, nvidia-smi lists one GPU in MIG mode with 7 devices: every
+    task gets its own MIG device by UUID (unset, every task would land on the same one)."""
+    placement = ["node1"] * tasks
+    envs = job([None] * tasks, placement)
+    probe = lambda: (MIGS, False)  # noqa: E731
+    assert via_mpi(envs, placement, probe=probe, **kwargs) == expected
+    assert via_slurm(envs, probe=probe, **kwargs) == expected
+    notes = run_job(envs, placement, rank=0, probe=probe, **kwargs).notes
+    assert [n for n in notes if MIG_NOTE in n] == ([] if kwargs.get("gpus_per_task") == 0 else [
+        "MIG devices on node1: each task gets one, named by its UUID in CUDA_VISIBLE_DEVICES, "
+        "as CUDA lets a process use only one MIG device. MIG devices have no NVLink or CUDA "
+        "IPC between them, so NCCL's all-reduce between them goes through host memory."])
+
+
+@pytest.mark.parametrize("cvd, gpu_vars", [
+    pytest.param([None, None], {}, id="nvidia-smi's MIG devices"),
+    pytest.param([",".join(MIGS[:2]), ",".join(MIGS[2:4])],
+                 dict(SLURMD_TRES_BIND="gpu:per_task:2"), id="two bound by Slurm to each task"),
+])
+def test_two_mig_devices_a_task_are_an_error(cvd, gpu_vars):
+    envs = job(cvd, ONE_NODE[:2], **gpu_vars)
+    probe = lambda: (MIGS, False)  # noqa: E731
+    fragment = "are MIG devices"
+    for rank in range(2):
+        with pytest.raises(ResolutionError, match=fragment):
+            run_job(envs, ONE_NODE[:2], rank=rank, probe=probe, gpus_per_task=2)
+    with pytest.raises(ResolutionError, match=fragment):
+        via_slurm(envs, probe=probe, gpus_per_task=2)
+
+
+def test_mig_devices_bound_by_slurm_two_a_task_give_one_each():
+    """Slurm bound two MIG devices to each task (--gpus-per-task=2): CUDA would use one of
+    each task's two; each task is given that one, and the note says why."""
+    envs = job([",".join(MIGS[:2]), ",".join(MIGS[2:4])], ONE_NODE[:2],
+               SLURMD_TRES_BIND="gpu:per_task:2")
+    assert via_mpi(envs, ONE_NODE[:2]) == [MIGS[0], MIGS[2]]
+    assert via_slurm(envs) == [MIGS[0], MIGS[2]]
+    assert any(MIG_NOTE in n for n in via_slurm_notes(envs[0]))
+
+
+def test_mig_node_and_a_gpu_node_even_out_at_one():
+    """A node of MIG devices (one a task) and a node of plain GPUs (two a task left to
+    themselves): every worker gets one (MultiWorkerMirroredStrategy)."""
+    placement = ["node1"] * 2 + ["node2"] * 2
+    envs = job([",".join(MIGS[:2])] * 2 + ["0,1,2,3"] * 2, placement)
+    assert via_mpi(envs, placement) == [MIGS[0], MIGS[1], "0", "1"]
+
+
+def via_slurm_notes(env) -> List[str]:
+    return list(resolve_job(make_options(source="slurm"), env, probe=_no_probe).notes)

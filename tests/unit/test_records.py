@@ -19,6 +19,18 @@ def test_wire_is_the_json_record_made_once():
     assert record.wire is first  # cached: each rank serialises its record once
     assert RankRecord.from_json(first.decode()) == record
 
+
+def test_mig_names_from_nvidia_smi_survive_the_wire():
+    record = RankRecord(rank=0, size=2, host="node1", launcher="1", probed=("MIG-a", "MIG-b"))
+    assert RankRecord.from_json(record.to_json()) == record
+
+
+def test_a_record_too_long_for_mig_names_drops_them():
+    names = tuple(f"MIG-{i:04d}a4f1ef-42e4-5de3-91c7-45d71c87eb3f" for i in range(30))
+    record = local_record({}, detect_launch({}), 0, 1, "n1", lambda: (None, names, False))
+    assert record.probed is None and "too long" in (record.error or "")
+    assert len(record.wire) <= RECORD_BYTES
+
 TASK = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURMD_NODENAME": "n1",
         "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "n[1-2]",
         "SLURM_STEP_TASKS_PER_NODE": "3,1", "PMIX_RANK": "2", "SLURM_LOCALID": "2",
@@ -96,7 +108,8 @@ def test_a_record_longer_than_the_exchange_allows_says_so(extra, too_long):
     if too_long:
         assert record.visible is None and record.error == (
             f"its record is {RECORD_BYTES + 1} bytes, more than the {RECORD_BYTES} the exchange "
-            "allows (CUDA_VISIBLE_DEVICES too long?); pass gpus_per_node.")
+            "allows (CUDA_VISIBLE_DEVICES or nvidia-smi's list of MIG devices too long?); pass "
+            "gpus_per_node, or set CUDA_VISIBLE_DEVICES to this task's own GPUs.")
     else:
         assert len(record.wire) == RECORD_BYTES and record.error is None
         assert record.visible == ("0",)
