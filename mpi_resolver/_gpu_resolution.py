@@ -13,7 +13,7 @@ from ._gpu_allocation import GpuAllocation, allocate_nodes, allocate_own, alloca
 from ._gpu_counts import NO_LIMIT, divided_fit, group_lists, job_counts
 from ._gpu_lists import (Gpus, SlurmGpus, is_bound, needs_probe,
                          parse_visible_devices, task_list)
-from ._layout import Layout
+from ._layout import Layout, Runs, host_of_rank
 from ._mig import Probed, is_mig, mig_note
 from ._options import Options
 from ._records import RankRecord, gpu_conflicts
@@ -88,23 +88,46 @@ def _with_mig_note(gpus: GpuAllocation, hosts: Sequence[str]) -> GpuAllocation:
     return gpus if host is None else replace(gpus, notes=gpus.notes + (mig_note(host),))
 
 
-def gpus_from_slurm(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
-                    probe: Probe) -> GpuAllocation:
+def gpus_from_slurm(opts: Options, env: Mapping[str, str], host: str, index: int,
+                    tasks_per_host: Mapping[str, int], probe: Probe) -> GpuAllocation:
     """Returns the GPUs from this task's own variables (no MPI): its own list where Slurm
     bound GPUs to it, else its node's list, which every node is taken to have (as
-    TensorFlow does)."""
-    gpus = _slurm_gpus(opts, env, layout, rank, probe)
-    return _with_mig_note(gpus, [layout.host_of(rank)[0]])
+    TensorFlow does). This task is the ``index``-th of ``host``; ``tasks_per_host``: {host:
+    its tasks} of the step."""
+    gpus = _slurm_gpus(opts, env, host, index, tasks_per_host, probe)
+    return _with_mig_note(gpus, [host])
 
 
-def _slurm_gpus(opts: Options, env: Mapping[str, str], layout: Layout, rank: int,
-                probe: Probe) -> GpuAllocation:
+def gpus_before_mpi(opts: Options, env: Mapping[str, str], runs: Optional[Runs],
+                    rank: int) -> Optional[Gpus]:
+    """Returns this rank's GPUs as Slurm's variables alone give them, for
+    CUDA_VISIBLE_DEVICES before MPI starts (a CUDA-aware MPI may start CUDA in MPI_Init):
+    None where Slurm's placement (``runs``) is unknown, where only nvidia-smi could say, or
+    where they give no answer (the resolution then says why)."""
+    visible, slurm, _, _ = discover(opts, env, _never, False)
+    if runs is None or needs_probe(visible, slurm, opts.gpus_per_node):
+        return None
+    tasks: Dict[str, int] = {}
+    for h, n in runs:
+        tasks[h] = tasks.get(h, 0) + n
+    try:
+        host, index = host_of_rank(runs, rank)
+        return gpus_from_slurm(opts, env, host, index, tasks, _never).at(host, index)[0]
+    except ResolutionError:
+        return None
+
+
+def _never() -> Tuple[Probed, bool]:
+    raise ResolutionError("internal: nvidia-smi is not run before MPI starts.")
+
+
+def _slurm_gpus(opts: Options, env: Mapping[str, str], host: str, index: int,
+                tasks_per_host: Mapping[str, int], probe: Probe) -> GpuAllocation:
     """Returns gpus_from_slurm's answer without the MIG note."""
     visible, slurm, probed, cpu_only = discover(opts, env, probe, True)
-    host, index = layout.host_of(rank)
     if is_bound(visible, slurm):
         assert visible is not None  # is_bound says so
-        gpus = allocate_own(visible, host, index, layout.tasks_per_host[host], slurm,
+        gpus = allocate_own(visible, host, index, tasks_per_host[host], slurm,
                             opts.gpus_per_task)
         if opts.gpus_per_node is not None:
             return GpuAllocation(gpus.nodes, gpus.per_task,
@@ -113,9 +136,9 @@ def _slurm_gpus(opts: Options, env: Mapping[str, str], layout: Layout, rank: int
     own = task_list(visible, slurm, probed, opts.gpus_per_node)
     if own is None:  # discover ran nvidia-smi wherever nothing else says: never here
         raise ResolutionError(f"nothing says how many GPUs {host} has; set gpus_per_node.")
-    gpus = allocate_uniform(own.gpus, layout.tasks_per_host, opts.gpus_per_task, host,
+    gpus = allocate_uniform(own.gpus, tasks_per_host, opts.gpus_per_task, host,
                             own.said_by, opts.uneven_gpus)
-    if own.gpus and len(layout.tasks_per_host) > 1 and opts.gpus_per_task is None:
+    if own.gpus and len(tasks_per_host) > 1 and opts.gpus_per_task is None:
         gpus = replace(gpus, notes=gpus.notes + (_unchecked_note(host, own.gpus),))
     if cpu_only:
         return GpuAllocation(gpus.nodes, gpus.per_task, gpus.notes + (_cpu_only_note([host]),),

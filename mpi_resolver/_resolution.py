@@ -16,9 +16,10 @@ from ._crosscheck import raise_mismatch
 from ._errors import ResolutionError
 from ._exchange import MpiFacts, Transport, gather_facts
 from ._gpu_allocation import GpuAllocation
+from ._gpu_lists import Gpus
 from ._gpu_discovery import probe_gpus
 from ._gpu_resolution import (Probe, for_record, gpus_from_node, gpus_from_records,
-                              gpus_from_slurm, node_summary)
+                              gpus_before_mpi, gpus_from_slurm, node_summary)
 from ._host_names import HostIndex
 from ._layout import Layout, Runs, build_layout_runs, mpi_runs, runs_of
 from ._mpi_library import MpiLibrary
@@ -88,7 +89,8 @@ def resolve_job(opts: Options, env: Dict[str, str], *,
                 warn: Callable[[Sequence[str]], None] = lambda warnings: None,
                 transport: Optional[Callable[[], Transport]] = None, probe: Probe = probe_gpus,
                 hostname: Callable[[], str] = socket.gethostname, details: bool = False,
-                ports: Optional[Ports] = None) -> Resolution:
+                ports: Optional[Ports] = None,
+                before_mpi: Optional[Callable[[Gpus], None]] = None) -> Resolution:
     """Returns this rank's Resolution: plan (``library``, ``have_comm``, ``mpi_running``:
     see _plan.plan), ``warn(the plan's warnings)`` before MPI may start, then resolve.
 
@@ -98,12 +100,13 @@ def resolve_job(opts: Options, env: Dict[str, str], *,
     plan = make_plan(opts, env, have_comm=have_comm, mpi_running=mpi_running, library=library)
     warn(plan.warnings)
     return resolve(opts, plan=plan, transport=transport, probe=probe,
-                   hostname=hostname, details=details, ports=ports)
+                   hostname=hostname, details=details, ports=ports, before_mpi=before_mpi)
 
 
 def resolve(opts: Options, *, plan: Plan, transport: Optional[Callable[[], Transport]],
             probe: Probe, hostname: Callable[[], str], details: bool,
-            ports: Optional[Ports]) -> Resolution:
+            ports: Optional[Ports],
+            before_mpi: Optional[Callable[[Gpus], None]] = None) -> Resolution:
     """Returns this rank's Resolution from the variables of ``plan``: Slurm's variables
     and the MPI exchange -> cross-check -> placement -> layout -> GPUs.
 
@@ -111,6 +114,8 @@ def resolve(opts: Options, *, plan: Plan, transport: Optional[Callable[[], Trans
     _exchange.py); ``details`` gathers every rank's record even where all agree (the command
     line's reports). ``probe()`` counts this node's GPUs where nothing else says. ``ports``
     tries this host's ports (SocketPorts): this rank's own port must be free (_ports.py).
+    ``before_mpi(GPUs)`` is called before MPI starts with this rank's GPUs where Slurm's
+    variables give them (gpu_resolution.gpus_before_mpi).
 
     Raises:
       ResolutionError, FormatError, MismatchError: with the variable or argument and the fix;
@@ -121,7 +126,7 @@ def resolve(opts: Options, *, plan: Plan, transport: Optional[Callable[[], Trans
         return _from_slurm(opts, plan, probe, ports)
     if transport is None:
         raise ResolutionError("internal: MPI is needed but no transport was given.")
-    return _with_mpi(opts, plan, transport, probe, hostname, details, ports)
+    return _with_mpi(opts, plan, transport, probe, hostname, details, ports, before_mpi)
 
 
 def _notes(plan: Plan, *more: Optional[str]) -> List[str]:
@@ -136,7 +141,8 @@ def _from_slurm(opts: Options, plan: Plan, probe: Probe, ports: Ports) -> Resolu
     runs = slurm_truth(view, step, plan.launch.name)
     layout = _layout(opts, runs, slurm_port_base(opts, env, runs))
     check_own_port(opts, env, layout, view.rank, ports, plan.launch)
-    gpus = gpus_from_slurm(opts, env, layout, view.rank, probe)
+    host, index = layout.host_of(view.rank)
+    gpus = gpus_from_slurm(opts, env, host, index, layout.tasks_per_host, probe)
     return Resolution(rank=view.rank, layout=layout, gpus=gpus, source="slurm",
                       notes=_notes(plan, why_not_tf(runs, view.tf_assumed, step))
                       + list(gpus.notes))
@@ -144,11 +150,12 @@ def _from_slurm(opts: Options, plan: Plan, probe: Probe, ports: Ports) -> Resolu
 
 def _with_mpi(opts: Options, plan: Plan, transport: Callable[[], Transport],
               probe: Probe, hostname: Callable[[], str], details: bool,
-              ports: Ports) -> Resolution:
+              ports: Ports, before_mpi: Optional[Callable[[Gpus], None]]) -> Resolution:
     """Returns the Resolution the MPI exchange gives, checked against Slurm's variables
     where the plan reads them."""
     step = step_of(plan.env)
-    facts, view = _exchange(opts, plan, step, transport, probe, hostname, details, ports)
+    facts, view = _exchange(opts, plan, step, transport, probe, hostname, details, ports,
+                            before_mpi)
     if view is not None and step is not None:  # the plan reads Slurm (a failed read raised)
         rank, runs = view.rank, _runs_named_by_slurm(view, facts)
         notes = _notes(plan, why_not_tf(runs, view.tf_assumed, step))
@@ -196,7 +203,8 @@ def _mpi_layout(opts: Options, runs: Runs, facts: MpiFacts) -> Layout:
 
 def _exchange(opts: Options, plan: Plan, step: Optional[SlurmStep],
               transport: Callable[[], Transport], probe: Probe, hostname: Callable[[], str],
-              details: bool, ports: Ports) -> Tuple[MpiFacts, Optional[SlurmView]]:
+              details: bool, ports: Ports, before_mpi: Optional[Callable[[Gpus], None]] = None
+              ) -> Tuple[MpiFacts, Optional[SlurmView]]:
     """Returns what the MPI exchange says, and Slurm's view where the plan reads it; raises
     alike on every rank: a rank's own error, or MismatchError where Slurm and MPI (or the
     ranks' plans) disagree. Under port_base='auto' each rank listens on the port it picked
@@ -207,6 +215,10 @@ def _exchange(opts: Options, plan: Plan, step: Optional[SlurmStep],
             view = read_slurm(opts, step)
         except ResolutionError as e:  # every rank must learn it: carried in the record
             error = f"{type(e).__name__}: {e}"
+    if before_mpi is not None and view is not None:
+        early = gpus_before_mpi(opts, plan.env, view.runs, view.rank)
+        if early is not None:
+            before_mpi(early)
     t = transport()
     release: Optional[Release] = None
     try:

@@ -7,7 +7,7 @@ module the first time ``mpi_resolver.MPIClusterResolver`` is asked for).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ._cuda_state import cuda_loaded, too_early
 from ._environment import snapshot
@@ -53,6 +53,14 @@ def _set_visible_devices(value: str) -> None:
         _narrowed["original"] = os.environ.get(_CVD)
     os.environ[_CVD] = value
     _narrowed["written"] = value
+
+
+def _set_before_mpi(gpus: Tuple[str, ...]) -> None:
+    """Sets CUDA_VISIBLE_DEVICES to this rank's GPUs as Slurm's variables give them, before
+    MPI_Init (a CUDA-aware MPI may start CUDA there); not where CUDA started already, so that
+    the check in MPIClusterResolver._narrow compares with what CUDA saw."""
+    if not (_tf_listed_devices() or cuda_loaded()):
+        _set_visible_devices(",".join(gpus))
 
 
 def _tf_listed_devices() -> bool:
@@ -111,7 +119,8 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
             opts, _environment(), library=mpi_library, have_comm=comm is not None,
             mpi_running=mpi_initialized(),
             warn=log_each,  # the plan's warnings, before MPI starts
-            transport=lambda: MpiTransport(world(comm)[0], opts.timeout))
+            transport=lambda: MpiTransport(world(comm)[0], opts.timeout),
+            before_mpi=_set_before_mpi if auto_set_gpu else None)
         log_each(self._resolution.notes)
         self._cluster_spec = None
         # TensorFlow's own GPU arithmetic is not used (cluster_spec and num_accelerators are

@@ -92,3 +92,21 @@ def test_cuda_started_before_the_narrowing(libcuda, env, order, expected):
     assert "before this rank's GPUs were set (CUDA_VISIBLE_DEVICES='2,3')" in got["message"]
     assert "Create MPIClusterResolver before anything lists or configures GPUs" in got["message"]
     assert "mpi-resolver exec -- python train.py" in got["message"]
+
+
+@pytest.mark.parametrize("tf_listed, cuda, expected", [
+    pytest.param(False, False, "1", id="CUDA not started: set before MPI_Init"),
+    pytest.param(False, True, "0,1,2,3",
+                 id="libcuda loaded already: left as CUDA saw it, so that the check compares"),
+    pytest.param(True, False, "0,1,2,3", id="TensorFlow listed its devices: left as it was"),
+])
+def test_gpus_set_before_mpi_only_where_cuda_has_not_started(monkeypatch, tf_listed, cuda,
+                                                             expected):
+    from mpi_resolver import _tf_resolver
+
+    monkeypatch.setattr(_tf_resolver, "_tf_listed_devices", lambda: tf_listed)
+    monkeypatch.setattr(_tf_resolver, "cuda_loaded", lambda: cuda)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    monkeypatch.setattr(_tf_resolver, "_narrowed", {})
+    _tf_resolver._set_before_mpi(("1",))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == expected

@@ -167,11 +167,13 @@ class PerRank:
 
 def run_world(envs: List[Dict[str, str]], hosts_by_rank: List[str], probe=None,
               smi: int = 4, details: Optional[bool] = None, ports: Optional[FakePorts] = None,
-              **kwargs) -> List[Any]:
+              events: Optional[List[Any]] = None, **kwargs) -> List[Any]:
     """Resolves every rank of a job whose ranks see ``envs`` and run on ``hosts_by_rank``, each
     in a thread of one ThreadWorld; returns each rank's Resolution or the exception it raised.
     ``probe`` stands for nvidia-smi (default: ``smi`` GPUs); ``ports`` for each host's ports
-    (default: all free); ``details`` is passed where given (else resolve_job's default)."""
+    (default: all free); ``details`` is passed where given (else resolve_job's default).
+    ``events``: a list that gets (rank, 'GPUs before MPI', GPUs) and (rank, 'MPI starts') in
+    the order they happen."""
     probe = probe or (lambda: (smi, False))
     ports = ports or FakePorts()
     world = ThreadWorld(len(envs))
@@ -179,8 +181,16 @@ def run_world(envs: List[Dict[str, str]], hosts_by_rank: List[str], probe=None,
     def one(rank: int) -> Any:
         opts = make_options(**{k: v.values[rank] if isinstance(v, PerRank) else v
                                for k, v in kwargs.items()})
-        more = {} if details is None else {"details": details}
-        return resolve_job(opts, envs[rank], transport=lambda: world.transport(rank),
+        more: Dict[str, Any] = {} if details is None else {"details": details}
+        if events is not None:
+            more["before_mpi"] = lambda gpus: events.append((rank, "GPUs before MPI", gpus))
+
+        def transport():
+            if events is not None:
+                events.append((rank, "MPI starts"))
+            return world.transport(rank)
+
+        return resolve_job(opts, envs[rank], transport=transport,
                            probe=probe, hostname=lambda: hosts_by_rank[rank],
                            ports=ports.on(hosts_by_rank[rank]), **more)
 

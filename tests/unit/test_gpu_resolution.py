@@ -13,13 +13,13 @@ import pytest
 from mpi_resolver._agreement import NodeSummary
 from mpi_resolver._errors import MismatchError, ResolutionError
 from mpi_resolver._gpu_counts import NO_LIMIT
-from mpi_resolver._gpu_resolution import (_cpu_only_note, _ignored_note, gpus_from_node,
-                                          gpus_from_records, node_summary)
+from mpi_resolver._gpu_resolution import (_cpu_only_note, _ignored_note, gpus_before_mpi,
+                                          gpus_from_node, gpus_from_records, node_summary)
 from mpi_resolver._layout import Layout, build_layout_runs, runs_of
 from mpi_resolver._options import make_options
 from mpi_resolver._records import RankRecord
 from mpi_resolver._resolution import resolve_job
-from tests.unit.jobs import run_job, srun_env
+from tests.unit.jobs import run_job, run_world, srun_env
 
 pytestmark = pytest.mark.unit
 
@@ -588,3 +588,64 @@ def test_mig_node_and_a_gpu_node_even_out_at_one():
 
 def via_slurm_notes(env) -> List[str]:
     return list(resolve_job(make_options(source="slurm"), env, probe=_no_probe).notes)
+
+
+# --------------------------------------------------------------------------------------------
+# CUDA_VISIBLE_DEVICES before MPI starts, where Slurm's variables give this rank's GPUs
+# --------------------------------------------------------------------------------------------
+
+TWO_BY_TWO = ["node1"] * 2 + ["node2"] * 2
+
+
+@pytest.mark.parametrize("cvd, placement, gpu_vars, kwargs, before, final", [
+    pytest.param(["0,1,2,3"] * 4, ONE_NODE, {}, {}, [("0",), ("1",), ("2",), ("3",)],
+                 ["0", "1", "2", "3"], id="--gres=gpu:4, four tasks: the same before and after"),
+    pytest.param(["0", "1", "2", "3"], ONE_NODE, dict(SLURMD_TRES_BIND="gpu:per_task:1"), {},
+                 [("0",), ("1",), ("2",), ("3",)], ["0", "1", "2", "3"],
+                 id="--gpus-per-task=1: Slurm's own binding"),
+    pytest.param([None] * 4, ONE_NODE, dict(SLURM_GPUS_ON_NODE="4"), {},
+                 [("0",), ("1",), ("2",), ("3",)], ["0", "1", "2", "3"],
+                 id="SLURM_GPUS_ON_NODE=4, the variable unset"),
+    pytest.param([None] * 4, ONE_NODE, {}, dict(gpus_per_node=2),
+                 [("0", "1")] * 4, ["0,1"] * 4, id="gpus_per_node=2 for four tasks: shared"),
+    pytest.param(["0,1,2,3"] * 2 + ["0,1"] * 2, TWO_BY_TWO, {}, {},
+                 [("0", "1"), ("2", "3"), ("0",), ("1",)], ["0", "1", "0", "1"],
+                 id="node2 has fewer GPUs: node1's count is evened out after MPI"),
+    pytest.param([None] * 4, ONE_NODE, {}, {}, None, ["0", "1", "2", "3"],
+                 id="only nvidia-smi can say: nothing before MPI"),
+    pytest.param(["0,1"] * 4, ONE_NODE, {}, dict(gpus_per_task=3), None, None,
+                 id="more GPUs asked for than there are: nothing before MPI, then the error"),
+])
+def test_gpus_before_mpi_starts(cvd, placement, gpu_vars, kwargs, before, final):
+    """A CUDA-aware MPI may start CUDA in MPI_Init: where Slurm's variables give this rank's
+    GPUs, the resolver hears of them before MPI starts; after the exchange it narrows to the
+    final answer (an error where CUDA started and the two differ: _tf_resolver)."""
+    envs = job(cvd, placement, **gpu_vars)
+    events: list = []
+    results = run_world(envs, list(placement), events=events, **kwargs)
+    for rank in range(len(envs)):
+        mine = [e for e in events if e[0] == rank]
+        expected = [(rank, "MPI starts")] if before is None else [
+            (rank, "GPUs before MPI", before[rank]), (rank, "MPI starts")]
+        assert mine == expected
+        if final is None:
+            assert isinstance(results[rank], ResolutionError)
+        else:
+            assert results[rank].visible_devices == final[rank]
+
+
+def test_no_gpus_before_mpi_without_slurm():
+    """mpirun without Slurm: nothing says this rank's place before MPI does."""
+    envs = [{"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "2",
+             "OMPI_COMM_WORLD_LOCAL_RANK": str(r), "CUDA_VISIBLE_DEVICES": "0,1"}
+            for r in range(2)]
+    events: list = []
+    results = run_world(envs, ["node1"] * 2, events=events)
+    assert [e for e in events if e[1] != "MPI starts"] == []
+    assert [r.visible_devices for r in results] == ["0", "1"]
+
+
+def test_no_gpus_before_mpi_where_slurm_placement_is_unknown():
+    env = job(["0,1"], ["node1"])[0]
+    assert gpus_before_mpi(make_options(), env, None, 0) is None
+    assert gpus_before_mpi(make_options(), env, [("node1", 1)], 0) == ("0", "1")
