@@ -11,106 +11,22 @@ import sys
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence
 
+from ._cli_args import parse_args
+from ._connect_check import ConnectReport, run_connect
 from ._environment import snapshot
 from ._errors import ExchangeTimeout, MismatchError, ResolutionError
 from ._exec import MPI_USED, program_env, run_program, tf_config_text
 from ._gpu_notes import describe
 from ._gpu_lists import SlurmGpus
 from ._launchers import Launch, detect_launch
-from ._options import (AUTO, DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, SOURCES,
-                       Options, make_options, parse_jobs)
+from ._options import Options, make_options, parse_jobs
 from ._records import RankRecord
 from ._resolution import Resolution, resolve_job
 from ._tables import text_table
-from ._values import PORT_MAX, PORT_MIN, is_port, whole_number
+from ._values import whole_number
 
 
 _REPORT_WAIT = 10.0  # seconds a failing rank waits for the others before it exits
-
-_DESCRIPTION = """\
-Show how mpi_resolver maps this job onto TensorFlow: the ClusterSpec, each rank's task,
-address and GPUs, and whether Slurm and MPI agree. Run it the way you run training, e.g.
-
-  srun --mpi=pmix mpi-resolver check      preflight: do Slurm and MPI agree? (exit 0 if so)
-  mpirun -n 4 mpi-resolver show           the ClusterSpec and every rank's task and GPUs
-  eval "$(mpi-resolver tf-config --export)"   TF_CONFIG and GPUs for this rank (Keras users)
-  srun --mpi=pmix mpi-resolver exec -- python train.py   the same, without eval
-
-show and check print once, from rank 0; tf-config prints on every rank (its own TF_CONFIG).
-Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be resolved.
-"""
-
-
-def _port_base(text: str) -> Any:
-    """Returns --port-base as a port or 'auto'; argparse reports the error otherwise."""
-    if text == AUTO:
-        return text
-    port = whole_number(text)
-    if port is None or not is_port(port):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a port ({PORT_MIN}..{PORT_MAX}) or 'auto'")
-    return port
-
-
-def _common() -> argparse.ArgumentParser:
-    """Returns the options every command takes (the resolver's arguments, --json)."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--jobs", metavar="NAME=N,...",
-                        help="job names and task counts, e.g. ps=1,worker=3 "
-                             "(default: worker=<all tasks>)")
-    common.add_argument("--port-base", type=_port_base, default=DEFAULT_PORT_BASE,
-                        metavar="PORT|auto",
-                        help="first port on each node; ranks on a node count up (default "
-                             f"{DEFAULT_PORT_BASE}); 'auto': ports free on each node, so that "
-                             "jobs sharing a node do not collide")
-    common.add_argument("--gpus-per-node", type=int, metavar="N",
-                        help="GPUs on each node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi)")
-    common.add_argument("--gpus-per-task", type=int, metavar="N",
-                        help="GPUs for each task (default: the node's GPUs / its tasks)")
-    common.add_argument("--source", choices=SOURCES, default=DEFAULT_SOURCE,
-                        help="where rank and placement come from: slurm's step variables, "
-                             "the MPI communicator, or auto (Slurm inside a step, else MPI)")
-    common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                        help="give up on ranks that do not answer after this long (default "
-                             f"{DEFAULT_TIMEOUT:g})")
-    common.add_argument("--uneven-gpus", action="store_true",
-                        help="let tasks get different numbers of GPUs, each as many as its "
-                             "node gives (parameter servers); by default every task gets the "
-                             "same number, as MultiWorkerMirroredStrategy needs")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
-    return common
-
-
-def _parser() -> argparse.ArgumentParser:
-    """Returns the command line's parser: show, check, tf-config, exec."""
-    common = _common()
-    parser = argparse.ArgumentParser(
-        prog="mpi-resolver", description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("show", parents=[common], help="the ClusterSpec and every rank's task")
-    sub.add_parser("check", parents=[common],
-                   help="cross-check Slurm against MPI; exit 1 with a table if they differ")
-    tfc = sub.add_parser("tf-config", parents=[common], help="this rank's TF_CONFIG")
-    tfc.add_argument("--export", action="store_true",
-                     help="print `export TF_CONFIG=... CUDA_VISIBLE_DEVICES=...` for a shell "
-                          "to eval: this rank's task and the GPUs the resolver gives it")
-    run = sub.add_parser(
-        "exec", parents=[common], help="run a program as this rank, TF_CONFIG and GPUs set",
-        description="Resolves, sets TF_CONFIG and CUDA_VISIBLE_DEVICES, and replaces itself "
-                    "with PROGRAM: `srun --mpi=pmix mpi-resolver exec -- python train.py`. "
-                    "The resolution uses MPI where it is wired (the cross-check, the same "
-                    "number of GPUs for every worker), and MPI does not start twice for one "
-                    "rank: PROGRAM must not use MPI then. With --source slurm it resolves from "
-                    "Slurm's variables alone, without MPI, so PROGRAM may use MPI (other "
-                    "nodes' GPUs are then not checked).")
-    for p in (tfc, run):
-        p.add_argument("--no-auto-set-gpu", dest="auto_set_gpu", action="store_false",
-                       help="leave CUDA_VISIBLE_DEVICES out (as auto_set_gpu=False does)")
-    run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
-                     help="the program to run, after --")
-    return parser
-
 
 def _ranks(res: Resolution) -> List[Dict[str, Any]]:
     """Returns every rank's host, task, address, GPUs ('?' where unknown) and how it got them."""
@@ -162,7 +78,8 @@ def _report_show(res: Resolution, as_json: bool, bind: Optional[str]) -> str:
 
 
 def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]],
-                  error: Optional[MismatchError], as_json: bool, bind: Optional[str]) -> str:
+                  error: Optional[MismatchError], as_json: bool, bind: Optional[str],
+                  connect: Optional[ConnectReport] = None) -> str:
     if as_json:
         return json.dumps({
             "agree": error is None,
@@ -170,7 +87,8 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
             "message": str(error) if error else None,
             "records": [asdict(r) for r in records or ()],  # fields only
             "cluster": res.cluster() if res else None,
-            "ranks": _ranks(res) if res else None}, indent=2, default=list)
+            "ranks": _ranks(res) if res else None,
+            "connect": connect.as_json() if connect else None}, indent=2, default=list)
     lines = []
     if records:
         lines += ["What each rank sees:", text_table(_record_rows(records), (
@@ -178,10 +96,14 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
             "GPU bind")), ""]
     if error is not None:
         lines.append(f"MISMATCH: {error}")
+    elif not records:
+        lines.append("Slurm's variables alone (--source slurm): not cross-checked with MPI.")
     else:
-        lines.append(f"OK: Slurm and MPI agree on all {len(records or ())} ranks.")
+        lines.append(f"OK: Slurm and MPI agree on all {len(records)} ranks.")
         assert res is not None  # resolved, since no error
         lines += ["", _report_show(res, False, bind)]
+    if connect is not None:
+        lines += ["", connect.text()]
     return "\n".join(lines)
 
 
@@ -204,8 +126,16 @@ def _options(args: argparse.Namespace, source: str) -> Options:
     return make_options(
         jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
         gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
-        source=source, verify=True if args.command == "check" else "auto",
+        source=source, verify=_verify(args, source),
         timeout=args.timeout, uneven_gpus=args.uneven_gpus)
+
+
+def _verify(args: argparse.Namespace, source: str) -> Any:
+    """Returns the resolver's verify: True for check (the cross-check), but where --connect
+    runs without MPI (--source slurm) and only the connections can be checked."""
+    if args.command != "check" or (args.connect and source == "slurm"):
+        return "auto"
+    return True
 
 
 def _warn(warnings: Sequence[str], rank: Optional[int], kind: str = "warning") -> None:
@@ -234,15 +164,20 @@ def _error(e: ResolutionError, rank: Optional[int], launch: Launch, source: str,
     return _failed(2, together=not own, start=launch.mpirun and source != "slurm")
 
 
-def _print_result(args: argparse.Namespace, res: Resolution, bind: Optional[str]) -> None:
-    """Prints what the command asks for: every rank its TF_CONFIG, or rank 0 a report."""
+def _print_result(args: argparse.Namespace, res: Resolution, bind: Optional[str],
+                  connect: Optional[ConnectReport] = None) -> None:
+    """Prints what the command asks for: every rank its TF_CONFIG, or rank 0 a report (and,
+    where --connect ran without MPI, every other rank its own failures)."""
     if args.command == "tf-config":
         # one write per rank: launchers interleave the ranks' lines
         sys.stdout.write(_tf_config_line(args, res) + "\n")
         sys.stdout.flush()
     elif res.rank == 0:
-        print(_report_check(res, res.records, None, args.json, bind)
+        print(_report_check(res, res.records, None, args.json, bind, connect)
               if args.command == "check" else _report_show(res, args.json, bind))
+    elif connect is not None and connect.failures and not connect.gathered:
+        sys.stdout.write(f"rank {res.rank}: {connect.text()}\n")  # one write: see above
+        sys.stdout.flush()
 
 
 def _tf_config_line(args: argparse.Namespace, res: Resolution) -> str:
@@ -261,12 +196,7 @@ def _tf_config_line(args: argparse.Namespace, res: Resolution) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line; returns the exit status (0, 1 mismatch, 2 error)."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command == "exec":
-        args.program = args.program[1:] if args.program[:1] == ["--"] else args.program
-        if not args.program:
-            parser.error("exec needs a program: mpi-resolver exec -- python train.py")
+    args = parse_args(argv)
     env = snapshot()
     launch = detect_launch(env)
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
@@ -296,7 +226,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _error(e, rank, launch, source)
     if args.command == "exec":
         return _exec(args, res, rank, launch, source)
-    _print_result(args, res, bind)
+    connect = None
+    if args.command == "check" and args.connect:
+        try:
+            connect = run_connect(res.layout, res.rank, args.timeout)
+        except ResolutionError as e:
+            return _error(e, res.rank, launch, source, own=True)
+    _print_result(args, res, bind, connect)
+    if connect is not None and connect.failures:
+        return _failed(1, together=connect.gathered, start=False)
     return 0
 
 

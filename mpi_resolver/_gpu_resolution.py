@@ -104,8 +104,8 @@ def gpus_before_mpi(opts: Options, env: Mapping[str, str], runs: Optional[Runs],
     CUDA_VISIBLE_DEVICES before MPI starts (a CUDA-aware MPI may start CUDA in MPI_Init):
     None where Slurm's placement (``runs``) is unknown, where only nvidia-smi could say, or
     where they give no answer (the resolution then says why)."""
-    visible, slurm, _, _ = discover(opts, env, _never, False)
-    if runs is None or needs_probe(visible, slurm, opts.gpus_per_node):
+    visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+    if runs is None or needs_probe(visible, SlurmGpus.read(env), opts.gpus_per_node):
         return None
     tasks: Dict[str, int] = {}
     for h, n in runs:

@@ -560,7 +560,7 @@ def test_mig_devices_from_nvidia_smi(tasks, kwargs, expected):
 def test_two_mig_devices_a_task_are_an_error(cvd, gpu_vars):
     envs = job(cvd, ONE_NODE[:2], **gpu_vars)
     probe = lambda: (MIGS, False)  # noqa: E731
-    fragment = "are MIG devices"
+    fragment = "the GPUs of node1 are MIG devices"
     for rank in range(2):
         with pytest.raises(ResolutionError, match=fragment):
             run_job(envs, ONE_NODE[:2], rank=rank, probe=probe, gpus_per_task=2)
@@ -649,3 +649,11 @@ def test_no_gpus_before_mpi_where_slurm_placement_is_unknown():
     env = job(["0,1"], ["node1"])[0]
     assert gpus_before_mpi(make_options(), env, None, 0) is None
     assert gpus_before_mpi(make_options(), env, [("node1", 1)], 0) == ("0", "1")
+
+
+def test_gpus_before_mpi_count_a_node_that_slurm_lists_twice():
+    """--distribution=cyclic: node1 holds ranks 0 and 2, so its two GPUs go one to each."""
+    env = job(["0,1"], ["node1"])[0]
+    runs = [("node1", 1), ("node2", 1), ("node1", 1)]
+    assert gpus_before_mpi(make_options(), env, runs, 2) == ("1",)
+    assert gpus_before_mpi(make_options(), env, runs, 0) == ("0",)

@@ -1,0 +1,114 @@
+"""mpi-resolver's command line: its commands and options (argparse), and what --help says."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Optional, Sequence
+
+from ._options import AUTO, DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, SOURCES
+from ._values import PORT_MAX, PORT_MIN, is_port, whole_number
+
+_DESCRIPTION = """\
+Show how mpi_resolver maps this job onto TensorFlow: the ClusterSpec, each rank's task,
+address and GPUs, and whether Slurm and MPI agree. Run it the way you run training, e.g.
+
+  srun --mpi=pmix mpi-resolver check      preflight: do Slurm and MPI agree? (exit 0 if so)
+  mpirun -n 4 mpi-resolver show           the ClusterSpec and every rank's task and GPUs
+  eval "$(mpi-resolver tf-config --export)"   TF_CONFIG and GPUs for this rank (Keras users)
+  srun --mpi=pmix mpi-resolver exec -- python train.py   the same, without eval
+
+show and check print once, from rank 0; tf-config prints on every rank (its own TF_CONFIG).
+Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be resolved.
+"""
+
+
+def _port_base(text: str) -> Any:
+    """Returns --port-base as a port or 'auto'; argparse reports the error otherwise."""
+    if text == AUTO:
+        return text
+    port = whole_number(text)
+    if port is None or not is_port(port):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port ({PORT_MIN}..{PORT_MAX}) or 'auto'")
+    return port
+
+
+def _common() -> argparse.ArgumentParser:
+    """Returns the options every command takes (the resolver's arguments, --json)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--jobs", metavar="NAME=N,...",
+                        help="job names and task counts, e.g. ps=1,worker=3 "
+                             "(default: worker=<all tasks>)")
+    common.add_argument("--port-base", type=_port_base, default=DEFAULT_PORT_BASE,
+                        metavar="PORT|auto",
+                        help="first port on each node; ranks on a node count up (default "
+                             f"{DEFAULT_PORT_BASE}); 'auto': ports free on each node, so that "
+                             "jobs sharing a node do not collide")
+    common.add_argument("--gpus-per-node", type=int, metavar="N",
+                        help="GPUs on each node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi)")
+    common.add_argument("--gpus-per-task", type=int, metavar="N",
+                        help="GPUs for each task (default: the node's GPUs / its tasks)")
+    common.add_argument("--source", choices=SOURCES, default=DEFAULT_SOURCE,
+                        help="where rank and placement come from: slurm's step variables, "
+                             "the MPI communicator, or auto (Slurm inside a step, else MPI)")
+    common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="give up on ranks that do not answer after this long (default "
+                             f"{DEFAULT_TIMEOUT:g})")
+    common.add_argument("--uneven-gpus", action="store_true",
+                        help="let tasks get different numbers of GPUs, each as many as its "
+                             "node gives (parameter servers); by default every task gets the "
+                             "same number, as MultiWorkerMirroredStrategy needs")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    """Returns the command line's parser: show, check, tf-config, exec."""
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="mpi-resolver", description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("show", parents=[common], help="the ClusterSpec and every rank's task")
+    check = sub.add_parser(
+        "check", parents=[common],
+        help="cross-check Slurm against MPI; exit 1 with a table if they differ")
+    check.add_argument(
+        "--connect", action="store_true",
+        help="then rehearse TensorFlow's connections: every rank listens on its ClusterSpec "
+             "address and dials its peers by the ClusterSpec's names (every pair of nodes up "
+             "to 64 nodes, about 2 log2(nodes) connections a rank beyond); each failure is "
+             "reported once, by rank 0, with its likely fix, and the exit status is 1. Each "
+             "dial gives up after --timeout. With --source slurm (no MPI) each rank reports "
+             "its own failures, and the check takes about twice --timeout.")
+    tfc = sub.add_parser("tf-config", parents=[common], help="this rank's TF_CONFIG")
+    tfc.add_argument("--export", action="store_true",
+                     help="print `export TF_CONFIG=... CUDA_VISIBLE_DEVICES=...` for a shell "
+                          "to eval: this rank's task and the GPUs the resolver gives it")
+    run = sub.add_parser(
+        "exec", parents=[common], help="run a program as this rank, TF_CONFIG and GPUs set",
+        description="Resolves, sets TF_CONFIG and CUDA_VISIBLE_DEVICES, and replaces itself "
+                    "with PROGRAM: `srun --mpi=pmix mpi-resolver exec -- python train.py`. "
+                    "The resolution uses MPI where it is wired (the cross-check, the same "
+                    "number of GPUs for every worker), and MPI does not start twice for one "
+                    "rank: PROGRAM must not use MPI then. With --source slurm it resolves from "
+                    "Slurm's variables alone, without MPI, so PROGRAM may use MPI (other "
+                    "nodes' GPUs are then not checked).")
+    for p in (tfc, run):
+        p.add_argument("--no-auto-set-gpu", dest="auto_set_gpu", action="store_false",
+                       help="leave CUDA_VISIBLE_DEVICES out (as auto_set_gpu=False does)")
+    run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
+                     help="the program to run, after --")
+    return parser
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """Returns the parsed command line; exits (status 2, as argparse does) on bad arguments,
+    or an exec without a program."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "exec":
+        args.program = args.program[1:] if args.program[:1] == ["--"] else args.program
+        if not args.program:
+            parser.error("exec needs a program: mpi-resolver exec -- python train.py")
+    return args
