@@ -63,6 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--port-base", type=port_base, default=8888,
                    help="first gRPC port of TensorFlow's workers on each node (default 8888); "
                         "'auto' picks ports free on each node, for jobs that share nodes")
+    p.add_argument("--address", default="host", metavar="RULE",
+                   help="what the ClusterSpec names each node by: host (default), fqdn, ip, "
+                        "iface:NAME (e.g. iface:ib0) or a name with {host}, e.g. '{host}-ib0'")
     p.add_argument("--gpus-per-node", type=int, metavar="N",
                    help="GPUs on each node (default: 0 with a CPU build of TensorFlow, else "
                         "CUDA_VISIBLE_DEVICES or nvidia-smi, as the resolver finds them)")
@@ -163,7 +166,8 @@ def main(argv=None) -> int:
         # (is_built_with_cuda() only reads build information; it does not start CUDA, which
         # must not happen before the resolver sets CUDA_VISIBLE_DEVICES.)
         gpus_per_node = 0
-    resolver = MPIClusterResolver(port_base=args.port_base, gpus_per_node=gpus_per_node)
+    resolver = MPIClusterResolver(port_base=args.port_base, gpus_per_node=gpus_per_node,
+                                  address=args.address)
     emit(start_line(resolver))  # every rank, before the strategy waits for all of them
     how = tf.distribute.experimental.CommunicationImplementation
     options = tf.distribute.experimental.CommunicationOptions(

@@ -127,7 +127,7 @@ def _options(args: argparse.Namespace, source: str) -> Options:
         jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
         gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
         source=source, verify=_verify(args, source),
-        timeout=args.timeout, uneven_gpus=args.uneven_gpus)
+        timeout=args.timeout, uneven_gpus=args.uneven_gpus, address=args.address)
 
 
 def _verify(args: argparse.Namespace, source: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Optional, Sequence
 
+from ._addresses import DEFAULT_ADDRESS
 from ._options import AUTO, DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, SOURCES
 from ._values import PORT_MAX, PORT_MIN, is_port, whole_number
 
@@ -58,6 +59,12 @@ def _common() -> argparse.ArgumentParser:
                         help="let tasks get different numbers of GPUs, each as many as its "
                              "node gives (parameter servers); by default every task gets the "
                              "same number, as MultiWorkerMirroredStrategy needs")
+    common.add_argument("--address", default=DEFAULT_ADDRESS, metavar="RULE",
+                        help="what the ClusterSpec names each node by: host (default: Slurm's "
+                             "node name, or the host name under mpirun), fqdn, ip (the IPv4 "
+                             "address the name resolves to), iface:NAME (that interface's "
+                             "IPv4 address on each node, gathered over MPI), or a name with "
+                             "{host} in it, e.g. '{host}-ib0'")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     return common
 

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Union
 
+from ._addresses import DEFAULT_ADDRESS, AddressRule, parse_address
 from ._errors import FormatError, ResolutionError
 from ._hostlist import check_host_name
 from ._values import MAX_GPUS, PORT_MAX, PORT_MIN, check_whole, is_port, whole_number
@@ -37,6 +38,7 @@ class Options:
     verify: Union[str, bool] = DEFAULT_VERIFY
     timeout: float = DEFAULT_TIMEOUT
     uneven_gpus: bool = False
+    address: AddressRule = AddressRule()
 
 
 def parse_jobs(text: str) -> Dict[str, int]:
@@ -113,11 +115,12 @@ def make_options(*, jobs: Any = None, port_base: Any = DEFAULT_PORT_BASE,
                  gpus_per_node: Any = None, gpus_per_task: Any = None,
                  tasks_per_node: Any = None, source: Any = DEFAULT_SOURCE,
                  verify: Any = DEFAULT_VERIFY, timeout: Any = DEFAULT_TIMEOUT,
-                 uneven_gpus: Any = False) -> Options:
+                 uneven_gpus: Any = False, address: Any = DEFAULT_ADDRESS) -> Options:
     """Returns checked Options.
 
     Raises:
-      ResolutionError: an argument of the wrong type or out of range, naming it.
+      ResolutionError: an argument of the wrong type or out of range, naming it
+        (FormatError for a bad ``address``).
     """
     if source not in SOURCES:
         raise ResolutionError(f"source={source!r}: expected one of 'auto', 'slurm', 'mpi'.")
@@ -134,4 +137,5 @@ def make_options(*, jobs: Any = None, port_base: Any = DEFAULT_PORT_BASE,
         gpus_per_node=_gpus(gpus_per_node, "gpus_per_node"),
         gpus_per_task=_gpus(gpus_per_task, "gpus_per_task"),
         tasks_per_node=_check_tasks_per_node(tasks_per_node),
-        source=source, verify=verify, timeout=float(timeout), uneven_gpus=uneven_gpus)
+        source=source, verify=verify, timeout=float(timeout), uneven_gpus=uneven_gpus,
+        address=parse_address(address))

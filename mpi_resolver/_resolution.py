@@ -9,9 +9,11 @@ from Slurm's variables alone or with the MPI exchange.
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from ._address_names import node_names
+from ._addresses import with_names
 from ._crosscheck import raise_mismatch
 from ._errors import ResolutionError
 from ._exchange import MpiFacts, Transport, gather_facts
@@ -123,10 +125,22 @@ def resolve(opts: Options, *, plan: Plan, transport: Optional[Callable[[], Trans
     """
     ports = ports or SocketPorts()
     if not plan.use_mpi:
-        return _from_slurm(opts, plan, probe, ports)
+        return _addressed(opts, _from_slurm(opts, plan, probe, ports), None)
     if transport is None:
         raise ResolutionError("internal: MPI is needed but no transport was given.")
-    return _with_mpi(opts, plan, transport, probe, hostname, details, ports, before_mpi)
+    return _addressed(opts, _with_mpi(opts, plan, transport, probe, hostname, details, ports,
+                                      before_mpi), transport)
+
+
+def _addressed(opts: Options, res: Resolution, transport: Optional[Callable[[], Transport]]
+               ) -> Resolution:
+    """Returns ``res`` with the addresses the ``address`` rule gives (address_names)."""
+    if opts.address.kind == "host":
+        return res
+    placement = res.layout.placement
+    names = node_names(opts.address, list(dict.fromkeys(placement)), placement, res.rank,
+                       transport)
+    return replace(res, layout=with_names(res.layout, names))
 
 
 def _notes(plan: Plan, *more: Optional[str]) -> List[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from ._addresses import DEFAULT_ADDRESS
 from ._cuda_state import cuda_loaded, too_early
 from ._environment import snapshot
 from ._errors import MissingDependencyError
@@ -98,6 +99,9 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
       uneven_gpus: False (default): every task gets the same number of GPUs, as
         MultiWorkerMirroredStrategy needs; True: each as many as its node gives (parameter
         servers).
+      address: what the ClusterSpec names each node by: 'host' (default, as TensorFlow),
+        'fqdn', 'ip', 'iface:NAME' (that interface's IPv4 address on each node; needs MPI)
+        or a name with '{host}' in it, such as '{host}-ib0' (see mpi_resolver._addresses).
 
     Raises:
       ResolutionError: anything that keeps the job from resolving (FormatError for malformed
@@ -110,11 +114,12 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
                  tasks_per_node: Any = None, auto_set_gpu: bool = True,
                  rpc_layer: str = "grpc", *, source: str = DEFAULT_SOURCE,
                  verify: Any = DEFAULT_VERIFY, comm: Any = None,
-                 timeout: float = DEFAULT_TIMEOUT, uneven_gpus: bool = False) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, uneven_gpus: bool = False,
+                 address: str = DEFAULT_ADDRESS) -> None:
         opts = make_options(jobs=jobs, port_base=port_base, gpus_per_node=gpus_per_node,
                             gpus_per_task=gpus_per_task, tasks_per_node=tasks_per_node,
                             source=source, verify=verify, timeout=timeout,
-                            uneven_gpus=uneven_gpus)
+                            uneven_gpus=uneven_gpus, address=address)
         self._resolution = resolve_job(
             opts, _environment(), library=mpi_library, have_comm=comm is not None,
             mpi_running=mpi_initialized(),

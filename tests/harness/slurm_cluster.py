@@ -502,7 +502,9 @@ class SlurmCluster:
             _sh(["ip", "-n", ns, "link", "set", "eth0", "up"])
             _sh(["ip", "-n", ns, "link", "set", "lo", "up"])
         marker = f"# mpir-harness {self.tag}"
-        entries = "".join(f"{self._addr[n]}\t{n}\t{marker}\n" for n in self.node_names)
+        # nodeN-alias: a second name per node, as a site's high-speed network has (--address)
+        entries = "".join(f"{self._addr[n]}\t{n} {n}-alias\t{marker}\n"
+                          for n in self.node_names)
         entries += f"{self.bridge_addr}\t{self.head_name}\t{marker}\n"
         with _locked():
             self.state["hosts_marker"] = marker
