@@ -23,3 +23,8 @@ mkdir -p "$results"
 echo
 echo "The MPI exchange at scale (benchmarks/exchange.py)"
 "${own_net[@]}" "$PY" benchmarks/exchange.py "${quick[@]}" --json "$results/exchange.json"
+echo
+echo "check --connect's dial pattern at scale, and real mpirun runs (benchmarks/connect_pattern.py)"
+"$PY" benchmarks/connect_pattern.py "${quick[@]}" --json "$results/connect_pattern.json"
+"${own_net[@]}" "$PY" benchmarks/connect_pattern.py "${quick[@]}" --mpirun \
+  --json "$results/connect_mpirun.json"

@@ -9,7 +9,7 @@ import os
 import shlex
 import sys
 from dataclasses import asdict
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ._cli_args import parse_args
 from ._connect_check import ConnectReport, run_connect
@@ -21,6 +21,7 @@ from ._gpu_lists import SlurmGpus
 from ._launchers import Launch, detect_launch
 from ._options import Options, make_options, parse_jobs
 from ._records import RankRecord
+from ._slurm_step import SlurmStep
 from ._resolution import Resolution, resolve_job
 from ._tables import text_table
 from ._values import whole_number
@@ -96,11 +97,13 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
             "GPU bind")), ""]
     if error is not None:
         lines.append(f"MISMATCH: {error}")
-    elif not records:
-        lines.append("Slurm's variables alone (--source slurm): not cross-checked with MPI.")
     else:
-        lines.append(f"OK: Slurm and MPI agree on all {len(records)} ranks.")
         assert res is not None  # resolved, since no error
+        if res.verified:
+            lines.append(f"OK: Slurm and MPI agree on all {len(records or ())} ranks.")
+        else:  # check --connect under mpirun, or with --source slurm
+            lines.append("Not cross-checked: " + ("MPI alone (no Slurm step)." if records else
+                                                   "Slurm's variables alone (--source slurm)."))
         lines += ["", _report_show(res, False, bind)]
     if connect is not None:
         lines += ["", connect.text()]
@@ -121,19 +124,22 @@ def _failed(status: int, together: bool, start: bool) -> int:
     return status
 
 
-def _options(args: argparse.Namespace, source: str) -> Options:
+def _options(args: argparse.Namespace, source: str, env: Mapping[str, str]) -> Options:
     """Returns the resolver's options from the command line's arguments."""
     return make_options(
         jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
         gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
-        source=source, verify=_verify(args, source),
+        source=source, verify=_verify(args, source, env),
         timeout=args.timeout, uneven_gpus=args.uneven_gpus, address=args.address)
 
 
-def _verify(args: argparse.Namespace, source: str) -> Any:
-    """Returns the resolver's verify: True for check (the cross-check), but where --connect
-    runs without MPI (--source slurm) and only the connections can be checked."""
-    if args.command != "check" or (args.connect and source == "slurm"):
+def _verify(args: argparse.Namespace, source: str, env: Mapping[str, str]) -> Any:
+    """Returns the resolver's verify: True for check (the cross-check), but 'auto' where
+    --connect has no Slurm to check against MPI (mpirun) or no MPI (--source slurm): the
+    connections are still checked."""
+    if args.command != "check":
+        return "auto"
+    if args.connect and (source == "slurm" or not SlurmStep.present(env)):
         return "auto"
     return True
 
@@ -204,7 +210,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     source = args.source
     try:
         bind = SlurmGpus.read(env).bind
-        opts = _options(args, source)
+        opts = _options(args, source, env)
 
         def transport():
             nonlocal rank

@@ -115,6 +115,16 @@ def test_cli_check_without_slurm_fails_once_with_a_clear_message():
     assert len(errors) == 1 and "no Slurm step" in errors[0], proc.stderr
 
 
+def test_cli_check_connect_without_slurm_rehearses_the_connections():
+    """No Slurm step to cross-check (plain check fails above), but --connect still rehearses
+    TensorFlow's connections: every rank listens on its address, each dials the next."""
+    proc = cli(3, "check", "--connect", "--timeout", "10", "--gpus-per-node", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Not cross-checked: MPI alone (no Slurm step)." in proc.stdout
+    assert "CONNECT OK: the job's 3 connection(s) among 3 rank(s), a ring of the ranks of the " \
+        "one node" in proc.stdout, proc.stdout
+
+
 def test_cli_error_from_a_slow_rank_0_still_comes_out():
     """Every rank fails before MPI starts (no Slurm step for `check`), rank 0 last: the others
     wait for it (starting MPI for the bounded barrier) instead of exiting at once, which would

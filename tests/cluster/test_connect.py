@@ -75,4 +75,5 @@ def test_without_mpi_each_rank_reports_its_own(cluster: SlurmCluster) -> None:
         run = launch(cluster, [*JOB, *CHECK, "--source", "slurm"], parse=False)
     assert run.returncode == 1, run.context()
     assert "this rank's" in run.stdout and "node2:8889" in run.stdout, run.context()
+    assert "Not cross-checked: Slurm's variables alone (--source slurm)." in run.stdout
     assert "CONNECT OK" in run.stdout or run.stdout.count("CONNECT FAILED") >= 1

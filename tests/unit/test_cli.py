@@ -192,3 +192,20 @@ def test_tf_config_carries_this_rank_s_gpus(monkeypatch, capsys, env, args, line
     status, out = run(monkeypatch, capsys, env, "tf-config", *args)
     assert status == 0
     assert out == line + "\n"
+
+
+@pytest.mark.parametrize("argv, source, slurm, verify", [
+    pytest.param(["show"], "auto", True, "auto", id="show: no cross-check asked for"),
+    pytest.param(["check"], "auto", True, True, id="check: the cross-check"),
+    pytest.param(["check"], "auto", False, True, id="check without Slurm: still asked for"),
+    pytest.param(["check", "--connect"], "auto", True, True, id="--connect in a step: both"),
+    pytest.param(["check", "--connect"], "auto", False, "auto",
+                 id="--connect under mpirun: the connections alone"),
+    pytest.param(["check", "--connect"], "slurm", True, "auto",
+                 id="--connect without MPI: the connections alone"),
+])
+def test_what_check_verifies(argv, source, slurm, verify):
+    from mpi_resolver._cli_args import parse_args
+
+    env = dict(STEP) if slurm else {}
+    assert cli._verify(parse_args(argv), source, env) == verify
