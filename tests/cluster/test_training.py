@@ -150,6 +150,7 @@ def test_sbatch_job_script_checks_then_trains(cluster, tmp_path: Path) -> None:
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"
     assert re.match(r"Submitted batch job \d+", r.stdout)
     assert "OK: Slurm and MPI agree on all 2 ranks." in log, log
+    assert "CONNECT OK: the job's 2 connection(s) among 2 rank(s)" in log, log
     assert '"worker": ["node1:24320", "node2:24320"]' in log, log  # check saw train's ports
     assert log.index("OK: Slurm and MPI agree") < log.index("== training:")
     accuracies = final_accuracies(log)
@@ -187,6 +188,7 @@ def test_sbatch_gpu_template_checks_then_trains_on_the_gres_cluster(gres_cluster
     log = out.read_text() if out.exists() else "(no output file)"
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"
     assert "OK: Slurm and MPI agree on all 2 ranks." in log, log
+    assert "CONNECT OK: the job's 2 connection(s) among 2 rank(s)" in log, log
     rows = re.findall(r"^([01])\s+node1\s+worker\s+\1\s+node1:888[89]\s+(\S+)\s+(\S+)$", log, re.M)
     assert rows == [("0", "0", "divided"), ("1", "1", "divided")], log
     starts = sorted(re.findall(r"^rank (\d): worker:\1 at node1:888[89], GPUs (\S+)", log, re.M))
