@@ -52,7 +52,7 @@ def _gathered(t: Transport, name: str, placement: Sequence[str], rank: int,
     except ResolutionError as e:
         own, error = "", str(e)
     try:
-        if t.allreduce_min([0 if error else 1])[0] == 0:
+        if t.allreduce_min([int(not error)])[0] == 0:
             _raise_first(t, error)
         addresses = [b.decode() for b in t.allgather(own.encode(), _IPV4_TEXT)]
     finally:

@@ -47,6 +47,8 @@ class ThreadWorld:
         self.closed = [False] * size        # as mpi.MpiTransport.close: the duplicate freed
 
     def transport(self, rank: int) -> "_ThreadTransport":
+        """Returns rank ``rank``'s new transport (a new duplicate, open until its close())."""
+        self.closed[rank] = False
         return _ThreadTransport(self, rank)
 
 

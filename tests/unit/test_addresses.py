@@ -36,7 +36,9 @@ def test_parse_address(value, rule):
 
 
 @pytest.mark.parametrize("value, fragment", [
-    pytest.param("hostname", "expected 'host', 'fqdn', 'ip', 'iface:NAME'", id="a word"),
+    pytest.param("hostname", "address='hostname': expected 'host', 'fqdn', 'ip', 'iface:NAME'",
+                 id="a word"),
+    pytest.param("node{", "Single '{'", id="an opening brace alone"),
     pytest.param("", "expected 'host'", id="empty"),
     pytest.param(None, "address=None: expected", id="None"),
     pytest.param(4, "address=4: expected", id="a number"),
@@ -129,8 +131,10 @@ def test_node_names_without_mpi():
     assert node_names(rule, ["n1", "n2"], PLACEMENT, 0, None) == {"n1": "n1-ib0",
                                                                   "n2": "n2-ib0"}
     looked = node_names(AddressRule("ip"), ["n1", "n2"], PLACEMENT, 0, None,
-                        lookup=lambda kind, hosts: {h: f"10.0.0.{h[1]}" for h in hosts})
-    assert looked == {"n1": "10.0.0.1", "n2": "10.0.0.2"}
+                        lookup=lambda kind, hosts: {h: f"{kind}-{h}" for h in hosts})
+    assert looked == {"n1": "ip-n1", "n2": "ip-n2"}
+    assert node_names(AddressRule("host"), ["n1", "n2"], PLACEMENT, 0, None) == {
+        "n1": "n1", "n2": "n2"}
     with pytest.raises(ResolutionError, match=r"address='iface:ib0' needs MPI"):
         node_names(AddressRule("iface", "ib0"), ["n1", "n2"], PLACEMENT, 0, None)
 
@@ -162,8 +166,9 @@ def test_iface_missing_on_one_node_fails_every_rank_naming_it():
 def test_lookups_that_differ_between_ranks_are_an_error():
     answers = iter([{"n1": "10.0.0.1"}, {"n1": "10.0.0.1"}, {"n1": "10.9.9.9"}])
     found = _world_names(AddressRule("ip"), lookup=lambda kind, hosts: next(answers))
-    assert all(isinstance(e, ResolutionError) and "different answers" in str(e)
-               for e in found), found
+    assert all(isinstance(e, ResolutionError) and str(e).startswith(
+        "address='ip': the ranks' name service gave them different answers") for e in found), \
+        found
 
 
 def test_lookups_that_agree_pass():
@@ -193,3 +198,15 @@ def test_the_cluster_spec_carries_the_chosen_address(address, expected):
         res = run_job(envs, placement, rank=rank, address=address)
         assert res.cluster() == {"worker": expected}
         assert res.layout.host_of(rank)[0] == placement[rank]
+
+
+def test_iface_through_the_resolution_over_mpi():
+    """address='iface:lo': each rank's own loopback address, gathered over the exchange."""
+    from tests.unit.jobs import run_job, srun_env
+
+    placement = ["node1", "node1", "node2"]
+    envs = [srun_env(r, ["node1", "node2"], [2, 1], placement) for r in range(3)]
+    for rank in range(3):
+        res = run_job(envs, placement, rank=rank, address="iface:lo")
+        assert res.cluster() == {"worker": ["127.0.0.1:8888", "127.0.0.1:8889",
+                                            "127.0.0.1:8888"]}
