@@ -74,7 +74,7 @@ def _report_show(res: Resolution, as_json: bool, bind: Optional[str]) -> str:
              "ClusterSpec: " + json.dumps(res.cluster()), f"GPUs: {binding}", "",
              text_table(ranks, ("rank", "host", "task_type", "task_id", "address", "gpus",
                             "gpu_binding"))]
-    lines += [f"note: {n}" for n in res.notes]
+    lines += [f"warning: {n}" if n == res.proxy else f"note: {n}" for n in res.notes]
     return "\n".join(lines)
 
 
@@ -89,6 +89,7 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
             "records": [asdict(r) for r in records or ()],  # fields only
             "cluster": res.cluster() if res else None,
             "ranks": _ranks(res) if res else None,
+            "proxy": res.proxy if res else None,
             "connect": connect.as_json() if connect else None}, indent=2, default=list)
     lines = []
     if records:
@@ -105,6 +106,9 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
             lines.append("Not cross-checked: " + ("MPI alone (no Slurm step)." if records else
                                                    "Slurm's variables alone (--source slurm)."))
         lines += ["", _report_show(res, False, bind)]
+        if res.proxy:  # the warning above, as check's verdict
+            lines += ["", "PROXY: check fails: a proxy variable would carry TensorFlow's "
+                          "traffic between the workers (see the warning above)."]
     if connect is not None:
         lines += ["", connect.text()]
     return "\n".join(lines)
@@ -241,6 +245,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _print_result(args, res, bind, connect)
     if connect is not None and connect.failures:
         return _failed(1, together=connect.gathered, start=False)
+    if args.command == "check" and res.proxy:
+        return _failed(1, together=res.records is not None, start=False)
     return 0
 
 

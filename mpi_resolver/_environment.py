@@ -9,6 +9,7 @@ from typing import Dict, Mapping, Optional
 from ._gpu_lists import GPU_VARIABLES
 from ._launchers import LAUNCHERS
 from ._ports import KEY_VARIABLES
+from ._proxies import NO_PROXY_VARIABLES, PROXY_VARIABLES
 from ._slurm_step import JOB_VARS, SLURM_VARS
 from ._srun_pmi import PMI_VARIABLES
 
@@ -16,7 +17,7 @@ from ._srun_pmi import PMI_VARIABLES
 VARIABLES = tuple(dict.fromkeys((
     *SLURM_VARS, *JOB_VARS, *GPU_VARIABLES, "CUDA_VISIBLE_DEVICES",
     *(v for launcher in LAUNCHERS for v in launcher.variables), *KEY_VARIABLES,
-    *PMI_VARIABLES)))
+    *PMI_VARIABLES, *PROXY_VARIABLES, *NO_PROXY_VARIABLES)))
 
 
 def snapshot(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:

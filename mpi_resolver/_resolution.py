@@ -28,6 +28,7 @@ from ._mpi_library import MpiLibrary
 from ._options import Options
 from ._plan import Plan, make_plan
 from ._port_sockets import SocketPorts
+from ._proxies import PROXY_VARIABLES, capture_message, proxy_capture
 from ._ports import Ports, Release, check_own_port, pick_port, slurm_port_base
 from ._records import RankRecord, local_record
 from ._slurm_step import SlurmStep, SlurmView, read_slurm, slurm_truth, step_of, why_not_tf
@@ -44,6 +45,7 @@ class Resolution:
     records: Optional[List[RankRecord]] = None  # every rank's record, when MPI was used
     verified: bool = False
     notes: List[str] = field(default_factory=list)
+    proxy: Optional[str] = None  # a proxy variable gRPC would send peers' traffic to (_proxies)
 
     @property
     def num_tasks(self) -> int:
@@ -125,11 +127,23 @@ def resolve(opts: Options, *, plan: Plan, transport: Optional[Callable[[], Trans
     """
     ports = ports or SocketPorts()
     if not plan.use_mpi:
-        return _addressed(opts, _from_slurm(opts, plan, probe, ports), None)
+        return _proxied(plan, _addressed(opts, _from_slurm(opts, plan, probe, ports), None))
     if transport is None:
         raise ResolutionError("internal: MPI is needed but no transport was given.")
-    return _addressed(opts, _with_mpi(opts, plan, transport, probe, hostname, details, ports,
-                                      before_mpi), transport)
+    return _proxied(plan, _addressed(opts, _with_mpi(opts, plan, transport, probe, hostname,
+                                                     details, ports, before_mpi), transport))
+
+
+def _proxied(plan: Plan, res: Resolution) -> Resolution:
+    """Returns ``res`` with the proxy gRPC would send its peers' traffic to, if any, said in
+    ``proxy`` and in a note (the resolver logs notes as warnings)."""
+    if not any(name in plan.env for name in PROXY_VARIABLES):
+        return res  # the common case, without reading every address
+    capture = proxy_capture(plan.env, res.layout.addresses)
+    if capture is None:
+        return res
+    message = capture_message(capture)
+    return replace(res, proxy=message, notes=res.notes + [message])
 
 
 def _addressed(opts: Options, res: Resolution, transport: Optional[Callable[[], Transport]]

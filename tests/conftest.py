@@ -58,6 +58,15 @@ class AllPortsFree:
         return False
 
 
+# A proxy set on the machine running the suite (CI behind one) would capture TensorFlow's gRPC
+# between the suite's own workers (loopback, the test cluster's private bridge) and hang
+# them, and make every `check` fail as it should: the suite's processes run without one.
+# Tests of the proxy rules pass their variables themselves.
+for _name in ("grpc_proxy", "https_proxy", "http_proxy", "no_grpc_proxy", "no_proxy"):
+    os.environ.pop(_name, None)
+    os.environ.pop(_name.upper(), None)
+
+
 _NO_REAL_PORTS = (ROOT / "tests" / "unit", ROOT / "tests" / "tf")
 
 

@@ -77,3 +77,25 @@ def test_without_mpi_each_rank_reports_its_own(cluster: SlurmCluster) -> None:
     assert "this rank's" in run.stdout and "node2:8889" in run.stdout, run.context()
     assert "Not cross-checked: Slurm's variables alone (--source slurm)." in run.stdout
     assert "CONNECT OK" in run.stdout or run.stdout.count("CONNECT FAILED") >= 1
+
+
+# ------------------------------------------------------------------------------- proxies
+DEAD_PROXY = "http://127.0.0.1:9"  # nothing listens there: gRPC through it would hang
+
+
+def test_a_proxy_variable_fails_plain_check_and_no_proxy_clears_it(cluster: SlurmCluster
+                                                                     ) -> None:
+    """Measured with TensorFlow 2.21 (DESIGN.md): http_proxy at a dead port hangs two
+    workers; no_proxy=node1,node2 lets them train. `check` (no --connect) says so first."""
+    check = (PY, "-m", "mpi_resolver", "check", "--gpus-per-node", "0")
+    run = launch(cluster, [*JOB, *check], env={"http_proxy": DEAD_PROXY}, parse=False)
+    assert run.returncode == 1, run.context()
+    assert f"warning: http_proxy={DEAD_PROXY} is set: TensorFlow's gRPC would send worker " \
+        "traffic to node1, node2 through that proxy" in run.stdout, run.context()
+    assert "PROXY: check fails" in run.stdout, run.context()
+    cleared = launch(cluster, [*JOB, *check], parse=False,
+                     env={"http_proxy": DEAD_PROXY, "no_proxy": "node1,node2"})
+    assert cleared.returncode == 0, cleared.context()
+    assert "proxy" not in cleared.stdout, cleared.context()
+    upper = launch(cluster, [*JOB, *check], env={"HTTP_PROXY": DEAD_PROXY}, parse=False)
+    assert upper.returncode == 0 and "PROXY" not in upper.stdout, upper.context()

@@ -600,6 +600,11 @@ done
             os.chmod(path, 0o755)
         env = self._daemon_env()
         env.pop("CUDA_VISIBLE_DEVICES", None)  # a task sees the GPUs the cluster gives it
+        # The nodes' bridge is private: a machine's proxy (CI behind one) would capture the
+        # workers' gRPC traffic and hang them. Tests that want a proxy pass it themselves.
+        for name in ("grpc_proxy", "https_proxy", "http_proxy", "no_grpc_proxy", "no_proxy"):
+            env.pop(name, None)
+            env.pop(name.upper(), None)
         env.update({
             "SLURM_CONF": self._p("slurm.conf"),
             "PATH": f"{w}/gpubin:{env.get('PATH', '/usr/bin:/bin')}",

@@ -137,3 +137,12 @@ def test_mig_devices_from_a_fake_nvidia_smi(ours, tmp_path, rank):
     assert any("CUDA lets a process use only one MIG device" in n for n in mine["notes"])
     with pytest.raises(ValueError):
         observe(TFResolver, step(rank), {}, smi_path=smi)
+
+
+def test_the_resolver_warns_of_a_proxy_that_would_capture_the_workers(ours, caplog):
+    env = step(0, CUDA_VISIBLE_DEVICES="", http_proxy="http://127.0.0.1:9")
+    with caplog.at_level("WARNING", logger="mpi_resolver"):
+        mine = observe(ours, env, {})
+    warned = [r.getMessage() for r in caplog.records if "http_proxy=" in r.getMessage()]
+    assert len(warned) == 1 and "n1, n2 through that proxy" in warned[0], warned
+    assert mine["cluster_spec"] == {"worker": ["n1:8888", "n1:8889", "n2:8888", "n2:8889"]}
