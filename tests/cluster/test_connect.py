@@ -11,8 +11,6 @@ import subprocess
 import time
 from typing import Iterator
 
-import pytest
-
 from tests.cluster.conftest import PY
 from tests.cluster.test_scenarios import launch
 from tests.harness.slurm_cluster import SlurmCluster
