@@ -42,11 +42,13 @@ class AddressRule:
 
 
 def parse_address(value: Any) -> AddressRule:
-    """Returns the rule ``address`` names.
+    """Returns the rule ``address`` names (a rule already: itself).
 
     Raises:
       FormatError: anything else, naming the argument and the choices.
     """
+    if isinstance(value, AddressRule):
+        return value
     if not isinstance(value, str):
         raise FormatError(f"address={value!r}: {_CHOICES}.")
     if value in KINDS:

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ._cli_args import parse_args
 from ._connect_check import ConnectReport, run_connect
+from ._deep_check import DeepReport
 from ._environment import snapshot
 from ._errors import ExchangeTimeout, MismatchError, ResolutionError
 from ._exec import MPI_USED, program_env, run_program, tf_config_text
@@ -80,7 +81,8 @@ def _report_show(res: Resolution, as_json: bool, bind: Optional[str]) -> str:
 
 def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]],
                   error: Optional[MismatchError], as_json: bool, bind: Optional[str],
-                  connect: Optional[ConnectReport] = None) -> str:
+                  connect: Optional[ConnectReport] = None, deep: Optional[DeepReport] = None
+                  ) -> str:
     if as_json:
         return json.dumps({
             "agree": error is None,
@@ -90,7 +92,8 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
             "cluster": res.cluster() if res else None,
             "ranks": _ranks(res) if res else None,
             "proxy": res.proxy if res else None,
-            "connect": connect.as_json() if connect else None}, indent=2, default=list)
+            "connect": connect.as_json() if connect else None,
+            "deep": deep.as_json() if deep else None}, indent=2, default=list)
     lines = []
     if records:
         lines += ["What each rank sees:", text_table(_record_rows(records), (
@@ -111,6 +114,8 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
                           "traffic between the workers (see the warning above)."]
     if connect is not None:
         lines += ["", connect.text()]
+    if deep is not None:
+        lines += ["", deep.text()]
     return "\n".join(lines)
 
 
@@ -175,18 +180,22 @@ def _error(e: ResolutionError, rank: Optional[int], launch: Launch, source: str,
 
 
 def _print_result(args: argparse.Namespace, res: Resolution, bind: Optional[str],
-                  connect: Optional[ConnectReport] = None) -> None:
+                  connect: Optional[ConnectReport] = None,
+                  deep: Optional[DeepReport] = None) -> None:
     """Prints what the command asks for: every rank its TF_CONFIG, or rank 0 a report (and,
-    where --connect ran without MPI, every other rank its own failures)."""
+    where --connect or --deep ran without MPI, every other rank its own failures)."""
     if args.command == "tf-config":
         # one write per rank: launchers interleave the ranks' lines
         sys.stdout.write(_tf_config_line(args, res) + "\n")
         sys.stdout.flush()
     elif res.rank == 0:
-        print(_report_check(res, res.records, None, args.json, bind, connect)
+        print(_report_check(res, res.records, None, args.json, bind, connect, deep)
               if args.command == "check" else _report_show(res, args.json, bind))
     elif connect is not None and connect.failures and not connect.gathered:
         sys.stdout.write(f"rank {res.rank}: {connect.text()}\n")  # one write: see above
+        sys.stdout.flush()
+    elif deep is not None and not deep.ok and not deep.gathered:
+        sys.stdout.write(f"rank {res.rank}: {deep.text()}\n")
         sys.stdout.flush()
 
 
@@ -236,18 +245,52 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _error(e, rank, launch, source)
     if args.command == "exec":
         return _exec(args, res, rank, launch, source)
-    connect = None
+    return _report(args, res, opts, bind, launch)
+
+
+def _report(args: argparse.Namespace, res: Resolution, opts: Options, bind: Optional[str],
+            launch: Launch) -> int:
+    """Runs check's --connect and --deep where asked, prints the command's report; returns
+    the exit status (1 where a check failed: connections, TensorFlow, a proxy)."""
+    connect = deep = None
     if args.command == "check" and args.connect:
         try:
             connect = run_connect(res.layout, res.rank, args.timeout)
+            deep = _deep(args, res, opts, connect)
         except ResolutionError as e:
-            return _error(e, res.rank, launch, source, own=True)
-    _print_result(args, res, bind, connect)
+            return _error(e, res.rank, launch, args.source, own=True)
+    _print_result(args, res, bind, connect, deep)
     if connect is not None and connect.failures:
         return _failed(1, together=connect.gathered, start=False)
-    if args.command == "check" and res.proxy:
+    status = _deep_status(deep)
+    if status == 0 and args.command == "check" and res.proxy:
         return _failed(1, together=res.records is not None, start=False)
-    return 0
+    return status
+
+
+def _deep(args: argparse.Namespace, res: Resolution, opts: Options,
+          connect: ConnectReport) -> Optional[DeepReport]:
+    """Returns --deep's report (None without --deep; not run where --connect failed)."""
+    if not args.deep:
+        return None
+    if connect.failures:
+        return DeepReport([], res.num_tasks, args.collective, args.timeout, 0.0,
+                          connect.gathered, note="the connections above failed, and "
+                          "TensorFlow's workers would wait for them for ever.")
+    from ._deep_tf import run_deep  # TensorFlow is imported in its phases, under --deep only
+
+    return run_deep(res, opts, args.collective)
+
+
+def _deep_status(deep: Optional[DeepReport]) -> int:
+    """Returns the exit status after --deep (0 without it); where a thread is left stuck in
+    TensorFlow, exits at once (os._exit) rather than wait for it at the interpreter's exit."""
+    if deep is None or deep.ok:
+        return 0
+    status = _failed(1, together=deep.gathered, start=False)
+    if deep.left_running:
+        os._exit(status)
+    return status
 
 
 def _exec(args: argparse.Namespace, res: Resolution, rank: Optional[int], launch: Launch,

@@ -69,6 +69,23 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+def _deep_options(check: argparse.ArgumentParser) -> None:
+    """Adds check's --deep and --collective."""
+    check.add_argument(
+        "--deep", action="store_true",
+        help="--connect, then rehearse TensorFlow as training runs it: every rank imports it, "
+             "creates MPIClusterResolver with these options, checks that TensorFlow lists as "
+             "many GPUs as it was given, builds MultiWorkerMirroredStrategy and runs one "
+             "all-reduce; rank 0 prints each rank's time to the first all-reduce. A rank that "
+             "fails or does not get there within --timeout is named and every rank exits 1. "
+             "Needs TensorFlow (a CPU build: --gpus-per-node 0).")
+    check.add_argument(
+        "--collective", choices=("auto", "ring", "nccl"), default="auto",
+        help="--deep's all-reduce (CommunicationOptions): auto (default: what the strategy "
+             "picks when a training script does not say, NCCL between GPUs and ring on "
+             "CPU-only nodes), ring (gRPC, any node) or nccl (GPUs only)")
+
+
 def _parser() -> argparse.ArgumentParser:
     """Returns the command line's parser: show, check, tf-config, exec."""
     common = _common()
@@ -88,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
              "reported once, by rank 0, with its likely fix, and the exit status is 1. Each "
              "dial gives up after --timeout. With --source slurm (no MPI) each rank reports "
              "its own failures, and the check takes about twice --timeout.")
+    _deep_options(check)
     tfc = sub.add_parser("tf-config", parents=[common], help="this rank's TF_CONFIG")
     tfc.add_argument("--export", action="store_true",
                      help="print `export TF_CONFIG=... CUDA_VISIBLE_DEVICES=...` for a shell "
@@ -114,6 +132,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     or an exec without a program."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if getattr(args, "deep", False):
+        args.connect = True  # --deep implies --connect
     if args.command == "exec":
         args.program = args.program[1:] if args.program[:1] == ["--"] else args.program
         if not args.program:

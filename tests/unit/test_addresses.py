@@ -33,6 +33,7 @@ pytestmark = pytest.mark.unit
 def test_parse_address(value, rule):
     assert parse_address(value) == rule
     assert str(rule) == value
+    assert parse_address(rule) is rule  # Options' own rule, passed on (check --deep)
 
 
 @pytest.mark.parametrize("value, fragment", [

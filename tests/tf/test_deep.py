@@ -1,0 +1,98 @@
+"""check --deep's TensorFlow part for real, one process on this machine (the CPU build): a
+worker alone gets the all-reduce's sum; a worker whose peer never starts is stuck in the
+strategy and reported within the timeout, not left waiting (TensorFlow holds the GIL there:
+the wait is bounded by its registration barrier). Each run is a subprocess: TensorFlow's
+collective context can be set up once a process. Two nodes: tests/cluster/test_deep.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.unit.test_connect_probe import free_port
+
+pytestmark = pytest.mark.tf
+pytest.importorskip("tensorflow")
+
+#: Resolves from Slurm's variables (no MPI) and prints run_deep's report as JSON.
+SCRIPT = """
+import json, sys
+from mpi_resolver._deep_tf import run_deep
+from mpi_resolver._environment import snapshot
+from mpi_resolver._options import make_options
+from mpi_resolver._resolution import resolve_job
+opts = make_options(gpus_per_node=0, source="slurm", port_base=int(sys.argv[1]),
+                    timeout=float(sys.argv[2]))
+report = run_deep(resolve_job(opts, snapshot()), opts, "ring")
+sys.stdout.write(json.dumps(report.as_json()) + "\\n")
+sys.stdout.flush()
+import os; os._exit(0)  # a thread may be left in TensorFlow
+"""
+
+
+def deep(tasks: int, timeout: float):
+    """Runs SCRIPT as rank 0 of a one-node step of ``tasks`` on localhost; returns (its
+    report, seconds)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "PMI", "OMPI"))}
+    env.update({"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_STEP_NUM_TASKS": str(tasks),
+                "SLURM_STEP_NODELIST": "localhost", "SLURM_STEP_TASKS_PER_NODE": str(tasks),
+                "SLURMD_NODENAME": "localhost", "TF_CPP_MIN_LOG_LEVEL": "3",
+                "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.getcwd()})
+    for proxy in ("grpc_proxy", "https_proxy", "http_proxy"):
+        env.pop(proxy, None)  # gRPC would send localhost through it
+    start = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", SCRIPT, str(free_port()), str(timeout)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    took = time.monotonic() - start
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1]), took
+
+
+def test_one_worker_gets_the_sum_of_its_one_replica():
+    report, _ = deep(1, 60.0)
+    assert report["ok"] is True, report
+    (own,) = report["outcomes"]
+    assert (own["state"], own["replicas"], own["gpus"]) == ("ok", 1, 0), own
+    assert list(own["times"]) == ["import tensorflow", "MPIClusterResolver", "list GPUs",
+                                  "MultiWorkerMirroredStrategy", "all-reduce"]
+
+
+def test_a_worker_whose_peer_never_starts_is_reported_within_the_timeout():
+    """Rank 1 of 2 never runs: rank 0 waits in the strategy's constructor (its registration
+    barrier gives up after half the time left), and reports itself stuck there."""
+    report, took = deep(2, 12.0)
+    (own,) = report["outcomes"]
+    assert report["ok"] is False and report["gathered"] is False, report
+    assert (own["state"], own["stage"]) == ("stuck", "MultiWorkerMirroredStrategy"), own
+    assert "waits for every worker" in own["fix"], own
+    assert took < 12.0 + 10, took  # the process's start-up and exit around the deadline
+
+
+def test_the_rehearsal_s_resolver_takes_every_option_of_the_command_line():
+    """TfRehearsal builds MPIClusterResolver from every field of the command line's Options
+    (in this process: no strategy is built)."""
+    from unittest import mock
+
+    from mpi_resolver._deep_tf import TfRehearsal
+    from mpi_resolver._options import make_options, parse_jobs
+
+    from mpi_resolver import _tf_resolver
+
+    _tf_resolver._narrowed.clear()  # as in a new process
+    port = free_port()
+    opts = make_options(jobs=parse_jobs("chief=1,worker=1"), port_base=port, gpus_per_node=0,
+                        source="slurm", verify=False, timeout=7.0, uneven_gpus=True,
+                        address="{host}")
+    env = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost",
+           "SLURM_STEP_TASKS_PER_NODE": "2", "SLURMD_NODENAME": "localhost", "PATH": "/bin"}
+    with mock.patch.dict(os.environ, env, clear=True):
+        resolver = TfRehearsal(opts, "ring", time.monotonic() + 5, None)._resolver()
+        assert resolver.cluster_spec().as_dict() == {"chief": [f"localhost:{port}"],
+                                                     "worker": [f"localhost:{port + 1}"]}
+    assert (resolver.task_type, resolver.task_id) == ("chief", 0)  # its port: the free one
+    assert resolver.resolution.source == "slurm" and resolver.num_accelerators() == {"GPU": 0}
