@@ -59,3 +59,14 @@ def test_two_workers_train_over_the_eth0_addresses(cluster: SlurmCluster) -> Non
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-4000:]}"
     assert f"worker:0 at {cluster.address('node1')}:24410" in r.stdout, r.stdout
     assert len(final_accuracies(r.stdout)) == 1, r.stdout
+
+
+def test_ip_and_fqdn_as_the_nodes_resolve_their_names(cluster: SlurmCluster) -> None:
+    """ip: each name as the resolver gives it (the harness's hosts lines); fqdn: the nodes'
+    names have no domain here, which is an error that says so."""
+    assert _spec(launch(cluster, [*JOB, *SHOW, "--address", "ip"], parse=False)) == {
+        "worker": [f"{cluster.address('node1')}:8888", f"{cluster.address('node2')}:8888"]}
+    run = launch(cluster, [*JOB, *SHOW, "--address", "fqdn"], parse=False)
+    assert run.returncode == 2, run.context()
+    assert "address='fqdn': the name service gives no fully qualified name for 'node1'" in \
+        run.stderr, run.context()
