@@ -86,6 +86,11 @@ class TfRehearsal:
         """Builds the strategy as examples/train.py does, then runs one all-reduce."""
         progress.begin(STRATEGY)
         tf = self.tf
+        if not registration_bounded():
+            os.write(2, (f"mpi-resolver: note: TensorFlow {tf.__version__} cannot bound the "
+                         "wait for the other workers: a rank stuck there is ended after "
+                         f"{3 * self.opts.timeout + 30:g} s, with every thread's stack, "
+                         "instead of the table.\n").encode())
         bound_registration(self.resolver.cluster_spec(), (self.deadline - time.monotonic()) / 2)
         how = tf.distribute.experimental.CommunicationImplementation
         options = tf.distribute.experimental.CommunicationOptions(
@@ -113,6 +118,15 @@ def replica_sums(tf: Any, strategy: Any) -> List[float]:
 
     step = tf.function(lambda: strategy.run(replica_fn))
     return [float(v) for v in strategy.experimental_local_results(step())]
+
+
+def registration_bounded() -> bool:
+    """Returns True where TensorFlow's coordination service can bound the wait for the other
+    workers (its config has cluster_register_with_barrier: 2.21 has, 2.15 has not)."""
+    from tensorflow.core.protobuf import config_pb2
+
+    config = config_pb2.ConfigProto().experimental.coordination_config
+    return "cluster_register_with_barrier" in config.DESCRIPTOR.fields_by_name
 
 
 def bound_registration(spec: Any, seconds: float) -> None:

@@ -123,7 +123,7 @@ def test_on_node_and_names(cluster: SlurmCluster) -> None:
                        timeout=10)
     host, cwd, hosts = r.stdout.splitlines()
     assert (host, cwd) == ("node2", cluster.workdir)
-    assert hosts.split() == [cluster.address("node1"), "node1"]
+    assert hosts.split() == [cluster.address("node1"), "node1", "node1-alias"]  # --address tests
     assert socket.gethostbyname("node2") == cluster.address("node2")  # host namespace too
 
 
