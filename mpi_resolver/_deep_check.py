@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._mpi import _ranges
+from ._proxies import proxy_capture
 from ._tables import text_table
 
 #: The stages of a rank's rehearsal, in order (a phase runs one or more of them).
@@ -46,7 +47,6 @@ _STUCK_FIX = {
     ALL_REDUCE: "the all-reduce waits for the other workers: one is stuck, or the network "
                 "between them is",
 }
-_PROXIES = ("grpc_proxy", "https_proxy", "http_proxy")  # gRPC's order: the first set wins
 _TIMED_OUT = "DeadlineExceededError"  # TensorFlow's own timeouts: waiting for the others
 
 
@@ -173,19 +173,13 @@ def sum_problem(values: Sequence[float], replicas: int) -> Optional[DeepFailure]
 
 def proxy_hint(env: Mapping[str, str], hosts: Sequence[str]) -> Optional[str]:
     """Returns how to keep gRPC from sending the ClusterSpec's ``hosts`` through a proxy
-    (``grpc_proxy``, ``https_proxy`` or ``http_proxy``, lower case, set and the hosts not in
-    ``no_grpc_proxy``/``no_proxy``), or None where it does not."""
-    name = next((p for p in _PROXIES if env.get(p)), None)
-    if name is None:
+    (gRPC's own rules: _proxies.proxy_capture), or None where it does not."""
+    capture = proxy_capture(env, [f"{h}:1" for h in hosts])  # a peer is "host:port"
+    if capture is None:
         return None
-    skip = [e.strip().lstrip(".") for e in
-            (env.get("no_grpc_proxy") or env.get("no_proxy") or "").split(",") if e.strip()]
-    through = [h for h in hosts if not any(e == "*" or h == e or h.endswith("." + e)
-                                           for e in skip)]
-    if not through:
-        return None
+    through = capture.hosts
     return (f"gRPC sends {', '.join(through[:4])}{' ...' if len(through) > 4 else ''} "
-            f"through {name}={env[name]}: add them to no_proxy")
+            f"through {capture.variable}={capture.proxy}: add them to no_proxy")
 
 
 @dataclass(frozen=True)

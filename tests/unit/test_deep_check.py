@@ -92,7 +92,8 @@ def test_sum_problem(values, replicas, wrong):
                  "gRPC sends node2 through", id="no_proxy names one of them"),
     pytest.param({"http_proxy": "http://p:1", "no_proxy": ".cluster"}, ["n1.cluster"], None,
                  id="a domain in no_proxy"),
-    pytest.param({"http_proxy": "http://p:1", "no_proxy": "*"}, ["n1"], None, id="no_proxy=*"),
+    pytest.param({"http_proxy": "http://p:1", "no_proxy": "*"}, ["n1"], "gRPC sends n1",
+                 id="no_proxy=*: not a wildcard for gRPC (_proxies)"),
     pytest.param({"http_proxy": "http://p:1", "no_proxy": "n1", "no_grpc_proxy": "n2"}, ["n1"],
                  "gRPC sends n1 through", id="no_grpc_proxy before no_proxy"),
     pytest.param({"http_proxy": "http://p:1"}, [f"n{i}" for i in range(6)],
@@ -399,3 +400,79 @@ def test_the_command_line_and_deep_s_modules_do_not_import_tensorflow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert out.strip() == "False"
+
+
+# ------------------------------------------------------------ each line's limit, both sides
+from mpi_resolver._deep_check import _groups, _times  # noqa: E402 - the private helpers
+
+
+@pytest.mark.parametrize("length, shown", [
+    pytest.param(160, "x" * 160, id="160 characters: whole"),
+    pytest.param(161, "x" * 157 + "...", id="161: cut to 157 and '...'"),
+])
+def test_first_line_limit(length, shown):
+    assert first_line(RuntimeError("x" * length)) == shown
+
+
+def test_progress_done_notes_the_seconds_since_the_start():
+    p = Progress(10.0, stage=IMPORT)
+    p.done(clock=lambda: 11.23456)
+    assert p.times == {IMPORT: 1.235}
+
+
+def test_the_proxy_hint_joins_the_stage_s_fix_or_stands_alone():
+    stuck = outcome_of(NOT_DONE, progress_at(STRATEGY), 0, "n1", 5.0, hint="HINT")
+    assert stuck.fix is not None and stuck.fix.endswith("; HINT") and stuck.fix != "; HINT"
+    alone = outcome_of(DeepFailure("broken", None), progress_at(STRATEGY), 0, "n1", 5.0,
+                       hint="HINT")
+    assert alone.fix == "HINT"
+
+
+def test_an_outcome_carries_the_replicas_in_sync():
+    p = progress_at(ALL_REDUCE)
+    p.replicas = 4
+    assert outcome_of(None, p, 0, "n1", 5.0).replicas == 4
+
+
+def test_rows_put_failed_ranks_first_then_stuck_then_the_rest():
+    failed = RankOutcome(2, "n3", FAILED, IMPORT, "ImportError: x", "fix it", None, None, None,
+                         {})
+    stuck = RankOutcome(0, "n1", STUCK, STRATEGY, "late", "wait", None, None, None, {})
+    fine = RankOutcome(1, "n2", OK, IMPORT, None, None, None, None, None, {IMPORT: 1.0})
+    rows = _groups([stuck, fine, failed])
+    assert [(r["ranks"], r["state"], r["stage"]) for r in rows] == [
+        ("2", FAILED, IMPORT), ("0", STUCK, STRATEGY), ("1", OK, f"done: {IMPORT}")]
+
+
+def test_times_of_a_stage_not_reached_are_none():
+    o = RankOutcome(0, "n1", OK, IMPORT, None, None, 0, "2.21.0", None, {IMPORT: 2.5})
+    assert _times(o) == {"rank": 0, "host": "n1", "GPUs": 0, "TensorFlow imported": "2.5",
+                         "strategy built": None, "first all-reduce": None}
+
+
+def test_no_phases_no_outcomes():
+    runner = PhaseRunner(Progress(0.0))
+    assert run_phases([], runner, time.monotonic() + 1, lambda o: [o], lambda r: None) == []
+
+
+def test_report_json_keys_and_a_note_only_where_there_is_one():
+    report = DeepReport([done(0, "n1")], 1, "ring", 30.0, 2.34567, True)
+    assert report.as_json() == {"ok": True, "ranks": 1, "collective": "ring", "timeout": 30.0,
+                                "seconds": 2.346, "gathered": True, "missing": [],
+                                "note": None, "outcomes": [done(0, "n1").as_json()]}
+    failed = DeepReport([RankOutcome(0, "n1", FAILED, IMPORT, "e", "f", None, None, None, {})],
+                        1, "ring", 30.0, 1.0, True)
+    assert "note:" not in failed.text()
+    assert failed.text().splitlines()[-1].startswith("0      n1")
+
+
+@pytest.mark.parametrize("ranks, more", [
+    pytest.param(100, None, id="100 ranks: every row"),
+    pytest.param(101, "... and 1 more rows", id="101: the table says one more"),
+])
+def test_report_tables_show_at_most_100_rows(ranks, more):
+    ok = DeepReport([done(r, f"n{r}") for r in range(ranks)], ranks, "ring", 30.0, 1.0, True)
+    bad = DeepReport([RankOutcome(r, f"n{r}", FAILED, IMPORT, f"e{r}", "f", None, None, None,
+                                  {}) for r in range(ranks)], ranks, "ring", 30.0, 1.0, True)
+    for text in (ok.text(), bad.text()):
+        assert (text.splitlines()[-1] == more) if more else ("more rows" not in text), text[-200:]
