@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import _mpirun_env  # noqa: E402 - benchmarks/ is this script's directory
 from mpi_resolver._connect_pairs import (ALL_PAIRS_NODES, connections_per_rank,  # noqa: E402
                                          node_offsets, pattern_of, peers_of)
 
@@ -108,11 +108,7 @@ def _yes(value: Optional[bool]) -> str:
 
 def real_run(n: int) -> Dict[str, Any]:
     """Returns rank 0's --connect report of `mpirun -n n`, and the command's wall time."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_COMM"))}
-    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                "OMPI_MCA_rmaps_base_oversubscribe": "1",
-                "OMPI_MCA_hwloc_base_binding_policy": "none", "PYTHONPATH": str(ROOT)})
+    env = _mpirun_env()  # bench.py's: no Slurm or MPI variables, as root, oversubscribed
     argv = ["mpirun", "-n", str(n), sys.executable, "-m", "mpi_resolver", "check", "--connect",
             "--json", "--timeout", "30", "--port-base", "auto", "--gpus-per-node", "0"]
     start = time.perf_counter()

@@ -13,7 +13,7 @@ from ._gpu_allocation import GpuAllocation, allocate_nodes, allocate_own, alloca
 from ._gpu_counts import NO_LIMIT, divided_fit, group_lists, job_counts
 from ._gpu_lists import (Gpus, SlurmGpus, is_bound, needs_probe,
                          parse_visible_devices, task_list)
-from ._layout import Layout, Runs, host_of_rank
+from ._layout import Layout, Runs, count_runs, host_of_rank
 from ._mig import Probed, is_mig, mig_note
 from ._options import Options
 from ._records import RankRecord, gpu_conflicts
@@ -107,12 +107,10 @@ def gpus_before_mpi(opts: Options, env: Mapping[str, str], runs: Optional[Runs],
     visible = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
     if runs is None or needs_probe(visible, SlurmGpus.read(env), opts.gpus_per_node):
         return None
-    tasks: Dict[str, int] = {}
-    for h, n in runs:
-        tasks[h] = tasks.get(h, 0) + n
     try:
         host, index = host_of_rank(runs, rank)
-        return gpus_from_slurm(opts, env, host, index, tasks, _never).at(host, index)[0]
+        return gpus_from_slurm(opts, env, host, index, count_runs(runs), _never).at(host,
+                                                                                  index)[0]
     except ResolutionError:
         return None
 

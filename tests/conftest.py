@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from mpi_resolver._proxies import NO_PROXY_VARIABLES, PROXY_VARIABLES
+
 # Property tests draw the same examples on every run (derandomize: a seed from each test's
 # own name), and replay none saved by an earlier run: a run of this suite never fails on an
 # example that the run before it did not also see. To explore further, run with
@@ -62,7 +64,7 @@ class AllPortsFree:
 # between the suite's own workers (loopback, the test cluster's private bridge) and hang
 # them, and make every `check` fail as it should: the suite's processes run without one.
 # Tests of the proxy rules pass their variables themselves.
-for _name in ("grpc_proxy", "https_proxy", "http_proxy", "no_grpc_proxy", "no_proxy"):
+for _name in PROXY_VARIABLES + NO_PROXY_VARIABLES:
     os.environ.pop(_name, None)
     os.environ.pop(_name.upper(), None)
 
