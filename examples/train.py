@@ -5,6 +5,8 @@ Run it the way you run any MPI job; every process is one TensorFlow worker:
     srun --mpi=pmix python examples/train.py --epochs 5            # Slurm (see train.sbatch)
     mpirun -n 4 python examples/train.py --epochs 5                # no Slurm (see mpirun.sh)
     srun --mpi=pmix python examples/train.py --fit                 # Keras 2 (tf_keras) model.fit
+    srun --mpi=pmix python examples/train.py --checkpoint-dir ckpt  # save on Slurm's signal,
+                                                   # requeue, resume (see train.sbatch)
 
 What it shows:
   * ``MultiWorkerMirroredStrategy(cluster_resolver=MPIClusterResolver())``: the resolver turns
@@ -24,6 +26,12 @@ What it shows:
     before it imports TensorFlow (so ``tf.keras`` is Keras 2 too) and imports ``tf_keras``.
     It saves a Keras 2 ``.keras`` file (load it with ``tf_keras.models.load_model``).
   * Only the chief (task 0 of 'worker') prints and saves; see ``save_model`` for why.
+  * ``--checkpoint-dir DIR`` (a directory every node sees): Slurm's warning signal
+    (``#SBATCH --signal=USR1@120``) or SIGTERM makes every worker save one checkpoint at the
+    same step (TensorFlow's PreemptionCheckpointHandler with mpi_resolver's
+    SlurmTerminationConfig; under ``--fit``, SlurmBackupAndRestore), worker 0 requeues the
+    job, and the next run resumes at that step and stops at the planned total. Every run
+    ends with the chief's line ``steps done: N (resumed from K)``.
 
 The data set (1797 8x8 images of digits) ships with scikit-learn: no download. Runs are
 seeded and repeatable. On a machine shared by several workers, give each TensorFlow a few
@@ -85,6 +93,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--fit", action="store_true",
                    help="train with model.fit of Keras 2 (the tf_keras package, pip install "
                         "tf-keras matching TensorFlow's version) instead of the custom loop")
+    long = p.add_argument_group("long jobs: save on Slurm's signal, requeue, resume")
+    long.add_argument("--checkpoint-dir", metavar="DIR",
+                      help="a directory every node sees: resume from the checkpoint there, and "
+                           "save one when Slurm's warning signal or SIGTERM comes")
+    long.add_argument("--signal", default="USR1", metavar="NAME[@SECONDS]",
+                      help="Slurm's warning signal, as #SBATCH --signal names it (default "
+                           "USR1); @SECONDS gives the grace period")
+    long.add_argument("--grace-period", type=float, metavar="SECONDS",
+                      help="seconds between the warning signal and the end (--signal's "
+                           "@SECONDS): a save that leaves too little of it is a warning")
+    long.add_argument("--no-requeue", dest="requeue", action="store_false",
+                      help="save on the signal and exit, without requeueing the job")
+    long.add_argument("--requeue-on-time-limit", action="store_true",
+                      help="also requeue after saving on the time limit's SIGTERM (never "
+                           "after scancel)")
     args = p.parse_args(argv)
     if args.save and not args.save.endswith((".keras", ".h5")):
         p.error(f"--save {args.save}: Keras saves to a file ending in .keras (or .h5)")
@@ -216,17 +239,52 @@ def main(argv=None) -> int:
         return ds.with_options(options)
 
     if args.fit:
-        model = fit(args, keras, strategy, dataset_fn, say)
+        model, steps = fit(args, keras, strategy, dataset_fn, say)
         accuracy = held_out_accuracy(model, x_test, y_test)
         if args.save:
             save_model(model, args.save, is_chief, every_worker=True)
-        say(f"final test accuracy: {accuracy:.4f}")
-        return 0
+    else:
+        model, steps = custom_loop(args, tf, keras, strategy, resolver, dataset_fn,
+                                   global_batch, say)
+        accuracy = held_out_accuracy(model, x_test, y_test)
+        if args.save:
+            save_model(model, args.save, is_chief)
+    say(f"final test accuracy: {accuracy:.4f}")
+    if args.checkpoint_dir:
+        if is_chief and not args.fit:  # (fit's SlurmBackupAndRestore removes its own)
+            remove_backup(tf, os.path.join(args.checkpoint_dir, "chief"))
+        say(steps.line())
+    return 0
 
-    # dataset_fn shards by input_pipeline_id, which for this strategy is the worker's index
-    # (task_id of 'worker'); it runs once on each worker.
-    train_dist = strategy.distribute_datasets_from_function(dataset_fn)
 
+class Steps:
+    """The steps this run started from (``resumed``: the checkpoint's, 0 on a fresh start)
+    and has done so far, for the chief's last line."""
+
+    def __init__(self, resumed: int = 0) -> None:
+        self.resumed = self.done = resumed
+
+    def line(self) -> str:
+        return f"steps done: {self.done} (resumed from {self.resumed})"
+
+
+def termination_config(args, resolver):
+    """Returns mpi_resolver's SlurmTerminationConfig from the command line (after the
+    strategy: MultiWorkerMirroredStrategy takes SIGTERM when it is built)."""
+    from mpi_resolver import SlurmTerminationConfig
+
+    return SlurmTerminationConfig(resolver, signal=args.signal, grace_period=args.grace_period,
+                                  requeue=args.requeue,
+                                  requeue_on_time_limit=args.requeue_on_time_limit)
+
+
+def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, say):
+    """Trains with a custom loop (strategy.run); returns (model, Steps).
+
+    With --checkpoint-dir, every step runs through TensorFlow's PreemptionCheckpointHandler:
+    it restores the latest checkpoint (model, optimizer, step) when built, and on Slurm's
+    signal every worker saves at the same step and the process exits (SystemExit, after the
+    chief printed its steps line)."""
     with strategy.scope():
         # Variables created in the scope are mirrored: initial values are broadcast from worker
         # 0, and every update is all-reduced, so the workers' copies stay identical.
@@ -236,6 +294,16 @@ def main(argv=None) -> int:
             keras.layers.Dense(10),
         ])
         optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
+        optimizer.build(model.trainable_variables)  # its state exists for a restore to fill
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    handler = None
+    if args.checkpoint_dir:
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+        handler = termination_config(args, resolver).handler(resolver, checkpoint,
+                                                             args.checkpoint_dir)
+    steps = Steps(int(step.numpy()))
+    if steps.resumed:
+        say(f"resumed from the checkpoint in {args.checkpoint_dir} at step {steps.resumed}")
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
 
     def step_fn(x, y):
@@ -257,29 +325,49 @@ def main(argv=None) -> int:
         return (strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
                 strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None))
 
-    # The loop by hand, not model.fit: Keras 3's fit fails under MultiWorkerMirroredStrategy
-    # with TensorFlow 2.21 ("Attempt to convert a value (PerReplica...)", keras-team/keras#20585).
-    iterator = iter(train_dist)
+    # dataset_fn shards by input_pipeline_id, which for this strategy is the worker's index
+    # (task_id of 'worker'); it runs once on each worker. A resumed run skips the batches
+    # its steps so far read, so that it goes on with the data where the last run stopped.
+    iterator = iter(strategy.distribute_datasets_from_function(
+        lambda ctx: dataset_fn(ctx).skip(steps.resumed)))
+    run = handler.run if handler is not None else (lambda f, *a: f(*a))
+    try:
+        train_epochs(args, run, train_step, iterator, step, steps, global_batch, say)
+    except SystemExit:  # the handler saved on Slurm's signal, and exits
+        say(steps.line())
+        raise
+    return model, steps
+
+
+def train_epochs(args, run, train_step, iterator, step, steps, global_batch, say):
+    """The loop by hand, not model.fit: Keras 3's fit fails under MultiWorkerMirroredStrategy
+    with TensorFlow 2.21 ("Attempt to convert a value (PerReplica...)", keras-team/keras#20585).
+    Runs from ``steps.done`` to the planned total, one ``run`` (the preemption handler's) per
+    step; ``step`` is the checkpoint's count, one more after each."""
     start = time.monotonic()
-    step = 0
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(steps.done // args.steps_per_epoch + 1, args.epochs + 1):
         total_loss = total_correct = 0.0
-        for _ in range(args.steps_per_epoch):
-            loss, correct = train_step(iterator)
-            step += 1
+        done_before = steps.done
+        while steps.done < epoch * args.steps_per_epoch:
+            loss, correct = run(train_step, iterator)
+            step.assign_add(1)
+            steps.done += 1
             total_loss += float(loss)
             total_correct += float(correct)
-            if args.log_every and step % args.log_every == 0:
-                say(f"  step {step}: loss {float(loss):.4f}")
-        seen = args.steps_per_epoch * global_batch
-        say(f"epoch {epoch}/{args.epochs}: loss {total_loss / args.steps_per_epoch:.4f}  "
-            f"train accuracy {total_correct / seen:.4f}  ({time.monotonic() - start:.1f} s)")
+            if args.log_every and steps.done % args.log_every == 0:
+                say(f"  step {steps.done}: loss {float(loss):.4f}")
+        count = steps.done - done_before
+        say(f"epoch {epoch}/{args.epochs}: loss {total_loss / count:.4f}  "
+            f"train accuracy {total_correct / (count * global_batch):.4f}  "
+            f"({time.monotonic() - start:.1f} s)")
 
-    accuracy = held_out_accuracy(model, x_test, y_test)
-    if args.save:
-        save_model(model, args.save, is_chief)
-    say(f"final test accuracy: {accuracy:.4f}")
-    return 0
+
+def remove_backup(tf, directory: str) -> None:
+    """Removes the chief's preemption checkpoint (``directory``) once training completed, as
+    Keras' BackupAndRestore does: a later run of the same command starts afresh instead of
+    going back to it."""
+    if tf.io.gfile.exists(directory):
+        tf.io.gfile.rmtree(directory)
 
 
 def tensorflow_version():
@@ -311,12 +399,14 @@ def import_tf_keras(tf):
 
 
 def fit(args, keras, strategy, dataset_fn, say):
-    """Trains with Keras 2's model.fit under the strategy; returns the model.
+    """Trains with Keras 2's model.fit under the strategy; returns (model, Steps).
 
     The input is train.py's own dataset_fn, through DatasetCreator: fit calls it once per
     worker with the InputContext, as distribute_datasets_from_function does in the custom
     loop, so both paths read the same shards with the same batch sizes. The loss is averaged
-    over the global batch by fit itself.
+    over the global batch by fit itself. With --checkpoint-dir, mpi_resolver's
+    SlurmBackupAndRestore restores the backup there (fit then starts at the batch after it)
+    and saves on Slurm's signal.
     """
     with strategy.scope():
         model = keras.Sequential([
@@ -328,14 +418,24 @@ def fit(args, keras, strategy, dataset_fn, say):
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])
     start = time.monotonic()
+    steps = Steps()
+    spe = args.steps_per_epoch
 
     class Progress(keras.callbacks.Callback):
-        """train.py's progress lines, printed by the chief (fit's logs are every worker's)."""
+        """train.py's progress lines, printed by the chief (fit's logs are every worker's),
+        and the steps done (first in the callbacks: it counts a batch before the backup
+        callback may end the run on it)."""
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if steps.done == steps.resumed == 0 and self.epoch * spe + batch:
+                steps.resumed = steps.done = self.epoch * spe + batch  # fit resumed here
+                say(f"resumed from the checkpoint in {args.checkpoint_dir} at step "
+                    f"{steps.resumed}")
 
         def on_train_batch_end(self, batch, logs=None):
-            step = self.params["steps"] * self.epoch + batch + 1
-            if args.log_every and step % args.log_every == 0:
-                say(f"  step {step}: loss {logs['loss']:.4f}")
+            steps.done = self.epoch * spe + batch + 1
+            if args.log_every and steps.done % args.log_every == 0:
+                say(f"  step {steps.done}: loss {logs['loss']:.4f}")
 
         def on_epoch_begin(self, epoch, logs=None):
             self.epoch = epoch
@@ -344,9 +444,19 @@ def fit(args, keras, strategy, dataset_fn, say):
             say(f"epoch {epoch + 1}/{args.epochs}: loss {logs['loss']:.4f}  train accuracy "
                 f"{logs['accuracy']:.4f}  ({time.monotonic() - start:.1f} s)")
 
-    model.fit(keras.utils.experimental.DatasetCreator(dataset_fn), epochs=args.epochs,
-              steps_per_epoch=args.steps_per_epoch, verbose=0, callbacks=[Progress()])
-    return model
+    callbacks = [Progress()]
+    if args.checkpoint_dir:
+        from mpi_resolver import SlurmBackupAndRestore
+
+        callbacks.append(SlurmBackupAndRestore(args.checkpoint_dir, termination_config(
+            args, strategy.cluster_resolver)))
+    try:
+        model.fit(keras.utils.experimental.DatasetCreator(dataset_fn), epochs=args.epochs,
+                  steps_per_epoch=spe, verbose=0, callbacks=callbacks)
+    except SystemExit:  # saved on Slurm's signal, and exits
+        say(steps.line())
+        raise
+    return model, steps
 
 
 def held_out_accuracy(model, x_test, y_test) -> float:

@@ -1,7 +1,9 @@
 """mpi_resolver: TensorFlow's SlurmClusterResolver, cross-checked and completed by MPI.
 
 ``import mpi_resolver`` neither imports TensorFlow nor starts MPI: TensorFlow is imported the
-first time ``mpi_resolver.MPIClusterResolver`` is used, mpi4py only when MPI is needed.
+first time ``mpi_resolver.MPIClusterResolver`` (or one of the long-job names,
+``SlurmTerminationConfig`` and ``SlurmBackupAndRestore``) is used, mpi4py only when MPI is
+needed.
 """
 
 from __future__ import annotations
@@ -12,13 +14,20 @@ from ._errors import (ExchangeTimeout, FormatError, MismatchError, MissingDepend
                      ResolutionError)
 
 __all__ = ["MPIClusterResolver", "ResolutionError", "FormatError", "MismatchError",
-           "MissingDependencyError", "ExchangeTimeout"]
+           "MissingDependencyError", "ExchangeTimeout", "SlurmTerminationConfig",
+           "SlurmBackupAndRestore"]
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    if name == "MPIClusterResolver":
-        from ._tf_resolver import MPIClusterResolver
+#: The names that import TensorFlow, and the modules they are in.
+_LAZY = {"MPIClusterResolver": "._tf_resolver",
+         "SlurmTerminationConfig": ".preemption.tf_config",
+         "SlurmBackupAndRestore": ".preemption.keras_callback"}
 
-        return MPIClusterResolver
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module 'mpi_resolver' has no attribute {name!r}")

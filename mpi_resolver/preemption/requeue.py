@@ -1,0 +1,133 @@
+"""Requeueing the job from worker 0: which job (an array task by its own name), scontrol's
+answer read into one line with its fix, and whether SIGTERM came from the time limit (pure,
+but for ``run_scontrol``, the subprocess edge)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from typing import Callable, Dict, Mapping, Optional, Sequence
+
+from .._errors import ResolutionError
+
+__all__ = ["RequeueOutcome", "requeue_target", "requeue", "read_requeue", "job_fields",
+           "job_ending", "TIME_LIMIT", "RUNNING", "ENDING", "run_scontrol", "missing_scontrol",
+           "SCONTROL_TIMEOUT"]
+
+#: Seconds scontrol may take (it retries an unreachable controller for MessageTimeout).
+SCONTROL_TIMEOUT = 30.0
+_FALLBACK = ("the batch script can requeue it instead when srun returns exit code "
+             "{code} (examples/train.sbatch does)")
+
+
+@dataclass(frozen=True)
+class RequeueOutcome:
+    """What worker 0's requeue did: ``done`` (the job will run again) and one line that says
+    what happened, with the fix where it failed."""
+
+    done: bool
+    message: str
+
+
+def requeue_target(env: Mapping[str, str]) -> str:
+    """Returns the job to requeue: '<array job id>_<task id>' for a task of an array job,
+    else SLURM_JOB_ID.
+
+    Raises:
+      ResolutionError: not in a Slurm job (SLURM_JOB_ID unset or not a number).
+    """
+    job = env.get("SLURM_JOB_ID", "").strip()
+    if not job.isdigit():
+        raise ResolutionError(
+            f"SLURM_JOB_ID={env.get('SLURM_JOB_ID')!r}: not in a Slurm job, so there is no "
+            "job to requeue; run the training with srun inside sbatch, or pass requeue=False.")
+    array, task = (env.get(v, "").strip() for v in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"))
+    if array.isdigit() and task.isdigit():
+        return f"{array}_{task}"
+    return job
+
+
+def read_requeue(target: str, returncode: int, output: str, code: int) -> RequeueOutcome:
+    """Returns what ``scontrol requeue target`` answering ``returncode`` and ``output``
+    means; ``code`` is the exit code the batch script sees (named in the fixes)."""
+    command = f"scontrol requeue {target}"
+    text = " ".join(output.split())
+    if returncode == 0:
+        return RequeueOutcome(True, f"requeued job {target} ({command})")
+    if "pending execution" in text or "already" in text.lower():
+        return RequeueOutcome(True, f"job {target} is requeued already (by scontrol requeue "
+                                    f"or Slurm's preemption): {command}: {text}")
+    if "presently disabled" in text:
+        return RequeueOutcome(False, (
+            f"job {target} cannot be requeued ({command}: {text}): submit it with "
+            "'#SBATCH --requeue' (this cluster's JobRequeue is 0); "
+            + _FALLBACK.format(code=code)))
+    return RequeueOutcome(False, (
+        f"{command} failed (exit {returncode}: {text or 'no output'}); "
+        + _FALLBACK.format(code=code)))
+
+
+def missing_scontrol(target: str, host: str, code: int) -> RequeueOutcome:
+    """Returns the outcome where scontrol is not on this node (a container without Slurm's
+    commands)."""
+    return RequeueOutcome(False, (
+        f"job {target} was not requeued: scontrol is not on {host}'s PATH (inside a container "
+        "without Slurm's commands?): make scontrol, slurm.conf and munge's socket available "
+        "there, or " + _FALLBACK.format(code=code)))
+
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def run_scontrol(args: Sequence[str]) -> "subprocess.CompletedProcess[str]":
+    """Runs ``scontrol ARGS`` (text, output captured, bounded by SCONTROL_TIMEOUT).
+
+    Raises:
+      FileNotFoundError: no scontrol on PATH. subprocess.TimeoutExpired: no answer.
+    """
+    return subprocess.run(["scontrol", *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT)
+
+
+def requeue(target: str, host: str, code: int, run: Runner = run_scontrol) -> RequeueOutcome:
+    """Requeues job ``target`` with scontrol; returns the outcome (never raises)."""
+    try:
+        done = run(["requeue", target])
+    except FileNotFoundError:
+        return missing_scontrol(target, host, code)
+    except (OSError, subprocess.SubprocessError) as e:
+        return RequeueOutcome(False, f"scontrol requeue {target} could not run ({e}); "
+                                     + _FALLBACK.format(code=code))
+    return read_requeue(target, done.returncode, done.stdout + done.stderr, code)
+
+
+def job_fields(text: str) -> Dict[str, str]:
+    """Returns the KEY=VALUE fields of ``scontrol show job -o`` (one line per job)."""
+    fields: Dict[str, str] = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in fields:
+            fields[key] = value
+    return fields
+
+
+#: job_ending's answers: Slurm ends the job for its time limit; the job runs on (a signal
+#: alone: scancel --signal, --signal=TERM@N); Slurm ends it otherwise (scancel, requeue,
+#: preemption).
+TIME_LIMIT, RUNNING, ENDING = "time limit", "running", "ending"
+
+
+def job_ending(target: str, run: Runner = run_scontrol) -> Optional[str]:
+    """Returns why job ``target``'s tasks got SIGTERM, as the job shows it then: TIME_LIMIT
+    (Reason=TimeLimit), RUNNING (JobState=RUNNING: a signal, not an end) or ENDING; None
+    where scontrol cannot tell."""
+    try:
+        shown = run(["show", "job", "-o", target])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    fields = job_fields(shown.stdout)
+    if shown.returncode != 0 or "JobState" not in fields:
+        return None
+    if fields.get("Reason") == "TimeLimit":
+        return TIME_LIMIT
+    return RUNNING if fields["JobState"] == "RUNNING" else ENDING

@@ -1,0 +1,211 @@
+"""What happens between Slurm's signal and the end of the process, without TensorFlow: the
+watcher TensorFlow polls, and the exit after the coordinated save (every worker saved, worker
+0 requeues where asked, every worker exits with one code). TensorFlow's parts (the
+coordination service, the TerminationConfig) come in through ``Coordinator`` (.tf_config)."""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional, Protocol, Tuple
+
+from .._errors import ResolutionError
+from .._logs import log_once
+from .requeue import (ENDING, RUNNING, TIME_LIMIT, RequeueOutcome, Runner, job_ending,
+                      requeue, requeue_target, run_scontrol)
+from .signals import SIGTERM, WarningSignal
+from .watcher import Displaced, SignalWatcher
+
+__all__ = ["Policy", "Coordinator", "Termination", "REQUEUE_EXIT_CODE", "TERMINATED_EXIT_CODE",
+           "slow_save", "DEFAULT_WAIT"]
+
+#: Exit code after a save where the job is to run again (requeued by worker 0, or to be
+#: requeued by the batch script): sysexits' EX_TEMPFAIL, "try again later".
+REQUEUE_EXIT_CODE = 75
+#: Exit code after a save on SIGTERM where the job ends (scancel, time limit without
+#: requeue_on_time_limit, Slurm's own requeue or preemption): 128 + SIGTERM, as a shell says.
+TERMINATED_EXIT_CODE = 128 + SIGTERM
+#: Seconds workers wait for each other after the save when no grace period says how long
+#: there is (Slurm's KillWait is 30 s by default).
+DEFAULT_WAIT = 30.0
+_MIN_WAIT = 2.0
+_SAVED, _EXIT, _EVENT = "mpi_resolver_saved", "mpi_resolver_exit", "mpi_resolver_event"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The caller's choices: the warning signal, the seconds Slurm gives after it
+    (``grace_period``, None where not said), whether worker 0 requeues the job after the
+    save on the warning signal, and whether also after the time limit's SIGTERM."""
+
+    warning: WarningSignal
+    grace_period: Optional[float]
+    requeue: bool
+    requeue_on_time_limit: bool
+
+
+class Coordinator(Protocol):
+    """The workers' meeting point after the save (TensorFlow's coordination service)."""
+
+    chief: bool
+
+    def announce(self, event: str) -> None:
+        """Records which signal started the save, unless a worker did already."""
+
+    def event(self, seconds: float) -> Optional[str]:
+        """Returns the signal a worker announced, None if none within ``seconds``."""
+
+    def barrier(self, seconds: float) -> bool:
+        """Waits until every worker has saved; False where one did not within ``seconds``."""
+
+    def publish(self, text: str) -> None:
+        """Tells the other workers worker 0's decision."""
+
+    def read(self, seconds: float) -> Optional[str]:
+        """Returns worker 0's decision, None if it did not come within ``seconds``."""
+
+
+def slow_save(took: Optional[float], grace: Optional[float],
+              sig: WarningSignal) -> Optional[str]:
+    """Returns the warning where the grace period leaves less than a margin after the save
+    (the margin: as long as the save took, and at least 10 s), or None. ``took``: seconds
+    from the signal to the checkpoint written."""
+    if took is None or grace is None:
+        return None
+    needed = took + max(took, 10.0)
+    if grace >= needed:
+        return None
+    return (f"the checkpoint was written {took:.1f} s after {sig.full_name}, and the grace "
+            f"period is {grace:g} s: too short to be sure the save ends before Slurm's kill. "
+            f"Ask for the signal at least {math.ceil(needed)} s before the end (the save time "
+            f"plus as long again, 10 s at least): #SBATCH --signal={sig.name}@"
+            f"{math.ceil(needed)}, and grace_period={math.ceil(needed)}.")
+
+
+class Termination:
+    """Slurm's signals to TensorFlow's coordinated save: ``watch`` for TensorFlow's watcher
+    thread (True once a watched signal came), ``finish`` after the save (the exit code)."""
+
+    def __init__(self, policy: Policy, watcher: SignalWatcher, env: Mapping[str, str],
+                 coordinator: Callable[[], Coordinator], *, run: Runner = run_scontrol,
+                 clock: Callable[[], float] = time.monotonic,
+                 host: Optional[str] = None) -> None:
+        self.policy, self.watcher, self.env = policy, watcher, env
+        self._coordinator_factory = coordinator
+        self._coordinator: Optional[Coordinator] = None
+        self._run, self._clock = run, clock
+        self.host = host or socket.gethostname()
+        self._announced = False
+        self._reported: set = set()
+
+    def coordinator(self) -> Coordinator:
+        if self._coordinator is None:
+            self._coordinator = self._coordinator_factory()
+        return self._coordinator
+
+    def watch(self) -> bool:
+        """Returns True once a watched signal came (announcing it to the other workers);
+        warns, once each, of a watched signal whose handler another library took."""
+        for d in self.watcher.displaced():
+            self._warn_displaced(d)
+        arrival = self.watcher.arrival
+        if arrival is None:
+            return False
+        if not self._announced:
+            self._announced = True
+            self.coordinator().announce(arrival.signal.name)
+        return True
+
+    def _warn_displaced(self, d: Displaced) -> None:
+        if d.signal.number in self._reported:
+            return
+        self._reported.add(d.signal.number)
+        why = ("create SlurmTerminationConfig after tf.distribute.MultiWorkerMirroredStrategy "
+               "(the strategy takes SIGTERM when it is built)" if d.tensorflow else
+               "another signal: --signal=USR2@N with signal='USR2' (NCCL 2.12 took USR1 "
+               "this way)")
+        log_once(f"{d.signal.full_name} is now handled by {d.owner}, not by mpi_resolver: "
+                 f"that signal will not save a checkpoint; {why}.")
+
+    def finish(self) -> Tuple[int, str]:
+        """Returns (exit code, what happened) once the checkpoint is saved: every worker waits
+        for the others to have saved; worker 0 requeues the job where the policy asks and
+        tells the others; all take worker 0's code. Never waits longer than the grace
+        period left (DEFAULT_WAIT where none was given)."""
+        arrival, coord = self.watcher.arrival, self.coordinator()
+        took = None if arrival is None else self._clock() - arrival.at
+        event = arrival.signal.name if arrival else (coord.event(self._wait(took))
+                                                     or self.policy.warning.name)
+        warning = slow_save(took, self.policy.grace_period, self.policy.warning) \
+            if event == self.policy.warning.name else None
+        if warning:
+            log_once(warning)
+        saved = coord.barrier(self._wait(took))
+        if coord.chief:
+            code, what = self._decide(event, saved)
+            coord.publish(f"{code} {what}")
+            return code, what
+        told = coord.read(self._wait(took))
+        if told is None:
+            return self._default_code(event), "worker 0 did not say whether it requeued the job"
+        number, _, what = told.partition(" ")
+        return int(number), what
+
+    def _wait(self, took: Optional[float]) -> float:
+        """Returns the seconds a wait may take: what is left of the grace period."""
+        grace = self.policy.grace_period
+        if grace is None or took is None:
+            return DEFAULT_WAIT
+        return max(grace - took, _MIN_WAIT)
+
+    def _default_code(self, event: str) -> int:
+        warned = event == self.policy.warning.name
+        return REQUEUE_EXIT_CODE if warned else TERMINATED_EXIT_CODE
+
+    def _decide(self, event: str, saved: bool) -> Tuple[int, str]:
+        """Returns worker 0's (exit code, what happened), requeueing the job where asked."""
+        prefix = f"checkpoint saved on SIG{event}"
+        if not saved:
+            prefix += " (not every worker said it had saved: worker 0's checkpoint is whole)"
+        reason = self._requeue_reason(event)
+        if isinstance(reason, str):
+            code = REQUEUE_EXIT_CODE if event == self.policy.warning.name else \
+                TERMINATED_EXIT_CODE
+            return code, f"{prefix}; not requeued: {reason}"
+        outcome = self._requeue()
+        if not outcome.done:
+            log_once(outcome.message)
+        return REQUEUE_EXIT_CODE, f"{prefix}; {outcome.message}"
+
+    def _requeue_reason(self, event: str) -> Optional[str]:
+        """Returns None where the job is to be requeued, else why not."""
+        warned = event == self.policy.warning.name
+        if warned and not self.policy.requeue:
+            return "requeue=False"
+        if not warned and not self.policy.requeue_on_time_limit:
+            return ("SIGTERM ends the job (the time limit, scancel, Slurm's requeue or "
+                    "preemption; requeue_on_time_limit=True requeues after the time limit)")
+        if self.policy.warning.number != SIGTERM and warned:
+            return None
+        ending = job_ending(self._target(), self._run)
+        if ending == TIME_LIMIT and self.policy.requeue_on_time_limit:
+            return None
+        if ending == RUNNING and warned:
+            return None  # SIGTERM is the warning signal, and the job runs on
+        return {TIME_LIMIT: "the time limit ends the job (requeue_on_time_limit=False)",
+                RUNNING: "SIGTERM came while the job runs on (scancel --signal=TERM)",
+                ENDING: "Slurm ends the job (scancel, or Slurm's requeue or preemption, "
+                        "which requeues it itself)",
+                None: "scontrol could not say why SIGTERM came"}[ending]
+
+    def _target(self) -> str:
+        return requeue_target(self.env)
+
+    def _requeue(self) -> RequeueOutcome:
+        try:
+            target = self._target()
+        except ResolutionError as e:  # not in a Slurm job
+            return RequeueOutcome(False, str(e))
+        return requeue(target, self.host, REQUEUE_EXIT_CODE, self._run)
