@@ -75,9 +75,9 @@ class SlurmBackupAndRestore(keras2().callbacks.BackupAndRestore):  # type: ignor
         super().on_train_begin(logs)
         state = self._training_state
         manager = state.read_checkpoint_manager  # in backup_dir/chief, as handler() puts it
-        strategy = self.model.distribute_strategy
+        resolver = getattr(self.model.distribute_strategy, "cluster_resolver", None)
         self.preemption_handler = self.termination_config.handler(
-            strategy.cluster_resolver, manager.checkpoint, self.backup_dir)
+            resolver, manager.checkpoint, self.backup_dir)
         state.preemption_handler = self.preemption_handler
         state._enable_save_before_preemption = True  # what Google Cloud's check would set
         self.model._preemption_handler = self.preemption_handler

@@ -175,9 +175,7 @@ class Termination:
                 TERMINATED_EXIT_CODE
             return code, f"{prefix}; not requeued: {reason}"
         outcome = self._requeue()
-        if not outcome.done:
-            log_once(outcome.message)
-        return REQUEUE_EXIT_CODE, f"{prefix}; {outcome.message}"
+        return REQUEUE_EXIT_CODE, f"{prefix}; {outcome.message.rstrip('.')}"
 
     def _requeue_reason(self, event: str) -> Optional[str]:
         """Returns None where the job is to be requeued, else why not."""

@@ -1,0 +1,48 @@
+"""preemption.resume: Slurm's restart count, and the warning where a restarted job has no
+checkpoint to resume from."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpi_resolver.preemption.resume import missing_checkpoint, restart_count
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("value, count", [(None, 0), ("0", 0), ("1", 1), (" 3 ", 3),
+                                          ("x", 0), ("-1", 0)])
+def test_restart_count(value, count):
+    env = {} if value is None else {"SLURM_RESTART_COUNT": value}
+    assert restart_count(env) == count
+
+
+@pytest.mark.parametrize("restarts, found, warned", [
+    pytest.param(None, None, False, id="a first run: nothing to resume"),
+    pytest.param("0", None, False, id="restart count 0"),
+    pytest.param("1", "/ckpt/chief/ckpt-1", False, id="restarted, a checkpoint found"),
+    pytest.param("1", None, True, id="restarted, none found"),
+])
+def test_missing_checkpoint(restarts, found, warned):
+    env = {"SLURM_JOB_ID": "12"}
+    if restarts is not None:
+        env["SLURM_RESTART_COUNT"] = restarts
+    assert (missing_checkpoint(env, "/ckpt/chief", found) is not None) == warned
+
+
+@pytest.mark.parametrize("restarts, ordinal", [("1", "2nd"), ("2", "3rd"), ("3", "4th"),
+                                               ("10", "11th"), ("11", "12th"), ("12", "13th"),
+                                               ("19", "20th"), ("20", "21st"), ("21", "22nd"),
+                                               ("100", "101st"), ("110", "111th")])
+def test_the_warning_says_which_run_it_is(restarts, ordinal):
+    env = {"SLURM_JOB_ID": "12", "SLURM_RESTART_COUNT": restarts}
+    assert missing_checkpoint(env, "/ckpt/chief", None) == (
+        f"job 12 runs for the {ordinal} time (SLURM_RESTART_COUNT={restarts}), but /ckpt/chief "
+        "holds no checkpoint: training starts from step 0. Was the directory removed, or does "
+        "this run name another one than the first (a node-local path such as /tmp, a path "
+        "with the job's step or run in it)?")
+
+
+def test_the_warning_without_a_job_id():
+    assert missing_checkpoint({"SLURM_RESTART_COUNT": "1"}, "d", None).startswith(
+        "job ? runs for the 2nd time")
