@@ -279,7 +279,7 @@ def _deep(args: argparse.Namespace, res: Resolution, opts: Options,
                           "TensorFlow's workers would wait for them for ever.")
     from ._deep_tf import run_deep  # TensorFlow is imported in its phases, under --deep only
 
-    return run_deep(res, opts, args.collective)
+    return run_deep(res, opts, args.collective, args.signal)
 
 
 def _deep_status(deep: Optional[DeepReport]) -> int:

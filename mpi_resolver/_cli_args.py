@@ -6,6 +6,7 @@ import argparse
 from typing import Any, Optional, Sequence
 
 from ._addresses import DEFAULT_ADDRESS
+from ._errors import FormatError
 from ._options import AUTO, DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, SOURCES
 from ._values import PORT_MAX, PORT_MIN, is_port, whole_number
 
@@ -32,6 +33,16 @@ def _port_base(text: str) -> Any:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a port ({PORT_MIN}..{PORT_MAX}) or 'auto'")
     return port
+
+
+def _signal(text: str) -> Any:
+    """Returns --signal as a WarningSignal; argparse reports the error otherwise."""
+    from .preemption.signals import parse_signal
+
+    try:
+        return parse_signal(text, "--signal")
+    except FormatError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def _common() -> argparse.ArgumentParser:
@@ -79,6 +90,12 @@ def _deep_options(check: argparse.ArgumentParser) -> None:
              "all-reduce; rank 0 prints each rank's time to the first all-reduce. A rank that "
              "fails or does not get there within --timeout is named and every rank exits 1. "
              "Needs TensorFlow (a CPU build: --gpus-per-node 0).")
+    check.add_argument(
+        "--signal", type=_signal, metavar="NAME",
+        help="with --deep: after the all-reduce, check on every rank that Slurm's warning "
+             "signal NAME (as #SBATCH --signal names it: USR1, USR2, ...) and SIGTERM still "
+             "reach mpi_resolver's watcher, installed after the strategy as "
+             "SlurmTerminationConfig is; a library that took the signal since is named")
     check.add_argument(
         "--collective", choices=("auto", "ring", "nccl"), default="auto",
         help="--deep's all-reduce (CommunicationOptions): auto (default: what the strategy "
@@ -132,6 +149,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     or an exec without a program."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if getattr(args, "signal", None) is not None and not args.deep:
+        parser.error("--signal is checked by --deep's rehearsal, after TensorFlow's first "
+                     "all-reduce: add --deep")
     if getattr(args, "deep", False):
         args.connect = True  # --deep implies --connect
     if args.command == "exec":

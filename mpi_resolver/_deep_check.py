@@ -23,9 +23,9 @@ from ._proxies import proxy_capture
 from ._tables import text_table
 
 #: The stages of a rank's rehearsal, in order (a phase runs one or more of them).
-IMPORT, RESOLVE, GPUS, STRATEGY, ALL_REDUCE = (
+IMPORT, RESOLVE, GPUS, STRATEGY, ALL_REDUCE, SIGNALS = (
     "import tensorflow", "MPIClusterResolver", "list GPUs", "MultiWorkerMirroredStrategy",
-    "all-reduce")
+    "all-reduce", "Slurm's signals")
 #: A rank's state: its phases so far done, one raised, or one not done by the deadline.
 OK, FAILED, STUCK = "ok", "failed", "stuck"
 
@@ -196,6 +196,7 @@ class DeepReport:
     gathered: bool
     note: Optional[str] = None
     left_running: bool = field(default=False, compare=False)  # a stuck thread (not in JSON)
+    signals: Optional[str] = None  #: the signals checked ('SIGUSR1 and SIGTERM'), or None
 
     @property
     def ok(self) -> bool:
@@ -216,10 +217,12 @@ class DeepReport:
         if self.ok:
             first = self.outcomes[0]
             versions = ", ".join(sorted({o.version or "?" for o in self.outcomes}))
+            reach = (f"; after it, {self.signals} reach mpi_resolver's watcher on every rank"
+                     if self.signals else "")
             return (f"DEEP OK: MultiWorkerMirroredStrategy (TensorFlow {versions}, collective "
                     f"{self.collective}) on {who}, {first.replicas} replica(s): the first "
                     f"all-reduce gave {expected_sum(first.replicas or 0)}, as expected, in "
-                    f"{self.seconds:.1f} s. Seconds since the start, on each rank:\n"
+                    f"{self.seconds:.1f} s{reach}. Seconds since the start, on each rank:\n"
                     + text_table([_times(o) for o in self.outcomes], _TIME_COLUMNS, 100))
         if self.note is not None and not self.outcomes:
             return f"DEEP NOT RUN: {self.note}"
@@ -235,7 +238,7 @@ class DeepReport:
         return {"ok": self.ok, "ranks": self.ranks, "collective": self.collective,
                 "timeout": self.timeout, "seconds": round(self.seconds, 3),
                 "gathered": self.gathered, "missing": self.missing, "note": self.note,
-                "outcomes": [o.as_json() for o in self.outcomes]}
+                "signals": self.signals, "outcomes": [o.as_json() for o in self.outcomes]}
 
 
 _TIME_COLUMNS = ("rank", "host", "GPUs", "TensorFlow imported", "strategy built",
@@ -272,6 +275,18 @@ NOT_DONE = object()  # PhaseRunner.run's answer for a phase not done by the dead
 Phase = Callable[[Progress], None]
 
 
+class MainThreadPhase:
+    """A phase PhaseRunner runs in the calling (main) thread, at once and unbounded: for the
+    short steps that must happen there (Python installs signal handlers and runs them in
+    the main thread only)."""
+
+    def __init__(self, phase: Phase) -> None:
+        self.phase = phase
+
+    def __call__(self, progress: Progress) -> None:
+        self.phase(progress)
+
+
 class PhaseRunner:
     """Runs phases one at a time in a daemon thread of its own, each waited for until a
     deadline; a phase not done by then is left running (``left_running``)."""
@@ -297,7 +312,13 @@ class PhaseRunner:
     def run(self, phase: Phase, deadline: float,
             clock: Callable[[], float] = time.monotonic) -> Any:
         """Returns None when ``phase`` is done by ``deadline``, the exception it raised, or
-        NOT_DONE."""
+        NOT_DONE (a MainThreadPhase runs here and now)."""
+        if isinstance(phase, MainThreadPhase):
+            try:
+                phase(self.progress)
+                return None
+            except Exception as e:  # noqa: BLE001 - this rank's outcome
+                return e
         self._todo.put(phase)
         try:
             return self._done.get(timeout=max(deadline - clock(), 0.0))

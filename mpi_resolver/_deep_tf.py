@@ -21,34 +21,50 @@ import time
 from dataclasses import fields
 from typing import Any, Callable, List, Optional, Tuple
 
-from ._deep_check import (ALL_REDUCE, GPUS, IMPORT, RESOLVE, STRATEGY, DeepReport, PhaseRunner,
-                          Progress, RankOutcome, gpu_problem, outcome_of, proxy_hint,
-                          run_phases, sum_problem)
+from ._deep_check import (ALL_REDUCE, GPUS, IMPORT, RESOLVE, SIGNALS, STRATEGY, DeepFailure,
+                          DeepReport, MainThreadPhase, PhaseRunner, Progress, RankOutcome,
+                          gpu_problem, outcome_of, proxy_hint, run_phases, sum_problem)
 from ._errors import ExchangeTimeout, ResolutionError
 from ._exchange import Transport
 from ._layout import Layout
 from ._options import Options
 from ._resolution import Resolution
+from .preemption.reach import unreached
+from .preemption.signals import SIGTERM, WarningSignal
+from .preemption.watcher import SignalWatcher
 
+TERM = WarningSignal(SIGTERM, "TERM")
 #: Jobs MultiWorkerMirroredStrategy takes.
 STRATEGY_JOBS = ("chief", "worker")
 _THREADS = 1  # TensorFlow's intra- and inter-op threads: one all-reduce needs no more
 
 
 class TfRehearsal:
-    """TensorFlow's part of one rank, as three phases for PhaseRunner: ``load``, ``resolve``
-    (and the GPU check), ``all_reduce`` (the strategy and its first all-reduce).
-    ``make_resolver()`` and ``list_gpus()`` (the number of GPUs TensorFlow lists) stand in
-    for TensorFlow's in tests."""
+    """TensorFlow's part of one rank, as phases for PhaseRunner: ``load``, ``resolve`` (and the
+    GPU check), ``strategy``, ``all_reduce`` (its first all-reduce); with ``signal`` (Slurm's
+    warning signal), ``watch`` installs the package's watcher of it and SIGTERM after the
+    strategy, as SlurmTerminationConfig is, and ``reach`` checks after the all-reduce that
+    both still reach it. ``make_resolver()`` and ``list_gpus()`` (the number of GPUs
+    TensorFlow lists) stand in for TensorFlow's in tests."""
 
     def __init__(self, opts: Options, collective: str, deadline: float, comm: Any, *,
                  make_resolver: Optional[Callable[[], Any]] = None,
-                 list_gpus: Optional[Callable[[], int]] = None) -> None:
+                 list_gpus: Optional[Callable[[], int]] = None,
+                 signal: Optional[WarningSignal] = None) -> None:
         self.opts, self.collective, self.deadline, self.comm = opts, collective, deadline, comm
         self.make_resolver = make_resolver or self._resolver
         self.list_gpus = list_gpus or (lambda: len(self.tf.config.list_physical_devices("GPU")))
         self.tf: Any = None
         self.resolver: Any = None
+        self.strategy_: Any = None
+        self.watcher = None if signal is None else SignalWatcher([signal, TERM])
+
+    def phases(self) -> List[Any]:
+        """Returns the phases in their order."""
+        if self.watcher is None:
+            return [self.load, self.resolve, self.strategy, self.all_reduce]
+        return [self.load, self.resolve, self.strategy, MainThreadPhase(self.watch),
+                self.all_reduce, MainThreadPhase(self.reach)]
 
     def load(self, progress: Progress) -> None:
         progress.begin(IMPORT)
@@ -82,8 +98,8 @@ class TfRehearsal:
         options = {f.name: getattr(self.opts, f.name) for f in fields(self.opts)}
         return MPIClusterResolver(comm=self.comm, **options)
 
-    def all_reduce(self, progress: Progress) -> None:
-        """Builds the strategy as examples/train.py does, then runs one all-reduce."""
+    def strategy(self, progress: Progress) -> None:
+        """Builds the strategy as examples/train.py does."""
         progress.begin(STRATEGY)
         tf = self.tf
         if not registration_bounded():
@@ -96,14 +112,34 @@ class TfRehearsal:
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=getattr(how, self.collective.upper()),
             timeout_seconds=self.opts.timeout)
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        self.strategy_ = tf.distribute.MultiWorkerMirroredStrategy(
             cluster_resolver=self.resolver, communication_options=options)
-        progress.replicas = strategy.num_replicas_in_sync
+        progress.replicas = self.strategy_.num_replicas_in_sync
         progress.done()
+
+    def all_reduce(self, progress: Progress) -> None:
+        """Runs one all-reduce over the strategy; checks its sum."""
         progress.begin(ALL_REDUCE)
-        problem = sum_problem(replica_sums(tf, strategy), progress.replicas)
+        problem = sum_problem(replica_sums(self.tf, self.strategy_), progress.replicas or 0)
         if problem is not None:
             raise problem
+        progress.done()
+
+    def watch(self, progress: Progress) -> None:
+        """Installs the watcher (main thread), after the strategy as a training script does."""
+        assert self.watcher is not None
+        self.watcher.install()
+
+    def reach(self, progress: Progress) -> None:
+        """Checks that the watched signals still reach the watcher (main thread)."""
+        assert self.watcher is not None
+        progress.begin(SIGNALS)
+        try:
+            problem = unreached(self.watcher)
+        finally:
+            self.watcher.uninstall()
+        if problem is not None:
+            raise DeepFailure(*problem)
         progress.done()
 
 
@@ -181,7 +217,8 @@ class Gather:
         return [RankOutcome.from_json(json.loads(p)) for p in parts]
 
 
-def run_deep(res: Resolution, opts: Options, collective: str) -> DeepReport:
+def run_deep(res: Resolution, opts: Options, collective: str,
+             signal: Optional[WarningSignal] = None) -> DeepReport:
     """Returns this rank's report of --deep: every rank's outcome, gathered over MPI where
     the resolution started it, else this rank's own; within ``opts.timeout`` seconds and the
     gathers' few more (faulthandler ends the process, status 1, at three timeouts and 30 s).
@@ -194,12 +231,13 @@ def run_deep(res: Resolution, opts: Options, collective: str) -> DeepReport:
     start = time.monotonic()
     faulthandler.dump_traceback_later(3 * opts.timeout + 30, exit=True)
     try:
-        return _run(res, opts, collective, start)
+        return _run(res, opts, collective, start, signal)
     finally:
         faulthandler.cancel_dump_traceback_later()
 
 
-def _run(res: Resolution, opts: Options, collective: str, start: float) -> DeepReport:
+def _run(res: Resolution, opts: Options, collective: str, start: float,
+         signal: Optional[WarningSignal]) -> DeepReport:
     from ._mpi import mpi_initialized
 
     host = res.layout.host_of(res.rank)[0]
@@ -210,9 +248,9 @@ def _run(res: Resolution, opts: Options, collective: str, start: float) -> DeepR
         return outcome_of(result, progress, res.rank, host, opts.timeout, hint)
 
     gather, comm = _mpi_parts(opts.timeout) if mpi_initialized() else (None, None)
-    rehearsal = TfRehearsal(opts, collective, deadline, comm)
+    rehearsal = TfRehearsal(opts, collective, deadline, comm, signal=signal)
     runner = PhaseRunner(progress)
-    phases = (rehearsal.load, rehearsal.resolve, rehearsal.all_reduce)
+    phases = rehearsal.phases()
     note, sync = None, gather or (lambda own: [own])
     try:
         everyone = run_phases(phases, runner, deadline, sync, outcome)
@@ -221,9 +259,10 @@ def _run(res: Resolution, opts: Options, collective: str, start: float) -> DeepR
         everyone, note = [gather.own or outcome(None)], str(e)
     if gather is not None and note is None:
         gather.transport.close()
+    signals = None if signal is None else f"{signal.full_name} and SIGTERM"
     return DeepReport(everyone, res.num_tasks, collective, opts.timeout,
                       time.monotonic() - start, gathered=note is None and gather is not None,
-                      note=note, left_running=runner.left_running)
+                      note=note, left_running=runner.left_running, signals=signals)
 
 
 def _mpi_parts(timeout: float) -> Tuple[Gather, Any]:

@@ -60,13 +60,14 @@ def _require_cluster_tools() -> None:
 
 
 def _started(nodes: Sequence[str], gpus: Optional[Mapping[str, int]] = None,
-             gres: Optional[Mapping[str, int]] = None) -> Iterator[SlurmCluster]:
+             gres: Optional[Mapping[str, int]] = None,
+             kill_wait: int = 5) -> Iterator[SlurmCluster]:
     """Starts a cluster (fake nvidia-smi with GPUS_PER_NODE GPUs on every node unless ``gpus``
     says otherwise; Slurm GRES GPUs per ``gres``); stops it after the session."""
     _require_cluster_tools()
     if gpus is None:
         gpus = {n: GPUS_PER_NODE for n in nodes}
-    c = SlurmCluster(nodes=nodes, gpus=gpus, gres=gres)
+    c = SlurmCluster(nodes=nodes, gpus=gpus, gres=gres, kill_wait=kill_wait)
     try:
         c.start()
         yield c
@@ -100,6 +101,13 @@ def gres_cli_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
     """gres_cluster's command-line variables: a `tensorflow` that fails to import comes first
     (the command line must not import TensorFlow)."""
     return hiding(gres_cluster, "tensorflow", "the mpi_resolver command line imported TensorFlow")
+
+
+@pytest.fixture(scope="session")
+def longjob_cluster() -> Iterator[SlurmCluster]:
+    """node1 and node2 with Slurm's default KillWait (30 s between SIGTERM and SIGKILL), which
+    a save on SIGTERM must fit in, as on a real cluster (the others have 5 s: quicker ends)."""
+    yield from _started(("node1", "node2"), gpus={}, kill_wait=30)
 
 
 @pytest.fixture(scope="session")

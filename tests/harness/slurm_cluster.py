@@ -228,7 +228,7 @@ class SlurmCluster:
     def __init__(self, nodes: Sequence[str] = ("node1", "node2"), *, cpus_per_node: int = 8,
                  workdir: str | None = None, gpus: Mapping[str, int] | None = None,
                  gres: Mapping[str, int] | None = None, port: int | None = None,
-                 private_shm: bool = True) -> None:
+                 private_shm: bool = True, kill_wait: int = 5) -> None:
         """Describe the cluster; nothing runs until start().
 
         Args:
@@ -242,6 +242,8 @@ class SlurmCluster:
             private_shm: give each node a /dev/shm of its own (a tmpfs, gone with the node),
                 as on real nodes. False shares the machine's (only to measure what that does:
                 scripts/mpich_pmi2_loop.py --shared-dev-shm).
+            kill_wait: Slurm's KillWait, the seconds between SIGTERM and SIGKILL when a job
+                ends (5: quick for tests; Slurm's default, which long jobs save within, 30).
         """
         if not nodes or len(set(nodes)) != len(nodes):
             raise ValueError(f"nodes must be distinct and non-empty: {list(nodes)}")
@@ -257,6 +259,7 @@ class SlurmCluster:
                 raise ValueError(f"gres: {n}={count!r}: expected 1-64 GPUs")
         self.node_names: list[str] = list(nodes)
         self.private_shm = private_shm
+        self.kill_wait = kill_wait
         self.cpus_per_node = cpus_per_node
         self.gpus: dict[str, int] = dict(gpus or {})
         self.gres: dict[str, int] = dict(gres or {})
@@ -560,7 +563,7 @@ SwitchType=switch/none
 MpiDefault=none
 ReturnToService=2
 InactiveLimit=0
-KillWait=5
+KillWait={self.kill_wait}
 MinJobAge=60
 MailProg=/bin/true
 {"GresTypes=gpu" if self.gres else "# no GresTypes: no GRES"}

@@ -26,32 +26,34 @@ from mpi_resolver._deep_tf import run_deep
 from mpi_resolver._environment import snapshot
 from mpi_resolver._options import make_options
 from mpi_resolver._resolution import resolve_job
+from mpi_resolver.preemption.signals import parse_signal
 opts = make_options(gpus_per_node=0, source="slurm", port_base=int(sys.argv[1]),
                     timeout=float(sys.argv[2]))
-report = run_deep(resolve_job(opts, snapshot()), opts, "ring")
+signal = parse_signal(sys.argv[3]) if len(sys.argv) > 3 else None
+report = run_deep(resolve_job(opts, snapshot()), opts, "ring", signal)
 sys.stdout.write(json.dumps(report.as_json()) + "\\n")
 sys.stdout.flush()
 import os; os._exit(0)  # a thread may be left in TensorFlow
 """
 
 
-def deep(tasks: int, timeout: float):
-    """Runs SCRIPT as rank 0 of a one-node step of ``tasks`` on localhost; returns (its
-    report, seconds)."""
-    p, took = run_script(tasks, timeout)
+def deep(tasks: int, timeout: float, *signal: str, **env: str):
+    """Runs SCRIPT as rank 0 of a one-node step of ``tasks`` on localhost (with --signal
+    ``signal``, and ``env`` added); returns (its report, seconds)."""
+    p, took = run_script(tasks, timeout, *signal, **env)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1]), took
 
 
-def run_script(tasks: int, timeout: float):
+def run_script(tasks: int, timeout: float, *signal: str, **extra: str):
     """Runs SCRIPT as deep() does; returns (the finished process, seconds)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "PMI", "OMPI"))}
     env.update({"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_STEP_NUM_TASKS": str(tasks),
                 "SLURM_STEP_NODELIST": "localhost", "SLURM_STEP_TASKS_PER_NODE": str(tasks),
                 "SLURMD_NODENAME": "localhost", "TF_CPP_MIN_LOG_LEVEL": "3",
-                "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.getcwd()})
+                "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.getcwd(), **extra})
     start = time.monotonic()
-    p = subprocess.run([sys.executable, "-c", SCRIPT, str(free_port()), str(timeout)],
+    p = subprocess.run([sys.executable, "-c", SCRIPT, str(free_port()), str(timeout), *signal],
                        capture_output=True, text=True, env=env, timeout=120)
     return p, time.monotonic() - start
 
@@ -111,3 +113,27 @@ def test_the_rehearsal_s_resolver_takes_every_option_of_the_command_line():
                                                      "worker": [f"localhost:{port + 1}"]}
     assert (resolver.task_type, resolver.task_id) == ("chief", 0)  # its port: the free one
     assert resolver.resolution.source == "slurm" and resolver.num_accelerators() == {"GPU": 0}
+
+
+def test_the_signals_still_reach_the_watcher_after_the_all_reduce():
+    report, _ = deep(1, 60.0, "USR2")
+    assert report["ok"] is True and report["signals"] == "SIGUSR2 and SIGTERM", report
+    assert list(report["outcomes"][0]["times"])[-1] == "Slurm's signals"
+
+
+def test_a_library_that_takes_the_signal_after_the_watcher_is_named(tmp_path):
+    """The C stand-in (tests/standins/sigtaker.c), preloaded, takes SIGUSR1 as soon as the
+    watcher has installed its handler, as NCCL 2.12 did at its first all-reduce."""
+    from tests.standins.build import sigtaker
+
+    library = sigtaker(tmp_path)
+    report, _ = deep(1, 60.0, "USR1", LD_PRELOAD=str(library), SIGTAKER_AFTER_OURS="10")
+    assert report["ok"] is False, report
+    (own,) = report["outcomes"]
+    assert (own["state"], own["stage"]) == ("failed", "Slurm's signals"), own
+    assert own["error"] == (f"SIGUSR1's handler is now libsigtaker.so ({library}), installed "
+                            "after mpi_resolver's watcher: that signal would not save a "
+                            "checkpoint"), own
+    assert own["fix"].startswith("use another signal than USR1: #SBATCH "
+                                 "--signal=USR2@SECONDS"), own
+    assert "all-reduce" in own["times"]  # it got there: the signal check comes after

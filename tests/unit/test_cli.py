@@ -209,3 +209,30 @@ def test_what_check_verifies(argv, source, slurm, verify):
 
     env = dict(STEP) if slurm else {}
     assert cli._verify(parse_args(argv), source, env) == verify
+
+
+@pytest.mark.parametrize("argv, error", [
+    pytest.param(["check", "--signal", "USR1"], "mpi-resolver: error: --signal is checked by "
+                 "--deep's rehearsal, after TensorFlow's first all-reduce: add --deep",
+                 id="without --deep"),
+    pytest.param(["check", "--deep", "--signal", "B:USR1@60"], "argument --signal: "
+                 "--signal='B:USR1@60': 'B:' sends the signal to the batch shell only",
+                 id="the batch shell's"),
+    pytest.param(["check", "--deep", "--signal", "KILL"], "argument --signal: --signal='KILL': "
+                 "SIGKILL cannot be caught", id="a signal that cannot be watched"),
+])
+def test_signal_is_for_deep_and_a_name_slurm_takes(capsys, argv, error):
+    from mpi_resolver._cli_args import parse_args
+
+    with pytest.raises(SystemExit) as e:
+        parse_args(argv)
+    assert e.value.code == 2
+    assert error in capsys.readouterr().err
+
+
+def test_signal_with_deep_is_the_parsed_signal():
+    from mpi_resolver._cli_args import parse_args
+
+    args = parse_args(["check", "--deep", "--signal", "usr2"])
+    assert (args.signal.name, args.connect) == ("USR2", True)
+    assert parse_args(["check", "--deep"]).signal is None

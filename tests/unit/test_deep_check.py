@@ -16,10 +16,10 @@ from mpi_resolver import _cli as cli
 from mpi_resolver._cli_args import parse_args
 from mpi_resolver._connect_check import ConnectReport
 from mpi_resolver._deep_check import (ALL_REDUCE, FAILED, GPUS, IMPORT, NOT_DONE, OK, RESOLVE,
-                                      STRATEGY, STUCK, DeepFailure, DeepReport, PhaseRunner,
-                                      Progress, RankOutcome, expected_sum, first_line,
-                                      gpu_problem, outcome_of, proxy_hint, run_phases,
-                                      sum_problem)
+                                      SIGNALS, STRATEGY, STUCK, DeepFailure, DeepReport,
+                                      MainThreadPhase, PhaseRunner, Progress, RankOutcome,
+                                      expected_sum, first_line, gpu_problem, outcome_of,
+                                      proxy_hint, run_phases, sum_problem)
 from mpi_resolver._deep_tf import Gather, TfRehearsal, check_jobs
 from mpi_resolver._errors import ResolutionError
 from mpi_resolver._layout import build_layout_runs
@@ -459,7 +459,8 @@ def test_report_json_keys_and_a_note_only_where_there_is_one():
     report = DeepReport([done(0, "n1")], 1, "ring", 30.0, 2.34567, True)
     assert report.as_json() == {"ok": True, "ranks": 1, "collective": "ring", "timeout": 30.0,
                                 "seconds": 2.346, "gathered": True, "missing": [],
-                                "note": None, "outcomes": [done(0, "n1").as_json()]}
+                                "note": None, "signals": None,
+                                "outcomes": [done(0, "n1").as_json()]}
     failed = DeepReport([RankOutcome(0, "n1", FAILED, IMPORT, "e", "f", None, None, None, {})],
                         1, "ring", 30.0, 1.0, True)
     assert "note:" not in failed.text()
@@ -476,3 +477,53 @@ def test_report_tables_show_at_most_100_rows(ranks, more):
                                   {}) for r in range(ranks)], ranks, "ring", 30.0, 1.0, True)
     for text in (ok.text(), bad.text()):
         assert (text.splitlines()[-1] == more) if more else ("more rows" not in text), text[-200:]
+
+
+# ------------------------------------------------------------------------------ signals
+def test_a_good_report_says_which_signals_reach_the_watcher():
+    report = DeepReport([done(0, "node1")], 1, "ring", 30.0, 4.06, True,
+                        signals="SIGUSR1 and SIGTERM")
+    assert report.text().startswith(
+        "DEEP OK: MultiWorkerMirroredStrategy (TensorFlow 2.21.0, collective ring) on the "
+        "job's 1 rank(s), 2 replica(s): the first all-reduce gave 3, as expected, in 4.1 s; "
+        "after it, SIGUSR1 and SIGTERM reach mpi_resolver's watcher on every rank. Seconds")
+    assert report.as_json()["signals"] == "SIGUSR1 and SIGTERM"
+
+
+def test_a_signal_that_does_not_reach_fails_the_rank_at_its_stage():
+    failure = DeepFailure("SIGUSR1's handler is now libx.so (/l/libx.so)", "use USR2")
+    outcome = outcome_of(failure, Progress(0.0, stage=SIGNALS, times=dict(TIMES)), 0, "n1",
+                         30.0, hint="a proxy hint")
+    assert (outcome.state, outcome.stage, outcome.error, outcome.fix) == (
+        FAILED, SIGNALS, "SIGUSR1's handler is now libx.so (/l/libx.so)", "use USR2")
+    assert not outcome.finished  # the all-reduce went well, the signal did not
+    report = DeepReport([outcome], 1, "ring", 30.0, 1.0, True, signals="SIGUSR1 and SIGTERM")
+    assert not report.ok and report.missing == [0]
+    assert "Slurm's signals" in report.text() and "use USR2" in report.text()
+
+
+def test_main_thread_phases_run_here_and_now():
+    runner = PhaseRunner(Progress(time.monotonic()))
+    where = []
+    ok = MainThreadPhase(lambda p: where.append(threading.current_thread().name))
+    assert runner.run(ok, time.monotonic() - 1) is None  # no deadline: it runs anyway
+    assert where == [threading.main_thread().name]
+    error = ValueError("no")
+    assert runner.run(MainThreadPhase(lambda p: (_ for _ in ()).throw(error)), 0.0) is error
+    runner.close()
+
+
+@pytest.mark.parametrize("signal, names", [
+    pytest.param(None, ["load", "resolve", "strategy", "all_reduce"], id="no --signal"),
+    pytest.param("USR1", ["load", "resolve", "strategy", "watch", "all_reduce", "reach"],
+                 id="--signal: watch after the strategy, check after the all-reduce"),
+])
+def test_the_rehearsal_s_phases(signal, names):
+    from mpi_resolver.preemption.signals import parse_signal
+
+    rehearsal = TfRehearsal(make_options(), "ring", 0.0, None,
+                            signal=signal and parse_signal(signal))
+    phases = rehearsal.phases()
+    assert [getattr(p, "phase", p).__name__ for p in phases] == names
+    assert [isinstance(p, MainThreadPhase) for p in phases] == [
+        n in ("watch", "reach") for n in names]

@@ -1,0 +1,161 @@
+"""Drives requeued jobs on the throw-away cluster for tests/cluster/test_long_jobs.py: submits
+a batch job, interrupts each run the way Slurm does (a signal, a requeue, the time limit,
+scancel), lets a requeued job start again at once, and reads each run's part of the job's
+appended output. Several jobs run at once, each driven by a thread of its own.
+
+A requeued job waits for its BeginTime (the requeue + 121 s, Slurm's CredExpire + 1): once it
+is PENDING with Reason=BeginTime, ``scontrol update JobId=J StartTime=now`` lets it start at
+the scheduler's next pass (about a second); the requeue itself is real."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from tests.harness.slurm_cluster import SlurmCluster
+
+#: How a run is interrupted: a signal as `#SBATCH --signal=USR1@N` sends it (to every task of
+#: the job's steps), twice in a row (the second while saving), `scontrol requeue` (SIGTERM;
+#: Slurm requeues the job), `scancel` (SIGTERM; the job ends), the time limit (nothing to
+#: do but wait), or nothing (the run completes).
+USR1, USR1_TWICE, REQUEUE, CANCEL, TIME_LIMIT, NONE = (
+    "USR1", "USR1 twice", "scontrol requeue", "scancel", "time limit", "none")
+STEPS_DONE = re.compile(r"^steps done: (\d+) \(resumed from (\d+)\)$", re.M)
+_RUN = re.compile(r"^== job \d+ \(run (\d+)\)", re.M)
+_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+
+
+@dataclass
+class Job:
+    """One batch job and how each of its runs is interrupted (``interrupts[i]`` for run
+    i + 1, the first interrupted after the chief's first progress line of that run)."""
+
+    name: str
+    argv: List[str]
+    interrupts: Sequence[str]
+    output: Path
+    env: Dict[str, str] = field(default_factory=dict)
+    target: str = ""  #: what to signal: the job id, or '<array id>_<task>'
+    job_id: str = ""
+    error: Optional[str] = None
+    states: List[str] = field(default_factory=list)  #: the job's state after each run
+    started: float = 0.0
+    seconds: float = 0.0
+
+    def text(self) -> str:
+        return self.output.read_text(errors="replace") if self.output.exists() else ""
+
+    def runs(self) -> List[str]:
+        """Returns each run's part of the output: what follows its '== job J (run N)' line
+        (the templates print it), or the whole output as one run."""
+        text = self.text()
+        starts = [m.start() for m in _RUN.finditer(text)]
+        if not starts:
+            return [text]
+        return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+
+    def steps(self) -> List[tuple]:
+        """Returns every run's (steps done, resumed from), in order."""
+        return [tuple(int(g) for g in m.groups()) for m in STEPS_DONE.finditer(self.text())]
+
+    def context(self) -> str:
+        return f"{self.name} (job {self.job_id}): {self.error or ''}\n{self.text()[-6000:]}"
+
+
+def show(cluster: SlurmCluster, target: str) -> Dict[str, str]:
+    """Returns `scontrol show job -o TARGET`'s fields (empty where it fails)."""
+    r = cluster.run(["scontrol", "show", "job", "-o", target], timeout=30)
+    fields: Dict[str, str] = {}
+    for word in r.stdout.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in fields:
+            fields[key] = value
+    return fields
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {seconds:g} s waiting for {what}")
+        time.sleep(0.2)
+
+
+class Driver:
+    """Runs jobs at once on ``cluster``; each job's thread submits it and plays its runs."""
+
+    def __init__(self, cluster: SlurmCluster, timeout: float = 400.0) -> None:
+        self.cluster, self.timeout = cluster, timeout
+        self.jobs: List[Job] = []
+
+    def add(self, job: Job) -> Job:
+        self.jobs.append(job)
+        return job
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._drive, args=(job,), daemon=True)
+                   for job in self.jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(self.timeout)
+        for job in self.jobs:
+            if job.job_id:
+                self.cluster.run(["scancel", job.job_id], timeout=30)
+
+    def _drive(self, job: Job) -> None:
+        job.started = time.monotonic()
+        try:
+            r = self.cluster.run(["sbatch", "--parsable", "--requeue", "--open-mode=append",
+                                  f"--output={job.output}", *job.argv], env=job.env,
+                                 timeout=30)
+            if r.returncode != 0:
+                raise RuntimeError(f"sbatch failed: {r.stderr}")
+            job.job_id = r.stdout.strip().split(";")[0]
+            job.target = job.target.replace("JOB", job.job_id) or job.job_id
+            for number, interrupt in enumerate(job.interrupts, 1):
+                self._play(job, number, interrupt)
+        except Exception as e:  # noqa: BLE001 - the test reports it with the output
+            job.error = f"{type(e).__name__}: {e}"
+        job.seconds = time.monotonic() - job.started
+
+    def _play(self, job: Job, number: int, interrupt: str) -> None:
+        """Plays run ``number``: waits for it to start (its '== job J (run N)' line), interrupts
+        it once its chief reported a step, then lets a requeued job start again."""
+        wait_for(lambda: len(_RUN.findall(job.text())) >= number or self._ended(job), 300,
+                 f"run {number}'s start")
+        if len(_RUN.findall(job.text())) < number:
+            raise RuntimeError(f"run {number} never started: the job ended ({job.states})")
+        if interrupt not in (NONE, TIME_LIMIT):
+            wait_for(lambda: "  step " in job.runs()[-1], 300, f"run {number}'s training")
+            self._interrupt(job, interrupt)
+        wait_for(lambda: self._between_runs(job), 300, f"run {number}'s end")
+        state = show(self.cluster, job.target)
+        job.states.append(f"{state.get('JobState')} {state.get('Reason')} "
+                          f"Restarts={state.get('Restarts')}")
+        if state.get("Reason") == "BeginTime":
+            self.cluster.run(["scontrol", "update", f"JobId={job.target}", "StartTime=now"],
+                             timeout=30)
+
+    def _interrupt(self, job: Job, interrupt: str) -> None:
+        commands = {USR1: [["scancel", "--signal=USR1", job.target]],
+                    USR1_TWICE: [["scancel", "--signal=USR1", job.target]] * 2,
+                    REQUEUE: [["scontrol", "requeue", job.target]],
+                    CANCEL: [["scancel", job.target]]}[interrupt]
+        for argv in commands:
+            r = self.cluster.run(argv, timeout=30)
+            if r.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv)} failed: {r.stderr}")
+
+    def _ended(self, job: Job) -> bool:
+        return show(self.cluster, job.target).get("JobState") in _FINAL
+
+    def _between_runs(self, job: Job) -> bool:
+        """True once the job is requeued and waits (PENDING, BeginTime) or has ended."""
+        state = show(self.cluster, job.target)
+        return (state.get("Reason") == "BeginTime" and state.get("JobState") == "PENDING") \
+            or state.get("JobState") in _FINAL

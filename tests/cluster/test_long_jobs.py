@@ -1,0 +1,221 @@
+"""Long jobs for real on the two-node cluster (Slurm's default KillWait, 30 s): examples/
+train.py --checkpoint-dir under examples/train.sbatch, interrupted the way Slurm interrupts
+jobs, requeued, and resumed at the saved step until the planned total.
+
+Every job below runs at once (a Driver thread each, tests/cluster/longjobs.py), so the file
+takes about as long as its longest job (the time limit's: a minute and Slurm's next look).
+Each test then reads its job's appended output, run by run."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import uuid
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from tests.cluster.conftest import ROOT
+from tests.cluster.longjobs import (CANCEL, NONE, REQUEUE, TIME_LIMIT, USR1, USR1_TWICE, Driver,
+                                    Job, show)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+PY = sys.executable
+OLDEST = ROOT / ".venv-tf215" / "bin" / "python"
+TEMPLATE = str(ROOT / "examples" / "train.sbatch")
+TRAIN = str(ROOT / "examples" / "train.py")
+EPOCHS, STEPS = 4, 250
+TOTAL = EPOCHS * STEPS
+TRAIN_ARGS = ["--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS), "--log-every", "50"]
+EXITED_75 = re.compile(r"task \d: Exited with exit code 75")
+TIME_LIMIT_SCRIPT = """#!/bin/bash
+echo "== job $SLURM_JOB_ID (run $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )))"
+srun --mpi=pmix --kill-on-bad-exit=1 python {train} --epochs 1 --steps-per-epoch 10000000 \\
+  --log-every 1000 --port-base 25170 --checkpoint-dir {ckpt} --requeue-on-time-limit
+"""
+#: train.py as a container without Slurm's commands would run it: no scontrol on PATH.
+NO_SCONTROL = """import os, runpy, sys
+os.environ["PATH"] = os.path.dirname(sys.executable)
+sys.argv[0] = {train!r}
+runpy.run_path({train!r}, run_name="__main__")
+"""
+
+
+def slug(name: str) -> str:
+    """Returns a job's name as its directory's: no blanks (paths go unquoted into scripts)."""
+    return name.replace(" ", "-")
+
+
+def env(tmp: Path, name: str, python: str = PY, **extra: str) -> Dict[str, str]:
+    """The job's variables: this checkout, ``python`` first on PATH, quiet TensorFlow, one
+    thread per worker, train.py, and a checkpoint directory of its own."""
+    return {"PATH": f"{Path(python).parent}:/usr/bin:/bin:/usr/sbin:/sbin",
+            "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "TRAIN": TRAIN,
+            "CHECKPOINT_DIR": str(tmp / slug(name) / "ckpt"), **extra}
+
+
+@pytest.fixture(scope="module")
+def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
+    """Runs every job at once; returns them by name once all are done."""
+    tmp = tmp_path_factory.mktemp("longjobs")
+    driver = Driver(longjob_cluster)
+
+    def template(name, interrupts, *args, python=PY, sbatch=(), **extra):
+        (tmp / slug(name)).mkdir()
+        return driver.add(Job(name, [*sbatch, TEMPLATE, *TRAIN_ARGS, *args], interrupts,
+                              tmp / slug(name) / "out.txt", env(tmp, name, python, **extra)))
+
+    template("twice in a row", [USR1_TWICE, NONE], "--port-base", "25100")
+    template("scontrol requeue", [REQUEUE, NONE], "--port-base", "25110")
+    template("fit", [USR1, NONE], "--fit", "--port-base", "25120")
+    template("interrupted twice", [USR1, USR1, NONE], "--port-base", "25130")
+    template("TensorFlow 2.15.1", [USR1, NONE], "--port-base", "25150", python=str(OLDEST))
+    (tmp / "no-scontrol.py").write_text(NO_SCONTROL.format(train=TRAIN))
+    template("no scontrol", [USR1, NONE], "--port-base", "25160",
+             TRAIN=str(tmp / "no-scontrol.py"))
+    template("node-local", [NONE], "--port-base", "25180",
+             CHECKPOINT_DIR=f"/dev/shm/mpir-test-{uuid.uuid4().hex[:8]}")
+    array = template("array task", [USR1, NONE], "--port-base", "auto",
+                     sbatch=["--array=0-1"])
+    array.output = tmp / "array-task" / "out-1.txt"
+    array.argv.insert(0, f"--output={tmp / 'array-task' / 'out-%a.txt'}")
+    array.target = "JOB_1"
+    (tmp / "time-limit").mkdir()
+    script = tmp / "time-limit" / "job.sh"
+    script.write_text(TIME_LIMIT_SCRIPT.format(train=TRAIN, ckpt=tmp / "time-limit" / "ckpt"))
+    driver.add(Job("time limit", ["-N2", "--ntasks-per-node=1", "--time=1", str(script)],
+                   [TIME_LIMIT, CANCEL], tmp / "time-limit" / "out.txt",
+                   env(tmp, "time limit")))
+    driver.run()
+    return {job.name: job for job in driver.jobs}
+
+
+def resumed_runs(job: Job, runs: int) -> list:
+    """Asserts the job ran ``runs`` times, each resuming where the last one saved and the last
+    reaching the planned total; returns every run's (steps done, resumed from)."""
+    steps = job.steps()
+    assert len(steps) == runs, job.context()
+    assert steps[0][1] == 0, job.context()
+    for (done, _), (_, resumed) in zip(steps, steps[1:]):
+        assert resumed == done, job.context()  # the next run starts at the saved step
+    assert all(0 < done < TOTAL for done, _ in steps[:-1]), job.context()
+    assert steps[-1][0] == TOTAL, job.context()
+    return steps
+
+
+def the_last_line_of_each_run_is_the_chief_s_steps_line(job: Job) -> None:
+    for run in job.runs():
+        chief = [ln for ln in run.splitlines()
+                 if re.match(r"(  step |epoch |final test|resumed from|steps done)", ln)]
+        assert chief and chief[-1].startswith("steps done: "), job.context()
+
+
+def test_usr1_saves_requeues_and_the_next_run_finishes(jobs):
+    """The warning signal as `#SBATCH --signal=USR1@N` sends it, twice in a row (the second
+    while the workers save): one checkpoint, worker 0's requeue, every task exits 75, and the
+    next run resumes at the saved step, appended to the same output file."""
+    job = jobs["twice in a row"]
+    assert job.error is None, job.context()
+    resumed_runs(job, 2)
+    the_last_line_of_each_run_is_the_chief_s_steps_line(job)
+    first = job.runs()[0]
+    assert first.count("checkpoint saved on SIGUSR1") == 1, job.context()
+    assert f"requeued job {job.job_id} (scontrol requeue {job.job_id}); exit code 75" in first
+    assert len(EXITED_75.findall(first)) == 2, job.context()  # both tasks
+    assert job.states == [f"PENDING BeginTime Restarts=1", "COMPLETED None Restarts=1"], \
+        job.context()
+    assert "resumed from the checkpoint in" in job.runs()[1], job.context()
+
+
+def test_scontrol_requeue_saves_on_sigterm_and_slurm_requeues(jobs):
+    """`scontrol requeue`: SIGTERM to every task; the save, exit 143 (Slurm requeues the job
+    itself, worker 0 does not), and the next run resumes."""
+    job = jobs["scontrol requeue"]
+    assert job.error is None, job.context()
+    resumed_runs(job, 2)
+    first = job.runs()[0]
+    assert "checkpoint saved on SIGTERM; not requeued: SIGTERM ends the job" in first, first
+    assert "Exited with exit code 143" in first, job.context()
+    assert job.states[-1] == "COMPLETED None Restarts=1", job.context()
+
+
+def test_fit_saves_and_resumes_at_the_next_batch(jobs):
+    job = jobs["fit"]
+    assert job.error is None, job.context()
+    resumed_runs(job, 2)
+    the_last_line_of_each_run_is_the_chief_s_steps_line(job)
+    assert "training: model.fit, Keras 2" in job.runs()[1], job.context()
+
+
+def test_a_job_interrupted_twice_resumes_from_the_second_checkpoint(jobs):
+    job = jobs["interrupted twice"]
+    assert job.error is None, job.context()
+    steps = resumed_runs(job, 3)
+    assert steps[0][0] < steps[1][0], job.context()
+    assert job.states[-1] == "COMPLETED None Restarts=2", job.context()
+
+
+def test_tensorflow_2_15_1(jobs):
+    job = jobs["TensorFlow 2.15.1"]
+    assert job.error is None, job.context()
+    resumed_runs(job, 2)
+    assert "Keras 2.15" in job.text() or "training: custom loop, Keras 2.15" in job.text(), \
+        job.context()
+
+
+def test_without_scontrol_the_template_requeues(jobs):
+    """Worker 0 cannot requeue (no scontrol on the node, as in a container): one line naming
+    the fix, the checkpoint saved all the same, srun returns 75, and the batch script
+    requeues the job."""
+    job = jobs["no scontrol"]
+    assert job.error is None, job.context()
+    resumed_runs(job, 2)
+    first = job.runs()[0]
+    assert "was not requeued: scontrol is not on node1's PATH (inside a container" in first
+    assert "== the checkpoint is saved; requeueing the job from the batch script" in first
+    assert job.states[-1] == "COMPLETED None Restarts=1", job.context()
+
+
+def test_an_array_task_is_requeued_by_its_own_name(jobs, longjob_cluster):
+    job = jobs["array task"]
+    assert job.error is None, job.context()
+    resumed_runs(job, 2)
+    array = job.job_id
+    assert f"requeued job {array}_1 (scontrol requeue {array}_1)" in job.runs()[0]
+    other = show(longjob_cluster, f"{array}_0")
+    assert (other.get("JobState"), other.get("Restarts")) == ("COMPLETED", "0"), other
+    text = (job.output.parent / "out-0.txt").read_text()  # the other task, not interrupted
+    assert re.findall(r"^steps done: .*$", text, re.M) == [f"steps done: {TOTAL} (resumed "
+                                                           "from 0)"], text
+
+
+def test_the_time_limit_requeues_where_asked_and_scancel_ends_the_job(jobs):
+    """No warning signal: the time limit's SIGTERM saves, and worker 0 requeues
+    (--requeue-on-time-limit, Slurm's Reason=TimeLimit); the next run resumes, and a user's
+    scancel then saves once more and ends the job: not requeued, exit 143."""
+    job = jobs["time limit"]
+    assert job.error is None, job.context()
+    (first_done, first_from), (second_done, second_from) = job.steps()
+    assert first_from == 0 and second_from == first_done > 0, job.context()
+    assert second_done > first_done, job.context()  # saved again on scancel
+    first, second = job.runs()
+    assert "checkpoint saved on SIGTERM; requeued job" in first, job.context()
+    assert "checkpoint saved on SIGTERM; not requeued: Slurm ends the job" in second, \
+        job.context()
+    assert "Exited with exit code 143" in second or "exit code 143" in second, job.context()
+    assert job.states == ["PENDING BeginTime Restarts=1", "CANCELLED None Restarts=1"], \
+        job.context()
+
+
+def test_a_node_local_checkpoint_directory_fails_before_training(jobs):
+    job = jobs["node-local"]
+    assert job.error is None, job.context()
+    text = job.text()
+    assert "== training:" not in text, job.context()
+    assert "node-local" in text, job.context()
+    assert job.states == ["FAILED NonZeroExitCode Restarts=0"], job.context()
+    assert not os.path.exists(job.env["CHECKPOINT_DIR"])  # /dev/shm of this host, not a node's

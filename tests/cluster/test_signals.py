@@ -1,0 +1,154 @@
+"""Which processes Slurm's signals reach, measured for real (README.md's table, "Long jobs"):
+a batch script whose traps note what the batch shell gets, and `srun --mpi=pmix` tasks
+(signal_probe.py) that note what each task gets, for `sbatch --signal=USR1@N` and
+`--signal=B:USR1@N`, `scancel --signal=USR1` with and without --batch/--full, and
+`scontrol requeue`; and examples/train.sbatch passing on a signal only its shell got.
+
+All jobs run at once on the session's cluster; the --signal=...@N ones ask for a 1-minute
+limit with the signal 59 s before it, which slurmctld sends at its next look (about 10 s on
+these machines); the time limit's case takes its minute and the next look (60-90 s)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from tests.cluster.conftest import ROOT
+
+HERE = Path(__file__).resolve().parent
+PY = sys.executable
+BATCH = """#!/bin/bash
+log={log}
+for s in USR1 USR2 TERM URG; do trap "echo $s >> $log/batch.log" $s; done
+echo ready >> $log/batch.log
+srun --mpi=pmix -N2 --ntasks-per-node=1 {py} {probe} $log &
+pid=$!
+while kill -0 $pid 2>/dev/null; do wait $pid; done
+"""
+#: (how the signal is sent: sbatch options, what to run once every task is ready) ->
+#: {process: the signals it got}. The table README.md shows.
+CASES = {
+    "sbatch --signal=USR1@N": (["--time=1", "--signal=USR1@59"], None,
+                               {"batch": [], "task0": ["USR1"], "task1": ["USR1"]}),
+    "sbatch --signal=B:USR1@N": (["--time=1", "--signal=B:USR1@59"], None,
+                                 {"batch": ["USR1"], "task0": [], "task1": []}),
+    "scancel --signal=USR1": ([], ["scancel", "--signal=USR1"],
+                              {"batch": [], "task0": ["USR1"], "task1": ["USR1"]}),
+    "scancel --batch --signal=USR1": ([], ["scancel", "--batch", "--signal=USR1"],
+                                      {"batch": ["USR1"], "task0": [], "task1": []}),
+    "scancel --full --signal=USR1": ([], ["scancel", "--full", "--signal=USR1"],
+                                     {"batch": ["USR1"], "task0": ["USR1"], "task1": ["USR1"]}),
+    "scontrol requeue": (["--requeue"], ["scontrol", "requeue"],
+                         {"batch": ["TERM"], "task0": ["TERM"], "task1": ["TERM"]}),
+    # slurmstepd's SIGTERM, and srun's: srun (in the batch step) gets one too and passes it on
+    "the time limit (--time=1)": (["--time=1"], None,
+                                  {"batch": ["TERM"], "task0": ["TERM", "TERM"],
+                                   "task1": ["TERM", "TERM"]}),
+}
+
+
+def signals_seen(log: Path) -> Dict[str, List[str]]:
+    """Returns {process: the signals it noted, in order}."""
+    seen = {}
+    for name in ("batch", "task0", "task1"):
+        path = log / f"{name}.log"
+        lines = path.read_text().split() if path.exists() else []
+        seen[name] = [s.removeprefix("SIG") for s in lines if s != "ready"]
+    return seen
+
+
+def ready(log: Path) -> bool:
+    return all((log / f"{n}.log").exists() for n in ("batch", "task0", "task1"))
+
+
+def submit(cluster, log: Path, options: List[str], script: Path, *args: str) -> str:
+    r = cluster.run(["sbatch", "--parsable", "-N2", f"--output={log}/out.txt", *options,
+                     str(script), *args], timeout=30,
+                    env={"PYTHONPATH": str(ROOT), "PATH": f"{Path(PY).parent}:"
+                                                          f"{cluster.env['PATH']}"})
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip().split(";")[0]
+
+
+def wait_until(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {seconds:g} s waiting for {what}"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def measured(cluster, tmp_path_factory) -> Dict[str, Dict[str, List[str]]]:
+    """Runs every case at once; returns {case: {process: the signals it got}}: what each
+    process noted by one second after the signals the case expects came (a second copy would
+    come by then), before its job is cancelled (or its time limit comes)."""
+    jobs = {}
+    for case, (options, _, _) in CASES.items():
+        log = tmp_path_factory.mktemp("signals")
+        script = log / "job.sh"
+        script.write_text(BATCH.format(log=log, py=PY, probe=HERE / "signal_probe.py"))
+        jobs[case] = (submit(cluster, log, options, script), log)
+    seen: Dict[str, Dict[str, List[str]]] = {}
+    try:
+        for case, (job, log) in jobs.items():
+            wait_until(lambda: ready(log), 60, f"{case}'s tasks")
+            action = CASES[case][1]
+            if action is not None:
+                assert cluster.run([*action, job], timeout=30).returncode == 0
+        deadline = time.monotonic() + 150
+        came: Dict[str, float] = {}
+        while len(seen) < len(jobs) and time.monotonic() < deadline:
+            for case, (job, log) in jobs.items():
+                if case in seen:
+                    continue
+                now = signals_seen(log)
+                if case not in came and all(len(now[p]) >= len(s)
+                                            for p, s in CASES[case][2].items()):
+                    came[case] = time.monotonic()
+                if case in came and time.monotonic() > came[case] + 1.0:
+                    seen[case] = now
+                    cluster.run(["scancel", job], timeout=30)
+            time.sleep(0.1)
+        return {case: seen.get(case, signals_seen(log)) for case, (_, log) in jobs.items()}
+    finally:
+        for job, log in jobs.values():
+            (log / "stop").touch()
+            cluster.run(["scancel", job], timeout=30)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_which_processes_get_the_signal(measured, case):
+    assert measured[case] == CASES[case][2]
+
+
+def test_the_template_passes_on_a_signal_only_its_shell_gets(cluster, tmp_path):
+    """examples/train.sbatch submitted with --signal=B:USR1@N (the batch shell's only): its
+    trap sends USR1 to the tasks (here signal_probe.py as TRAIN)."""
+    env = {"TRAIN": str(HERE / "signal_probe.py"), "CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+           "SIGNAL_PROBE_LOG": str(tmp_path)}
+    job = None
+    try:
+        r = cluster.run(["sbatch", "--parsable", f"--output={tmp_path}/out.txt", "--time=1",
+                         "--signal=B:USR1@59", str(ROOT / "examples" / "train.sbatch")],
+                        timeout=30,
+                        env={**env, "PYTHONPATH": str(ROOT),
+                             "PATH": f"{Path(PY).parent}:{cluster.env['PATH']}"})
+        assert r.returncode == 0, r.stderr
+        job = r.stdout.strip()
+        wait_until(lambda: all((tmp_path / f"task{i}.log").exists() for i in (0, 1)), 90,
+                   "the template's tasks")
+        wait_until(lambda: all("USR1" in (tmp_path / f"task{i}.log").read_text()
+                               for i in (0, 1)), 45, "USR1 passed on to both tasks")
+        out = (tmp_path / "out.txt").read_text()
+        assert re.search(r"^== training: ", out, re.M), out
+    finally:
+        (tmp_path / "stop").touch()
+        if job:
+            cluster.run(["scancel", job], timeout=30)
+    assert os.path.isdir(tmp_path / "ckpt")
