@@ -56,7 +56,7 @@ class Job:
         starts = [m.start() for m in _RUN.finditer(text)]
         if not starts:
             return [text]
-        return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+        return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)], strict=True)]
 
     def steps(self) -> List[tuple]:
         """Returns every run's (steps done, resumed from), in order."""

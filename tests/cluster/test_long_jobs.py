@@ -100,7 +100,7 @@ def resumed_runs(job: Job, runs: int) -> list:
     steps = job.steps()
     assert len(steps) == runs, job.context()
     assert steps[0][1] == 0, job.context()
-    for (done, _), (_, resumed) in zip(steps, steps[1:]):
+    for (done, _), (_, resumed) in zip(steps[:-1], steps[1:], strict=True):
         assert resumed == done, job.context()  # the next run starts at the saved step
     assert all(0 < done < TOTAL for done, _ in steps[:-1]), job.context()
     assert steps[-1][0] == TOTAL, job.context()
@@ -126,7 +126,7 @@ def test_usr1_saves_requeues_and_the_next_run_finishes(jobs):
     assert first.count("checkpoint saved on SIGUSR1") == 1, job.context()
     assert f"requeued job {job.job_id} (scontrol requeue {job.job_id}); exit code 75" in first
     assert len(EXITED_75.findall(first)) == 2, job.context()  # both tasks
-    assert job.states == [f"PENDING BeginTime Restarts=1", "COMPLETED None Restarts=1"], \
+    assert job.states == ["PENDING BeginTime Restarts=1", "COMPLETED None Restarts=1"], \
         job.context()
     assert "resumed from the checkpoint in" in job.runs()[1], job.context()
 

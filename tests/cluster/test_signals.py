@@ -97,7 +97,7 @@ def measured(cluster, tmp_path_factory) -> Dict[str, Dict[str, List[str]]]:
     seen: Dict[str, Dict[str, List[str]]] = {}
     try:
         for case, (job, log) in jobs.items():
-            wait_until(lambda: ready(log), 60, f"{case}'s tasks")
+            wait_until(lambda log=log: ready(log), 60, f"{case}'s tasks")
             action = CASES[case][1]
             if action is not None:
                 assert cluster.run([*action, job], timeout=30).returncode == 0
