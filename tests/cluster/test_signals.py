@@ -152,3 +152,26 @@ def test_the_template_passes_on_a_signal_only_its_shell_gets(cluster, tmp_path):
         if job:
             cluster.run(["scancel", job], timeout=30)
     assert os.path.isdir(tmp_path / "ckpt")
+
+
+#: README.md's rows (its first cell) for each case, and what the cells say a process got.
+README_ROWS = {"sbatch --signal=USR1@N": "`sbatch --signal=USR1@N`",
+               "sbatch --signal=B:USR1@N": "`sbatch --signal=B:USR1@N`",
+               "scancel --signal=USR1": "`scancel --signal=USR1 JOB`",
+               "scancel --batch --signal=USR1": "`scancel --batch --signal=USR1 JOB`",
+               "scancel --full --signal=USR1": "`scancel --full --signal=USR1 JOB`",
+               "scontrol requeue": "`scontrol requeue JOB`",
+               "the time limit (--time=1)": "the time limit"}
+CELLS = {(): "-", ("USR1",): "USR1", ("TERM",): "TERM",
+         ("TERM", "TERM"): "TERM twice (slurmstepd's, and srun's)"}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_readme_table_says_what_was_measured(measured, case):
+    readme = (ROOT / "README.md").read_text().splitlines()
+    row = next(line for line in readme if line.startswith(f"| {README_ROWS[case]} |"))
+    batch, tasks = [c.strip() for c in row.strip("|").split("|")][1:]
+    got = measured[case]
+    assert batch == CELLS[tuple(got["batch"])]
+    assert got["task0"] == got["task1"]
+    assert tasks.split(" (SIGKILL")[0] == CELLS[tuple(got["task0"])]
