@@ -6,8 +6,8 @@ Slurm's `--signal=USR1@N` does (`scancel --signal=USR1`, to every task of the st
 waits for its scheduled calls, saves one checkpoint, requeues the job (`scontrol requeue`) and
 every task exits 75; the job is then PENDING with Reason=BeginTime (Slurm would start it 121 s
 later), `scontrol update StartTime=now` starts it at once, and the second run resumes at the
-saved step and trains to the planned total. About 26 s on 2 cores (8 TensorFlow imports;
-measured 2026-11-25), every wait bounded.
+saved step and trains to the planned total. 26 s on 2 idle cores, 42-50 s on loaded ones (8
+TensorFlow imports; measured 2026-11-25), every wait bounded.
 """
 
 from __future__ import annotations
