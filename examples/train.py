@@ -198,6 +198,8 @@ def main(argv=None) -> int:
         timeout_seconds=args.collective_timeout)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver,
                                                          communication_options=options)
+    import lost_worker  # examples/lost_worker.py: a worker lost mid-training is named, and
+    lost_worker.install(tf, resolver)  # this one exits 1 at once instead of tearing down
 
     # task_type/task_id are set once the strategy has asked for the ClusterSpec.
     task_type, task_id = resolver.task_type, resolver.task_id
