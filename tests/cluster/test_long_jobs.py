@@ -40,6 +40,7 @@ srun --mpi=pmix --kill-on-bad-exit=1 python {train} --epochs 1 --steps-per-epoch
 NO_SCONTROL = """import os, runpy, sys
 os.environ["PATH"] = os.path.dirname(sys.executable)
 sys.argv[0] = {train!r}
+sys.path.insert(0, os.path.dirname({train!r}))
 runpy.run_path({train!r}, run_name="__main__")
 """
 
