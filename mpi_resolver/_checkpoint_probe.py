@@ -24,6 +24,7 @@ from ._checkpoint_check import (ABSENT, NOT_DIR, OK, SEEN, STUCK, UNREADABLE, WR
 from ._checkpoint_files import (content_problem, error_detail, file_name, file_text, job_step,
                                 mount_type)
 from ._connect_probe import run_bounded
+from ._environment import snapshot
 from ._exchange import Transport, gather_json
 from ._layout import Layout
 
@@ -195,7 +196,7 @@ def run_checkpoint(path: str, layout: Layout, rank: int, timeout: float) -> Chec
     """
     from ._mpi import MpiTransport, mpi_initialized, world
 
-    job = job_step(os.environ)
+    job = job_step(snapshot())
     if not mpi_initialized():
         return checkpoint_check(path, layout.placement, rank, job, timeout, None)
     transport = MpiTransport(world()[0], 2 * timeout + 10)
