@@ -11,6 +11,8 @@ import sys
 from dataclasses import asdict
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from ._checkpoint_check import CheckpointReport
+from ._checkpoint_probe import run_checkpoint
 from ._cli_args import parse_args
 from ._connect_check import ConnectReport, run_connect
 from ._deep_check import DeepReport
@@ -81,8 +83,8 @@ def _report_show(res: Resolution, as_json: bool, bind: Optional[str]) -> str:
 
 def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]],
                   error: Optional[MismatchError], as_json: bool, bind: Optional[str],
-                  connect: Optional[ConnectReport] = None, deep: Optional[DeepReport] = None
-                  ) -> str:
+                  connect: Optional[ConnectReport] = None, deep: Optional[DeepReport] = None,
+                  checkpoint: Optional[CheckpointReport] = None) -> str:
     if as_json:
         return json.dumps({
             "agree": error is None,
@@ -92,6 +94,7 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
             "cluster": res.cluster() if res else None,
             "ranks": _ranks(res) if res else None,
             "proxy": res.proxy if res else None,
+            "checkpoint_dir": checkpoint.as_json() if checkpoint else None,
             "connect": connect.as_json() if connect else None,
             "deep": deep.as_json() if deep else None}, indent=2, default=list)
     lines = []
@@ -112,10 +115,8 @@ def _report_check(res: Optional[Resolution], records: Optional[List[RankRecord]]
         if res.proxy:  # the warning above, as check's verdict
             lines += ["", "PROXY: check fails: a proxy variable would carry TensorFlow's "
                           "traffic between the workers (see the warning above)."]
-    if connect is not None:
-        lines += ["", connect.text()]
-    if deep is not None:
-        lines += ["", deep.text()]
+    lines += [line for r in (checkpoint, connect, deep) if r is not None
+              for line in ("", r.text())]
     return "\n".join(lines)
 
 
@@ -144,11 +145,12 @@ def _options(args: argparse.Namespace, source: str, env: Mapping[str, str]) -> O
 
 def _verify(args: argparse.Namespace, source: str, env: Mapping[str, str]) -> Any:
     """Returns the resolver's verify: True for check (the cross-check), but 'auto' where
-    --connect has no Slurm to check against MPI (mpirun) or no MPI (--source slurm): the
-    connections are still checked."""
+    --connect or --checkpoint-dir has no Slurm to check against MPI (mpirun) or no MPI
+    (--source slurm): the connections and the directory are still checked."""
     if args.command != "check":
         return "auto"
-    if args.connect and (source == "slurm" or not SlurmStep.present(env)):
+    rehearses = args.connect or args.checkpoint_dir is not None
+    if rehearses and (source == "slurm" or not SlurmStep.present(env)):
         return "auto"
     return True
 
@@ -180,22 +182,22 @@ def _error(e: ResolutionError, rank: Optional[int], launch: Launch, source: str,
 
 
 def _print_result(args: argparse.Namespace, res: Resolution, bind: Optional[str],
-                  connect: Optional[ConnectReport] = None,
-                  deep: Optional[DeepReport] = None) -> None:
+                  checks: Sequence[Any] = ()) -> None:
     """Prints what the command asks for: every rank its TF_CONFIG, or rank 0 a report (and,
-    where --connect or --deep ran without MPI, every other rank its own failures)."""
+    where check's rehearsals ran without MPI, every other rank its own failures). ``checks``:
+    --checkpoint-dir's, --connect's and --deep's reports (None where not run)."""
     if args.command == "tf-config":
         # one write per rank: launchers interleave the ranks' lines
         sys.stdout.write(_tf_config_line(args, res) + "\n")
         sys.stdout.flush()
     elif res.rank == 0:
-        print(_report_check(res, res.records, None, args.json, bind, connect, deep)
+        checkpoint, connect, deep = checks or (None, None, None)
+        print(_report_check(res, res.records, None, args.json, bind, connect, deep, checkpoint)
               if args.command == "check" else _report_show(res, args.json, bind))
-    elif connect is not None and connect.failures and not connect.gathered:
-        sys.stdout.write(f"rank {res.rank}: {connect.text()}\n")  # one write: see above
-        sys.stdout.flush()
-    elif deep is not None and not deep.ok and not deep.gathered:
-        sys.stdout.write(f"rank {res.rank}: {deep.text()}\n")
+    else:
+        own = [f"rank {res.rank}: {r.text()}\n" for r in checks
+               if r is not None and not r.ok and not r.gathered]
+        sys.stdout.write("".join(own))  # one write: see above
         sys.stdout.flush()
 
 
@@ -250,19 +252,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _report(args: argparse.Namespace, res: Resolution, opts: Options, bind: Optional[str],
             launch: Launch) -> int:
-    """Runs check's --connect and --deep where asked, prints the command's report; returns
-    the exit status (1 where a check failed: connections, TensorFlow, a proxy)."""
-    connect = deep = None
-    if args.command == "check" and args.connect:
+    """Runs check's --checkpoint-dir, --connect and --deep where asked, prints the command's
+    report; returns the exit status (1 where a check failed: the checkpoint directory,
+    connections, TensorFlow, a proxy)."""
+    checkpoint = connect = deep = None
+    if args.command == "check":
         try:
-            connect = run_connect(res.layout, res.rank, args.timeout)
-            deep = _deep(args, res, opts, connect)
+            if args.checkpoint_dir is not None:
+                checkpoint = run_checkpoint(args.checkpoint_dir, res.layout, res.rank,
+                                            args.timeout)
+            if args.connect:
+                connect = run_connect(res.layout, res.rank, args.timeout)
+                deep = _deep(args, res, opts, connect)
         except ResolutionError as e:
             return _error(e, res.rank, launch, args.source, own=True)
-    _print_result(args, res, bind, connect, deep)
-    if connect is not None and connect.failures:
-        return _failed(1, together=connect.gathered, start=False)
-    status = _deep_status(deep)
+    _print_result(args, res, bind, (checkpoint, connect, deep))
+    status = _status(checkpoint=checkpoint, connect=connect, deep=deep)
     if status == 0 and args.command == "check" and res.proxy:
         return _failed(1, together=res.records is not None, start=False)
     return status
@@ -282,13 +287,17 @@ def _deep(args: argparse.Namespace, res: Resolution, opts: Options,
     return run_deep(res, opts, args.collective, args.signal)
 
 
-def _deep_status(deep: Optional[DeepReport]) -> int:
-    """Returns the exit status after --deep (0 without it); where a thread is left stuck in
-    TensorFlow, exits at once (os._exit) rather than wait for it at the interpreter's exit."""
-    if deep is None or deep.ok:
+def _status(*, checkpoint: Optional[CheckpointReport] = None,
+            connect: Optional[ConnectReport] = None, deep: Optional[DeepReport] = None) -> int:
+    """Returns the exit status after check's rehearsals (0 where none failed, or none ran),
+    once every rank is there where all the failed ones were gathered; where a thread is left
+    stuck in TensorFlow, exits at once (os._exit) rather than wait for it at the
+    interpreter's exit."""
+    failed = [r for r in (checkpoint, connect, deep) if r is not None and not r.ok]
+    if not failed:
         return 0
-    status = _failed(1, together=deep.gathered, start=False)
-    if deep.left_running:
+    status = _failed(1, together=all(r.gathered for r in failed), start=False)
+    if deep is not None and deep.left_running:
         os._exit(status)
     return status
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any, Optional, Sequence
 
 from ._addresses import DEFAULT_ADDRESS
+from ._checkpoint_files import checkpoint_dir
 from ._errors import FormatError
 from ._options import AUTO, DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, SOURCES
 from ._values import PORT_MAX, PORT_MIN, is_port, whole_number
@@ -41,6 +43,15 @@ def _signal(text: str) -> Any:
 
     try:
         return parse_signal(text, "--signal")
+    except FormatError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _checkpoint_dir(text: str) -> str:
+    """Returns --checkpoint-dir as an absolute path (``~`` expanded); argparse reports an
+    empty one."""
+    try:
+        return os.path.abspath(os.path.expanduser(checkpoint_dir(text)))
     except FormatError as e:
         raise argparse.ArgumentTypeError(str(e)) from e
 
@@ -103,6 +114,20 @@ def _deep_options(check: argparse.ArgumentParser) -> None:
              "CPU-only nodes), ring (gRPC, any node) or nccl (GPUs only)")
 
 
+def _checkpoint_option(check: argparse.ArgumentParser) -> None:
+    """Adds check's --checkpoint-dir."""
+    check.add_argument(
+        "--checkpoint-dir", type=_checkpoint_dir, metavar="DIR",
+        help="also check that DIR is one directory that every node of the job sees and can "
+             "write (a shared file system), as saving a checkpoint on Slurm's warning signal "
+             "and resuming from it after a requeue needs: every rank writes a small hidden "
+             "file there, the first rank of each node reads back those of the other nodes "
+             "(looking again until --timeout: network file systems may lag), and each rank "
+             "removes its own. Rank 0 prints the free space there on each node, or the nodes "
+             "that cannot use DIR with the likely fix (exit status 1). Without MPI (--source "
+             "slurm) each rank checks its own node only.")
+
+
 def _parser() -> argparse.ArgumentParser:
     """Returns the command line's parser: show, check, tf-config, exec."""
     common = _common()
@@ -123,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
              "dial gives up after --timeout. With --source slurm (no MPI) each rank reports "
              "its own failures, and the check takes about twice --timeout.")
     _deep_options(check)
+    _checkpoint_option(check)
     tfc = sub.add_parser("tf-config", parents=[common], help="this rank's TF_CONFIG")
     tfc.add_argument("--export", action="store_true",
                      help="print `export TF_CONFIG=... CUDA_VISIBLE_DEVICES=...` for a shell "

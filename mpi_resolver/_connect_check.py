@@ -40,6 +40,11 @@ class ConnectReport:
     seconds: float
     gathered: bool
 
+    @property
+    def ok(self) -> bool:
+        """True when every connection shown was made."""
+        return not self.failures
+
     def text(self) -> str:
         """Returns the report rank 0 prints (or each rank without MPI)."""
         who = "the job's" if self.gathered else "this rank's"

@@ -14,9 +14,7 @@ prints every thread's stack and ends the process with status 1.
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
-import struct
 import time
 from dataclasses import fields
 from typing import Any, Callable, List, Optional, Tuple
@@ -25,7 +23,7 @@ from ._deep_check import (ALL_REDUCE, GPUS, IMPORT, RESOLVE, SIGNALS, STRATEGY, 
                           DeepReport, MainThreadPhase, PhaseRunner, Progress, RankOutcome,
                           gpu_problem, outcome_of, proxy_hint, run_phases, sum_problem)
 from ._errors import ExchangeTimeout, ResolutionError
-from ._exchange import Transport
+from ._exchange import Transport, gather_json
 from ._layout import Layout
 from ._options import Options
 from ._resolution import Resolution
@@ -211,10 +209,7 @@ class Gather:
 
     def __call__(self, own: RankOutcome) -> List[RankOutcome]:
         self.own = own
-        payload = json.dumps(own.as_json(), separators=(",", ":")).encode()
-        sizes = self.transport.allgather(struct.pack("<I", len(payload)), 4)
-        parts = self.transport.allgatherv(payload, [struct.unpack("<I", s)[0] for s in sizes])
-        return [RankOutcome.from_json(json.loads(p)) for p in parts]
+        return [RankOutcome.from_json(d) for d in gather_json(self.transport, own.as_json())]
 
 
 def run_deep(res: Resolution, opts: Options, collective: str,

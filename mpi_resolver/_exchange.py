@@ -19,8 +19,10 @@ disagrees:
 from __future__ import annotations
 
 import hashlib
+import json
+import struct
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ._agreement import (FirstAgreement, FirstReport, NodeSummary, SecondAgreement,
                          SecondReport, plan_code)
@@ -52,6 +54,15 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Ends this rank's part in the exchange (frees what it holds); nothing after it."""
+
+
+def gather_json(transport: Transport, data: Any) -> List[Any]:
+    """Returns every rank's ``data`` (anything JSON holds), in rank order: two collectives,
+    the lengths, then the texts (the rehearsals' reports: --deep's, --checkpoint-dir's)."""
+    payload = json.dumps(data, separators=(",", ":")).encode()
+    sizes = transport.allgather(struct.pack("<I", len(payload)), 4)
+    parts = transport.allgatherv(payload, [struct.unpack("<I", s)[0] for s in sizes])
+    return [json.loads(p) for p in parts]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -203,6 +203,12 @@ def test_tf_config_carries_this_rank_s_gpus(monkeypatch, capsys, env, args, line
                  id="--connect under mpirun: the connections alone"),
     pytest.param(["check", "--connect"], "slurm", True, "auto",
                  id="--connect without MPI: the connections alone"),
+    pytest.param(["check", "--checkpoint-dir", "d"], "auto", True, True,
+                 id="--checkpoint-dir in a step: both"),
+    pytest.param(["check", "--checkpoint-dir", "d"], "auto", False, "auto",
+                 id="--checkpoint-dir under mpirun: the directory alone"),
+    pytest.param(["check", "--checkpoint-dir", "d"], "slurm", True, "auto",
+                 id="--checkpoint-dir without MPI: the directory alone"),
 ])
 def test_what_check_verifies(argv, source, slurm, verify):
     from mpi_resolver._cli_args import parse_args

@@ -380,11 +380,11 @@ def test_a_thread_left_in_tensorflow_ends_the_process_at_once(monkeypatch):
     monkeypatch.setattr(cli.os, "_exit", exits.append)
     stuck = DeepReport([RankOutcome(0, "n1", STUCK, STRATEGY)], 1, "ring", 1.0, 1.0, False,
                        left_running=True)
-    assert cli._deep_status(stuck) == 1 and exits == [1]
+    assert cli._status(deep=stuck) == 1 and exits == [1]
     failed = DeepReport([RankOutcome(0, "n1", FAILED, IMPORT)], 1, "ring", 1.0, 1.0, False)
-    assert cli._deep_status(failed) == 1 and exits == [1]  # no thread left: a normal return
-    assert cli._deep_status(None) == 0
-    assert cli._deep_status(DeepReport([done(0, "n1")], 1, "ring", 1.0, 1.0, False)) == 0
+    assert cli._status(deep=failed) == 1 and exits == [1]  # no thread left: a normal return
+    assert cli._status() == 0
+    assert cli._status(deep=DeepReport([done(0, "n1")], 1, "ring", 1.0, 1.0, False)) == 0
 
 
 def test_check_json_carries_deep():

@@ -77,3 +77,49 @@ def test_the_unwired_step_row_says_what_the_note_says():
                           library=lambda: MpiLibrary(OMPI4)).notes)
     assert "the cross-check of Slurm against MPI is skipped" in notes
     assert "a note that the cross-check was skipped" in row("any")[-1]
+
+
+# ------------------------------------------------------------ check --checkpoint-dir's output
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def checkpoint_blocks() -> List[str]:
+    """Returns the output blocks of the README's `check --checkpoint-dir` section: the good
+    job's, then the bad one's."""
+    section = README.split("### `check --checkpoint-dir`", 1)[1].split("\n### ", 1)[0]
+    return re.findall(r"```\n(.*?)\n```", section, re.S)
+
+
+def _size(text: str) -> int:
+    """Returns the bytes a '75.1 GiB' of the report stands for (to the digits shown)."""
+    number, unit = text.split()
+    return round(float(number) * 1024 ** _UNITS.index(unit))
+
+
+def _two_nodes(path: str, free: str, total: str, fstype: str):
+    from mpi_resolver._checkpoint_check import OK, Written
+
+    return [Written(r, host, path, OK, None, f".f{r}", "n", _size(free), _size(total), fstype)
+            for r, host in enumerate(["node1", "node1", "node2", "node2"])]
+
+
+def test_checkpoint_dir_outputs_are_what_the_code_prints():
+    """The README's two outputs (captured from the suite's cluster) are what judge() prints
+    for what they show: a shared directory, and each node's own /dev/shm (the cluster test
+    compares them with its own runs)."""
+    from mpi_resolver._checkpoint_check import ABSENT, SEEN, Read, judge
+
+    good, bad = checkpoint_blocks()
+    path, free, total = re.fullmatch(r"CHECKPOINT DIR OK: (\S+) seen and written by all 2 "
+                                     r"nodes; free space: ([\d.]+ \w+) of ([\d.]+ \w+) .*",
+                                     good).groups()
+    report = judge(_two_nodes(path, free, total, "ext4"), [Read(0, 2, SEEN), Read(2, 0, SEEN)],
+                   [None] * 4, gathered=True, seconds=0.1)
+    assert report.text() == good
+    path = re.match(r"CHECKPOINT DIR FAILED: (\S+):", bad).group(1)
+    waited = float(re.search(r"\(waited ([\d.]+) s", bad).group(1))
+    free, total = re.search(r"free space: ([\d.]+ \w+) of ([\d.]+ \w+)", bad).groups()
+    reads = [Read(0, 2, ABSENT, None, waited), Read(2, 0, ABSENT, None, waited)]
+    report = judge(_two_nodes(path, free, total, "tmpfs"), reads, [None] * 4, gathered=True,
+                   seconds=5.1)
+    assert report.text() == bad
