@@ -7,8 +7,9 @@ all addresses") or when TensorFlow's coordination service misses its heartbeats 
 worker, and a dead one that no collective was talking to at that moment), about 10 s later.
 Two things are left to the script, and ``install`` does them:
 
-* Naming the lost worker. TensorFlow names a task (``/job:worker/replica:0/task:1``), an
-  address (``ipv4:10.0.0.3:8888``), or, on 2.15.1 after a kill, nothing at all. ``install``
+* Naming the lost worker. TensorFlow names a task (``/job:worker/replica:0/task:1``, in
+  every loss measured), an address (``ipv4:10.0.0.3:8888``), or nobody (a collective that
+  ran into ``--collective-timeout``: "Collective has timed out during execution"). ``install``
   prints one line that names the lost worker's task, rank, node and address, as
   MPIClusterResolver placed them; where TensorFlow names nobody, it asks every other worker
   whether it answers (TensorFlow's own peer probe, a few seconds at most).
