@@ -253,8 +253,7 @@ def main(argv=None) -> int:
             save_model(model, args.save, is_chief)
     say(f"final test accuracy: {accuracy:.4f}")
     if args.checkpoint_dir:
-        if is_chief and not args.fit:  # (fit's SlurmBackupAndRestore removes its own)
-            remove_backup(tf, os.path.join(args.checkpoint_dir, "chief"))
+        remove_backup(tf, args.checkpoint_dir, is_chief, task_id, args.fit)
         say(steps.line())
     return 0
 
@@ -364,12 +363,15 @@ def train_epochs(args, run, train_step, iterator, step, steps, global_batch, say
             f"({time.monotonic() - start:.1f} s)")
 
 
-def remove_backup(tf, directory: str) -> None:
-    """Removes the chief's preemption checkpoint (``directory``) once training completed, as
-    Keras' BackupAndRestore does: a later run of the same command starts afresh instead of
-    going back to it."""
-    if tf.io.gfile.exists(directory):
-        tf.io.gfile.rmtree(directory)
+def remove_backup(tf, directory: str, is_chief: bool, task_id: int, fit: bool) -> None:
+    """Removes this worker's part of the preemption checkpoint in ``directory`` once training
+    completed, as Keras' BackupAndRestore does: the chief's ``chief/`` (under --fit Keras
+    removes it itself), another worker's ``workertemp_<id>/``. A later run of the same command
+    then starts afresh instead of going back to it."""
+    part = "chief" if is_chief else f"workertemp_{task_id}"
+    path = os.path.join(directory, part)
+    if (not is_chief or not fit) and tf.io.gfile.exists(path):
+        tf.io.gfile.rmtree(path)
 
 
 def tensorflow_version():

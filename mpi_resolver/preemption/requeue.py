@@ -4,6 +4,7 @@ but for ``run_scontrol``, the subprocess edge)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Optional, Sequence
@@ -80,13 +81,21 @@ Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
 
 def run_scontrol(args: Sequence[str]) -> "subprocess.CompletedProcess[str]":
-    """Runs ``scontrol ARGS`` (text, output captured, bounded by SCONTROL_TIMEOUT).
+    """Runs ``scontrol ARGS`` (text, output captured, bounded by SCONTROL_TIMEOUT), with
+    SIGTERM blocked in it: scontrol runs inside the job's step, and the SIGTERM that its own
+    `requeue` makes Slurm send to every process of the job would otherwise kill it before it
+    answers (seen: exit -15 for a requeue that was done). The block is the calling thread's,
+    which the child inherits; the process's other threads still take the signal.
 
     Raises:
       FileNotFoundError: no scontrol on PATH. subprocess.TimeoutExpired: no answer.
     """
-    return subprocess.run(["scontrol", *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        return subprocess.run(["scontrol", *args], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def requeue(target: str, host: str, code: int, run: Runner = run_scontrol) -> RequeueOutcome:

@@ -4,10 +4,12 @@ module imports TensorFlow)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import sys
+import threading
 from typing import Any, Iterator, Mapping, Optional, Union
 
 import tensorflow as tf
@@ -149,11 +151,16 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         return TfCoordinator(_chief(resolver, os.environ), multi)
 
     def _exit(self) -> None:
+        """After the save: worker 0's decision, its one line, then SystemExit(code), which
+        the training script's own except and finally blocks see. From here on the watched
+        signals are ignored (more come: the requeue's SIGTERM, srun's copy of it), and the
+        process ends with ``code`` within EXIT_WITHIN seconds, skipping at-exit handlers and
+        TensorFlow's teardown (measured: seconds, and a hang past KillWait after a requeue)."""
         code, what = self.termination.finish()
         if self.termination.coordinator().chief:
             logger.warning("mpi_resolver: %s; exit code %d", what, code)
-        sys.stdout.flush()
-        sys.stderr.flush()
+        self.watcher.ignore()
+        end_with(code, EXIT_WITHIN)
         sys.exit(code)
 
     def take_back_from_tensorflow(self) -> None:
@@ -182,6 +189,24 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         with no_gce_probe():
             return tf.distribute.experimental.PreemptionCheckpointHandler(
                 cluster_resolver, checkpoint, directory, termination_config=self)
+
+
+#: Seconds the process may take to end after the save, its script's cleanup included.
+EXIT_WITHIN = 10.0
+
+
+def end_with(code: int, seconds: float) -> None:
+    """Makes this process end with exit status ``code``: at the first at-exit handler (after
+    the script's own code), or after ``seconds`` whatever it is doing then."""
+    def now() -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    atexit.register(now)  # the last registered: the first to run
+    timer = threading.Timer(seconds, now)
+    timer.daemon = True
+    timer.start()
 
 
 def chief_directory(checkpoint_dir: str) -> str:

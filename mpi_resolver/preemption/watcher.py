@@ -131,6 +131,12 @@ class SignalWatcher:
             signal.signal(d.signal.number, self._on_signal)
         return taken
 
+    def ignore(self) -> None:
+        """Ignores the watched signals from now on (main thread): after the save, more may
+        come, and Python's own end would give SIGTERM back its default, deadly action."""
+        for s in self.signals:
+            signal.signal(s.number, signal.SIG_IGN)
+
     def deliver(self, number: int) -> None:
         """Sends signal ``number`` to this process (rehearsals: check --deep)."""
         os.kill(os.getpid(), number)

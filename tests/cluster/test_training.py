@@ -145,7 +145,8 @@ def test_sbatch_job_script_checks_then_trains(cluster, tmp_path: Path) -> None:
     r = cluster.run(["sbatch", "--wait", f"--output={out}", str(EXAMPLES / "train.sbatch"),
                      "--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS),
                      "--port-base", "24320"],
-                    env=task_env(cluster), cwd=str(ROOT), timeout=150)
+                    env={**task_env(cluster), "CHECKPOINT_DIR": str(tmp_path / "ckpt")},
+                    cwd=str(ROOT), timeout=150)
     log = out.read_text() if out.exists() else "(no output file)"
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"
     assert re.match(r"Submitted batch job \d+", r.stdout)
@@ -153,8 +154,12 @@ def test_sbatch_job_script_checks_then_trains(cluster, tmp_path: Path) -> None:
     assert "CONNECT OK: the job's 2 connection(s) among 2 rank(s)" in log, log
     assert '"worker": ["node1:24320", "node2:24320"]' in log, log  # check saw train's ports
     assert log.index("OK: Slurm and MPI agree") < log.index("== training:")
+    assert f"CHECKPOINT DIR OK: {tmp_path / 'ckpt'} seen and written by all 2 nodes" in log, log
     accuracies = final_accuracies(log)
     assert len(accuracies) == 1 and accuracies[0] > MIN_ACCURACY, log
+    # a run that was not interrupted: the last line, and no checkpoint left behind
+    assert f"steps done: {EPOCHS * STEPS} (resumed from 0)" in log, log
+    assert not (tmp_path / "ckpt" / "chief").exists()
 
 
 def test_mpirun_script_with_hostfile(cluster, tmp_path: Path) -> None:
@@ -184,7 +189,8 @@ def test_sbatch_gpu_template_checks_then_trains_on_the_gres_cluster(gres_cluster
                           str(EXAMPLES / "train_gpu.sbatch"), "--epochs", "1",
                           "--steps-per-epoch", str(STEPS), "--collective", "ring",
                           "--collective-timeout", "600"],
-                         env=task_env(gres_cluster), cwd=str(ROOT), timeout=150)
+                         env={**task_env(gres_cluster), "CHECKPOINT_DIR": str(tmp_path / "c")},
+                         cwd=str(ROOT), timeout=150)
     log = out.read_text() if out.exists() else "(no output file)"
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"
     assert "OK: Slurm and MPI agree on all 2 ranks." in log, log

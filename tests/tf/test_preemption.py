@@ -22,8 +22,11 @@ def slurm_config(monkeypatch):
     """SlurmTerminationConfig's class; every config made in the test has its handlers put back
     afterwards (SIGTERM must end this test process again)."""
     from mpi_resolver import SlurmTerminationConfig
+    from mpi_resolver.preemption import tf_config
 
     made = []
+    ended = []
+    monkeypatch.setattr(tf_config, "end_with", lambda code, seconds: ended.append((code, seconds)))
     original = SlurmTerminationConfig.__init__
 
     def init(self, *args, **kwargs):
@@ -34,7 +37,9 @@ def slurm_config(monkeypatch):
     for name in ("SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURM_PROCID"):
         monkeypatch.delenv(name, raising=False)
     _logs._logged.clear()
+    SlurmTerminationConfig.ended = ended  # what _exit made the process end with, in order
     yield SlurmTerminationConfig
+    del SlurmTerminationConfig.ended
     for config in made:
         config.watcher.uninstall()
     _logs._logged.clear()
@@ -71,6 +76,8 @@ def test_the_warning_signal_saves_at_the_next_step_and_exits_75(slurm_config, tm
     with pytest.raises(SystemExit) as end:
         train(handler, step, weight, 100, signal_at=5)
     assert end.value.code == 75 == config.REQUEUE_EXIT_CODE
+    assert slurm_config.ended == [(75, 10.0)]
+    assert signal.getsignal(signal.SIGTERM) == signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
     saved = int(step.numpy())
     assert 5 < saved < 100
     assert tf.train.latest_checkpoint(str(tmp_path / "chief"))
@@ -216,3 +223,26 @@ def test_fit_saves_on_the_signal_and_resumes_at_the_next_batch(slurm_config, tmp
     assert first == ((stopped[0], stopped[1] + 1) if stopped[1] < 7 else (stopped[0] + 1, 0))
     assert seen[-1] == (1, 7)  # to the planned end
     assert not os.path.exists(tmp_path / "chief")  # removed once fit completed
+
+
+END_WITH = """
+import sys, time
+from mpi_resolver.preemption.tf_config import end_with
+end_with(75, float(sys.argv[1]))
+if sys.argv[2] == "hang":
+    time.sleep(60)  # stands for a teardown that does not end
+"""
+
+
+@pytest.mark.parametrize("seconds, then", [(0.5, "hang"), (30.0, "return")])
+def test_the_process_ends_with_the_code_at_exit_or_after_the_bound(seconds, then):
+    """end_with: a script that returns normally (exit 0) still ends with 75, at its first
+    at-exit handler; one that hangs ends with 75 after the bound."""
+    import subprocess
+    import sys
+
+    start = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", END_WITH, str(seconds), then], timeout=90,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert p.returncode == 75
+    assert time.monotonic() - start < 30  # not the 60 s hang
