@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is needed (scripts/setup.sh), then runs the benchmarks: a table of measured
-# figures with ratios to TensorFlow's resolver (bench.py), and the MPI exchange at scale
-# (exchange.py); figures also written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
-# --quick: smaller jobs; other arguments go to bench.py.
+# figures with ratios to TensorFlow's resolver (bench.py), the MPI exchange at scale
+# (exchange.py), check --connect's dial pattern (connect_pattern.py), and long jobs on Slurm:
+# the signal to the checkpoint and the requeue, and the resumed run (preemption.py); figures
+# also written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
+# --quick: smaller jobs; --skip-slurm: no throw-away Slurm cluster (no preemption.py either);
+# other arguments go to bench.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,7 +20,11 @@ if [ "$(id -u)" = 0 ] && command -v unshare > /dev/null && command -v ip > /dev/
 fi
 "${own_net[@]}" "$PY" benchmarks/bench.py "$@"
 quick=()
-for arg in "$@"; do [ "$arg" = --quick ] && quick=(--quick); done
+skip_slurm=0
+for arg in "$@"; do
+  [ "$arg" = --quick ] && quick=(--quick)
+  [ "$arg" = --skip-slurm ] && skip_slurm=1
+done
 results="${MPI_RESOLVER_BENCH_RESULTS:-benchmarks/results}"
 mkdir -p "$results"
 echo
@@ -28,3 +35,11 @@ echo "check --connect's dial pattern at scale, and real mpirun runs (benchmarks/
 "$PY" benchmarks/connect_pattern.py "${quick[@]}" --json "$results/connect_pattern.json"
 "${own_net[@]}" "$PY" benchmarks/connect_pattern.py "${quick[@]}" --mpirun \
   --json "$results/connect_mpirun.json"
+if [ "$skip_slurm" = 0 ]; then
+  echo
+  echo "Long jobs: Slurm's signal to the checkpoint and the requeue, the resumed run" \
+       "(benchmarks/preemption.py)"
+  # Not in a namespace of its own: its throw-away cluster's nodes are network namespaces on a
+  # bridge of the host's (each node's workers pick free ports there, --port-base auto).
+  "$PY" benchmarks/preemption.py "${quick[@]}" --json "$results/preemption.json"
+fi
