@@ -17,6 +17,7 @@ from typing import Dict
 
 import pytest
 
+from tests.cluster import test_signals
 from tests.cluster.conftest import ROOT
 from tests.cluster.longjobs import (CANCEL, NONE, REQUEUE, TIME_LIMIT, USR1, USR1_TWICE, Driver,
                                     Job, show)
@@ -61,7 +62,9 @@ def env(tmp: Path, name: str, python: str = PY, **extra: str) -> Dict[str, str]:
 
 @pytest.fixture(scope="module")
 def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
-    """Runs every job at once; returns them by name once all are done."""
+    """Runs every job at once; returns them by name once all are done. The signal table's
+    jobs (test_signals.py) run meanwhile."""
+    test_signals.start_early(longjob_cluster, tmp_path_factory)
     tmp = tmp_path_factory.mktemp("longjobs")
     driver = Driver(longjob_cluster)
 
@@ -213,10 +216,15 @@ def test_the_time_limit_requeues_where_asked_and_scancel_ends_the_job(jobs):
 
 
 def test_a_node_local_checkpoint_directory_fails_before_training(jobs):
+    """/dev/shm: the template's mkdir made it on node1 (the batch script's node) only; the
+    preflight names node2, where it is missing, and training never starts."""
     job = jobs["node-local"]
     assert job.error is None, job.context()
     text = job.text()
     assert "== training:" not in text, job.context()
-    assert "node-local" in text, job.context()
+    assert re.search(r"^CHECKPOINT DIR FAILED: /dev/shm/mpir-test-\w+: 1 of 2 nodes cannot use "
+                     r"it", text, re.M), job.context()
+    assert re.search(r"^node2 +missing .* create it on a shared file system", text, re.M), \
+        job.context()
     assert job.states == ["FAILED NonZeroExitCode Restarts=0"], job.context()
     assert not os.path.exists(job.env["CHECKPOINT_DIR"])  # /dev/shm of this host, not a node's

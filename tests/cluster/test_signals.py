@@ -10,6 +10,7 @@ these machines); the time limit's case takes its minute and the next look (60-90
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import sys
@@ -83,8 +84,7 @@ def wait_until(condition, seconds: float, what: str) -> None:
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="module")
-def measured(cluster, tmp_path_factory) -> Dict[str, Dict[str, List[str]]]:
+def measure(cluster, tmp_path_factory) -> Dict[str, Dict[str, List[str]]]:
     """Runs every case at once; returns {case: {process: the signals it got}}: what each
     process noted by one second after the signals the case expects came (a second copy would
     come by then), before its job is cancelled (or its time limit comes)."""
@@ -122,18 +122,39 @@ def measured(cluster, tmp_path_factory) -> Dict[str, Dict[str, List[str]]]:
             cluster.run(["scancel", job], timeout=30)
 
 
+#: measure()'s run, started early by test_long_jobs.py so that its minute-long waits (the
+#: time limit's, Slurm's look at the time left) go by while the long jobs run.
+EARLY: List[concurrent.futures.Future] = []
+
+
+def start_early(cluster, tmp_path_factory) -> None:
+    """Starts measure() in a thread of its own; this module's fixture takes its answer."""
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    EARLY.append(pool.submit(measure, cluster, tmp_path_factory))
+    pool.shutdown(wait=False)
+
+
+@pytest.fixture(scope="module")
+def measured(longjob_cluster, tmp_path_factory) -> Dict[str, Dict[str, List[str]]]:
+    """Every case's measurement: the one test_long_jobs.py started, else one run now."""
+    if EARLY:
+        return EARLY.pop().result(timeout=600)
+    return measure(longjob_cluster, tmp_path_factory)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_which_processes_get_the_signal(measured, case):
     assert measured[case] == CASES[case][2]
 
 
-def test_the_template_passes_on_a_signal_only_its_shell_gets(cluster, tmp_path):
+def test_the_template_passes_on_a_signal_only_its_shell_gets(longjob_cluster, tmp_path):
     """examples/train.sbatch submitted with --signal=B:USR1@N (the batch shell's only): its
     trap sends USR1 to the tasks (here signal_probe.py as TRAIN)."""
     env = {"TRAIN": str(HERE / "signal_probe.py"), "CHECKPOINT_DIR": str(tmp_path / "ckpt"),
            "SIGNAL_PROBE_LOG": str(tmp_path)}
     job = None
     try:
+        cluster = longjob_cluster
         r = cluster.run(["sbatch", "--parsable", f"--output={tmp_path}/out.txt", "--time=1",
                          "--signal=B:USR1@59", str(ROOT / "examples" / "train.sbatch")],
                         timeout=30,
@@ -150,7 +171,7 @@ def test_the_template_passes_on_a_signal_only_its_shell_gets(cluster, tmp_path):
     finally:
         (tmp_path / "stop").touch()
         if job:
-            cluster.run(["scancel", job], timeout=30)
+            longjob_cluster.run(["scancel", job], timeout=30)
     assert os.path.isdir(tmp_path / "ckpt")
 
 
