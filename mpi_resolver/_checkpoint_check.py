@@ -22,7 +22,7 @@ from ._tables import text_table
 
 #: A rank's own write went well (its ``state``); else one of the kinds below.
 OK = "ok"
-#: Kinds of a rank's problem in DIR on its own node (_checkpoint_files.kind_of names them).
+#: Kinds of a rank's problem in DIR on its own node (kind_of names those of an errno).
 MISSING, NOT_DIR, NO_ACCESS, READ_ONLY, NO_SPACE, STUCK, ERROR = (
     "missing", "not a directory", "not writable", "read-only", "no space", "not answering",
     "error")
@@ -36,7 +36,7 @@ NODE_LOCAL, NOT_SHARED, LAGGING = "node-local", "not shared", "lagging"
 _SHARED_FS = "a shared file system, such as $HOME or the site's scratch"
 _FIXES = {
     MISSING: "create it on a shared file system (`mkdir -p {path}`, once, from any node), or "
-             "mount that file system on this node",
+             "mount that file system on that node",
     NOT_DIR: "point --checkpoint-dir at a directory (this path, or a part of it, is not one)",
     NO_ACCESS: "the job's user cannot create files there: fix its permissions "
                "(`ls -ld {path}`), or use a directory of your own",

@@ -125,6 +125,19 @@ def test_cli_check_connect_without_slurm_rehearses_the_connections():
         "one node" in proc.stdout, proc.stdout
 
 
+def test_cli_check_checkpoint_dir_without_slurm_checks_the_directory(tmp_path):
+    """mpirun on one machine: nothing to cross-check, but every rank writes, the ranks gather
+    over MPI, and rank 0 says that one node cannot tell whether others see the directory."""
+    proc = cli(3, "check", "--checkpoint-dir", str(tmp_path), "--timeout", "10",
+               "--gpus-per-node", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("CHECKPOINT DIR OK: ") == 1, proc.stdout
+    assert f"CHECKPOINT DIR OK: {tmp_path} written and read back on " in proc.stdout
+    assert ", the job's one node; free space: " in proc.stdout
+    assert "note: the job has one node: whether other nodes" in proc.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_error_from_a_slow_rank_0_still_comes_out():
     """Every rank fails before MPI starts (no Slurm step for `check`), rank 0 last: the others
     wait for it (starting MPI for the bounded barrier) instead of exiting at once, which would

@@ -92,6 +92,8 @@ def test_a_relative_checkpoint_dir_becomes_absolute_and_tilde_is_home(monkeypatc
                  id="empty: none"),
     pytest.param({"SLURM_JOB_ID": "7/../x y", "SLURM_STEP_ID": "0"}, "7____x_y.0",
                  id="only letters, digits and _ in a file name"),
+    pytest.param({"SLURM_JOB_ID": "7AZaz_", "SLURM_STEP_ID": "Batch"}, "7AZaz_.Batch",
+                 id="letters of both cases kept"),
     pytest.param({"SLURM_JOB_ID": "1" * 20, "SLURM_STEP_ID": "2" * 21}, "1" * 20 + "." + "2" * 20,
                  id="20 characters kept, the 21st cut"),
 ])
@@ -132,7 +134,9 @@ def test_error_detail_names_the_errno():
 
 # ------------------------------------------------------------------------- mount types
 MOUNTINFO = """\
+bad line without the separator, first
 22 1 252:1 / / rw,relatime shared:1 - ext4 /dev/vda rw
+45 22 0:55 / /dataX rw - xfs /dev/vdc rw
 30 22 0:26 / /dev/shm rw,nosuid shared:2 - tmpfs tmpfs rw
 40 22 0:50 / /scratch rw shared:9 - lustre 10.0.0.1@o2ib:/fs rw
 41 40 0:51 / /scratch/my\\040dir rw shared:10 - nfs4 srv:/x rw
@@ -151,6 +155,7 @@ bad line without the separator
     pytest.param("/scratch/my dir/ck", "nfs4", id="an escaped blank in the mount point"),
     pytest.param("/scratch/my dirx", "lustre", id="a longer name is not under the point"),
     pytest.param("/tmp/x", "ext4", id="/tmpx is no parent of /tmp"),
+    pytest.param("/data/x", "ext4", id="/dataX is no parent of /data"),
     pytest.param("/dev/shm/x", "ramfs", id="a later mount at the same point hides the first"),
     pytest.param("/empty/x", "ext4", id="a line without a type is skipped"),
 ])
@@ -161,7 +166,7 @@ def test_mount_type(path, kind):
 def test_mount_type_where_no_line_says():
     assert mount_type("", "/x") is None
     assert mount_type("1 2 / /data - xfs /dev/x rw\n", "/data") is None  # 4 fields before -
-    assert mount_type("1 2 3 / /data rw - xfs /dev/x rw\n", "/data") == "xfs"  # 5: read
+    assert mount_type("1 2 3 / /data - xfs /dev/x rw\n", "/data") == "xfs"  # 5: read
     assert mount_type("1 2 3 / /data rw - xfs /dev/x rw\n", "/x") is None  # not under it
 
 
@@ -173,6 +178,9 @@ def test_mount_type_where_no_line_says():
     (int(52.1 * GIB), "52.1 GiB"), (252 * GIB, "252 GiB"),
     (int(999.4 * GIB), "999 GiB"), (int(999.6 * GIB), "0.98 TiB"),
     (1 << 60, "1.00 EiB"), (2000 << 60, "2000 EiB"),
+    # the limits themselves, exactly (9.995 and 99.95 are doubles that PiB hold exactly)
+    (int(999.5 * GIB), "0.98 TiB"), (int(9.995 * (1 << 50)), "10.0 PiB"),
+    (int(99.95 * (1 << 50)), "100 PiB"),
 ])
 def test_size_text_three_digits_each_limit_both_sides(size, text):
     assert size_text(size) == text
@@ -224,6 +232,24 @@ def test_two_nodes_that_see_each_other_pass():
         "problems": [], "space": [{"free": 52 * GIB, "total": 252 * GIB, "hosts": ["a", "b"]}],
         "fstypes": {"a": "nfs4", "b": "nfs4"}, "notes": []}
     assert json.dumps(found.as_json())
+
+
+def test_seconds_in_json_to_the_millisecond():
+    assert judge([ok(0, "a")], [], [None], gathered=True, seconds=1.23456).as_json()[
+        "seconds"] == 1.235
+
+
+@pytest.mark.parametrize("nodes, last", [
+    pytest.param(100, "free space: unknown", id="100 rows: all shown"),
+    pytest.param(101, "... and 1 more rows", id="101: the first 100 and a line"),
+])
+def test_the_table_shows_100_rows(nodes, last):
+    written = [bad(r, f"n{r}", ERROR, f"error {r}") for r in range(nodes)]
+    lines = report(written).text().splitlines()
+    assert lines[101] == "n99    error    error 99  check that file system on that node " \
+                         "(`df /shared/ckpt`, `ls -ld /shared/ckpt`)"
+    assert lines[102] == last and len(lines) == 103 + (nodes > 100)
+    assert lines[-1] == "free space: unknown"
 
 
 def test_free_space_per_node_grouped_as_printed():
@@ -396,7 +422,7 @@ def test_a_reader_on_a_failed_node_is_left_out_of_the_groups():
     """b's first rank wrote and read a's file, but another rank of b failed: b is reported for
     that alone, and its read does not count in the groups."""
     found = report([ok(0, "a"), ok(1, "b"), bad(2, "b", NO_SPACE), ok(3, "c")],
-                   [seen(1, 0, ABSENT), seen(0, 3), seen(3, 0)])
+                   [seen(1, 0, ABSENT), seen(0, 1), seen(0, 3), seen(3, 0)])
     assert [(p.hosts, p.kind) for p in found.problems] == [(["b"], NO_SPACE)]
 
 
@@ -449,19 +475,21 @@ def test_write_own_that_reads_back_other_data(tmp_path, monkeypatch):
     assert w.detail.startswith("it reads 'garbled'")
 
 
-def _in_own_mount(tmp_path: Path, setup: str, code: str) -> str:
-    """Returns the output of Python ``code`` run after the shell ``setup`` (mounts) in a mount
-    namespace of its own (root: these tests run as root, as the cluster's do)."""
-    script = f"{setup}\nexec {shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+def _in_own_mount(directory: Path, setup: str, code: str) -> str:
+    """Returns the output of Python ``code`` (given ``directory`` as its argument) run after
+    the shell ``setup`` (mounts, $D the directory) in a mount namespace of its own (root:
+    these tests run as root, as the cluster's do)."""
+    script = (f"D={shlex.quote(str(directory))}\n{setup}\n"
+              f"exec {shlex.quote(sys.executable)} -c {shlex.quote(code)} \"$D\"")
     proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-ec",
                            script], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
 WRITE = ("from mpi_resolver._checkpoint_probe import write_own\n"
-         "import json, os, sys; d = sys.argv[1] if len(sys.argv) > 1 else 'd'\n"
+         "import json, os, sys; d = sys.argv[1]\n"
          "w = write_own(d, 0, 'h', 'j', 'n'); print(json.dumps(w.as_json()))\n"
          "print(json.dumps(sorted(os.listdir(d))))")
 
@@ -473,19 +501,18 @@ def written_in(out: str):
 
 
 def test_a_read_only_file_system_is_read_only(tmp_path):
-    (tmp_path / "d").mkdir()
-    out = _in_own_mount(tmp_path, "mount --bind d d; mount -o remount,bind,ro d", WRITE)
+    out = _in_own_mount(tmp_path, 'mount --bind "$D" "$D"; mount -o remount,bind,ro "$D"',
+                        WRITE)
     w, files = written_in(out)
     assert files == []
     assert (w.state, w.detail) == (READ_ONLY, "creating a file in it: Read-only file system "
                                                "(EROFS)")
-    assert w.free is not None and w.path == "d"
+    assert w.free is not None and w.path == str(tmp_path)
 
 
 def test_a_full_file_system_has_no_space(tmp_path):
-    (tmp_path / "d").mkdir()
-    out = _in_own_mount(tmp_path, "mount -t tmpfs -o size=4k t d; "
-                        "head -c 4096 /dev/zero > d/fill || true", WRITE)
+    out = _in_own_mount(tmp_path, 'mount -t tmpfs -o size=4k t "$D"; '
+                        'head -c 4096 /dev/zero > "$D/fill" || true', WRITE)
     w, files = written_in(out)
     assert (w.state, w.fstype, w.name, w.free) == (NO_SPACE, "tmpfs", None, 0)
     assert w.detail == "creating a file in it: No space left on device (ENOSPC)"

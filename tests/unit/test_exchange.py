@@ -199,3 +199,14 @@ def test_the_first_report_says_what_this_rank_s_record_says(change, runs, aimed_
                                                              expected):
     report = _exchange._first_report(replace(TASK, **change), 4, runs, aimed_base)
     assert report == replace(REPORT, **expected)
+
+
+def test_gather_json_gives_every_rank_everyone_s_data_in_compact_json():
+    """Two collectives: 4 bytes (and MPI's 4 of length) from each rank, then each rank's JSON
+    without blanks."""
+    world = ThreadWorld(3)
+    data = [{"rank": r, "seen": [r, "x" * r]} for r in range(3)]
+    got = each_rank(3, lambda r: _exchange.gather_json(world.transport(r), data[r]))
+    assert got == [data] * 3
+    texts = [f'{{"rank":{r},"seen":[{r},"{"x" * r}"]}}' for r in range(3)]
+    assert world.kinds[0] == [("allgather", 8 * 3), ("allgatherv", sum(map(len, texts)))]
