@@ -482,7 +482,7 @@ def _in_own_mount(directory: Path, setup: str, code: str) -> str:
     script = (f"D={shlex.quote(str(directory))}\n{setup}\n"
               f"exec {shlex.quote(sys.executable)} -c {shlex.quote(code)} \"$D\"")
     proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-ec",
-                           script], capture_output=True, text=True, timeout=60,
+                           script], capture_output=True, text=True, timeout=60, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -527,7 +527,7 @@ def test_another_user_cannot_write_there():
     try:
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                sys.executable, "-c", WRITE, directory],
-                              capture_output=True, text=True, timeout=60,
+                              capture_output=True, text=True, timeout=60, cwd=ROOT,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
     finally:
         os.rmdir(directory)
