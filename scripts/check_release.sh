@@ -124,6 +124,8 @@ for field in ("Requires-Python", "License", "Summary"):
     if not meta.get(field):
         problems.append(f"the metadata has no {field}")
 classifiers = meta.get_all("Classifier") or []
+if any(c.startswith("License ::") for c in classifiers):  # setuptools warns: SPDX's License
+    problems.append("a License :: classifier: the license is the SPDX name in License")
 for c in ("Operating System :: POSIX :: Linux", "Typing :: Typed"):
     if c not in classifiers:
         problems.append(f"classifier missing: {c}")
