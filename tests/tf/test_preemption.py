@@ -246,3 +246,23 @@ def test_the_process_ends_with_the_code_at_exit_or_after_the_bound(seconds, then
                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert p.returncode == 75
     assert time.monotonic() - start < 30  # not the 60 s hang
+
+
+def test_a_save_that_outlasts_the_grace_period_is_a_warning_with_both_numbers(slurm_config,
+                                                                                 tmp_path,
+                                                                                 caplog):
+    """grace_period=1: the save comes 1.5 s or more after the signal (TensorFlow polls the
+    watcher once a second, train() waits that long): the warning names both numbers."""
+    import tensorflow as tf
+
+    checkpoint, step, weight = model_and_step(tf)
+    handler = slurm_config(signal="USR1@1", requeue=False).handler(None, checkpoint,
+                                                                  str(tmp_path))
+    with pytest.raises(SystemExit):
+        train(handler, step, weight, 100, signal_at=2)
+    (warning,) = [r.getMessage() for r in caplog.records
+                  if "grace period" in r.getMessage()]
+    took = float(warning.split("written ")[1].split(" s after")[0])
+    assert took >= 1.0
+    assert "and the grace period is 1 s: too short" in warning
+    assert "#SBATCH --signal=USR1@" in warning
