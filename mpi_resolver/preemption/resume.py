@@ -23,7 +23,8 @@ def missing_checkpoint(env: Mapping[str, str], directory: str,
     restarts = restart_count(env)
     if restarts < 1 or found is not None:
         return None
-    job = env.get("SLURM_JOB_ID", "?")
+    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    job = f"{array}_{task}" if array and task else env.get("SLURM_JOB_ID", "?")
     return (f"job {job} runs for the {_ordinal(restarts + 1)} time (SLURM_RESTART_COUNT="
             f"{restarts}), but {directory} holds no checkpoint: training starts from step 0. "
             "Was the directory removed, or does this run name another one than the first "

@@ -183,7 +183,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         self.take_back_from_tensorflow()
         directory = chief_directory(checkpoint_dir)
         warning = missing_checkpoint(os.environ, directory, tf.train.latest_checkpoint(directory))
-        if warning:
+        if warning and _chief(cluster_resolver, os.environ):  # one line for the job
             log_once(warning)
         _quiet_total_run_calls()
         with no_gce_probe():

@@ -84,7 +84,8 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     template("node-local", [NONE], "--port-base", "25180",
              CHECKPOINT_DIR=f"/dev/shm/mpir-test-{uuid.uuid4().hex[:8]}")
     array = template("array task", [USR1, NONE], "--port-base", "auto",
-                     sbatch=["--array=0-1"])
+                     sbatch=["--array=0-1"], CHECKPOINT_ROOT=str(tmp / "array-task" / "ckpt"))
+    del array.env["CHECKPOINT_DIR"]  # the template's default: a directory per array task
     array.output = tmp / "array-task" / "out-1.txt"
     array.argv.insert(0, f"--output={tmp / 'array-task' / 'out-%a.txt'}")
     array.target = "JOB_1"
@@ -193,6 +194,7 @@ def test_an_array_task_is_requeued_by_its_own_name(jobs, longjob_cluster):
     other = show(longjob_cluster, f"{array}_0")
     assert (other.get("JobState"), other.get("Restarts")) == ("COMPLETED", "0"), other
     text = (job.output.parent / "out-0.txt").read_text()  # the other task, not interrupted
+    assert sorted(os.listdir(job.output.parent / "ckpt")) == [f"{array}_0", f"{array}_1"]
     assert re.findall(r"^steps done: .*$", text, re.M) == [f"steps done: {TOTAL} (resumed "
                                                            "from 0)"], text
 

@@ -46,3 +46,11 @@ def test_the_warning_says_which_run_it_is(restarts, ordinal):
 def test_the_warning_without_a_job_id():
     assert missing_checkpoint({"SLURM_RESTART_COUNT": "1"}, "d", None).startswith(
         "job ? runs for the 2nd time")
+
+
+def test_an_array_task_is_named_as_slurm_names_it():
+    env = {"SLURM_JOB_ID": "13", "SLURM_ARRAY_JOB_ID": "12", "SLURM_ARRAY_TASK_ID": "1",
+           "SLURM_RESTART_COUNT": "1"}
+    assert missing_checkpoint(env, "d", None).startswith("job 12_1 runs for the 2nd time")
+    del env["SLURM_ARRAY_TASK_ID"]
+    assert missing_checkpoint(env, "d", None).startswith("job 13 runs")
