@@ -60,14 +60,15 @@ def _require_cluster_tools() -> None:
 
 
 def _started(nodes: Sequence[str], gpus: Optional[Mapping[str, int]] = None,
-             gres: Optional[Mapping[str, int]] = None,
-             kill_wait: int = 5) -> Iterator[SlurmCluster]:
+             gres: Optional[Mapping[str, int]] = None, kill_wait: int = 5,
+             cpus_per_node: int = 8) -> Iterator[SlurmCluster]:
     """Starts a cluster (fake nvidia-smi with GPUS_PER_NODE GPUs on every node unless ``gpus``
     says otherwise; Slurm GRES GPUs per ``gres``); stops it after the session."""
     _require_cluster_tools()
     if gpus is None:
         gpus = {n: GPUS_PER_NODE for n in nodes}
-    c = SlurmCluster(nodes=nodes, gpus=gpus, gres=gres, kill_wait=kill_wait)
+    c = SlurmCluster(nodes=nodes, gpus=gpus, gres=gres, kill_wait=kill_wait,
+                     cpus_per_node=cpus_per_node)
     try:
         c.start()
         yield c
@@ -106,8 +107,10 @@ def gres_cli_env(gres_cluster: SlurmCluster) -> Dict[str, str]:
 @pytest.fixture(scope="session")
 def longjob_cluster() -> Iterator[SlurmCluster]:
     """node1 and node2 with Slurm's default KillWait (30 s between SIGTERM and SIGKILL), which
-    a save on SIGTERM must fit in, as on a real cluster (the others have 5 s: quicker ends)."""
-    yield from _started(("node1", "node2"), gpus={}, kill_wait=30)
+    a save on SIGTERM must fit in, as on a real cluster (the others have 5 s: quicker ends);
+    64 CPUs declared a node, so that every long job and the signal table's jobs run at once
+    (one CPU a node each) instead of waiting for each other."""
+    yield from _started(("node1", "node2"), gpus={}, kill_wait=30, cpus_per_node=64)
 
 
 @pytest.fixture(scope="session")
