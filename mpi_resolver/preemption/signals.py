@@ -58,14 +58,14 @@ def parse_signal(text: object, argument: str = "signal") -> WarningSignal:
     spec, _, seconds = text.strip().partition("@")
     flags, colon, name = spec.rpartition(":")
     if colon and ("B" in flags.upper() or flags.upper() not in ("R",)):
-        raise FormatError(_flag_message(argument, text, flags))
+        raise FormatError(_flag_message(argument, text, flags, name + _ + seconds))
     number = _number(name, argument, text)
     return WarningSignal(number, _name(number), _seconds(seconds, argument, text) if _ else None)
 
 
-def _flag_message(argument: str, text: str, flags: str) -> str:
+def _flag_message(argument: str, text: str, flags: str, rest: str) -> str:
+    """Returns the message for ``flags`` before ':' (``rest`` after it)."""
     if "B" in flags.upper():
-        rest = text.split(":", 1)[1]
         return (f"{argument}={text!r}: 'B:' sends the signal to the batch shell only, and "
                 "mpi_resolver watches for it in the tasks; pass "
                 f"{rest!r} and either submit with --signal={rest} (no 'B:': every task gets "

@@ -43,6 +43,12 @@ def slurm_config(monkeypatch):
     for config in made:
         config.watcher.uninstall()
     _logs._logged.clear()
+    # PreemptionCheckpointHandler lists this process's devices when it is built: a resolver
+    # made after it in this process would find TensorFlow's devices listed already (an error
+    # by design, tests/tf/test_early_cuda.py). A fresh context for the tests that follow.
+    from tensorflow.python.eager import context
+
+    context._reset_context()
 
 
 def model_and_step(tf):

@@ -104,7 +104,7 @@ def test_scontrol_missing_names_the_node_the_fix_and_the_fallback():
                                    PermissionError("denied")])
 def test_scontrol_that_cannot_run_is_an_outcome_not_an_exception(error):
     outcome = rq.requeue("12", "node1", 75, Scontrol(error=error))
-    assert not outcome.done
+    assert outcome.done is False
     assert outcome.message == f"scontrol requeue 12 could not run ({error}); {FALLBACK}"
 
 

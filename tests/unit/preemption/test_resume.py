@@ -33,7 +33,10 @@ def test_missing_checkpoint(restarts, found, warned):
 @pytest.mark.parametrize("restarts, ordinal", [("1", "2nd"), ("2", "3rd"), ("3", "4th"),
                                                ("10", "11th"), ("11", "12th"), ("12", "13th"),
                                                ("19", "20th"), ("20", "21st"), ("21", "22nd"),
-                                               ("100", "101st"), ("110", "111th")])
+                                               ("100", "101st"), ("110", "111th"),
+                                               ("111", "112th"), ("112", "113th"),
+                                               ("113", "114th"), ("130", "131st"),
+                                               ("9", "10th"), ("8", "9th")])
 def test_the_warning_says_which_run_it_is(restarts, ordinal):
     env = {"SLURM_JOB_ID": "12", "SLURM_RESTART_COUNT": restarts}
     assert missing_checkpoint(env, "/ckpt/chief", None) == (

@@ -183,6 +183,12 @@ def test_not_in_a_job_is_a_requeue_that_could_not_be_done():
                          "requeue=False")  # the exit line goes on after it
 
 
+def test_the_outcome_outside_a_job_is_not_done():
+    t, _ = termination(env={})
+    outcome = t._requeue()
+    assert outcome.done is False and outcome.message.startswith("SLURM_JOB_ID=None")
+
+
 def test_a_worker_that_did_not_save_is_said():
     t, _ = termination(coordinator=Coordinator(saved=False))
     assert t.finish() == (REQUEUE_EXIT_CODE, (
