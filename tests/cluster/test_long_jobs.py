@@ -185,18 +185,20 @@ def test_without_scontrol_the_template_requeues(jobs):
     assert job.states[-1] == "COMPLETED None Restarts=1", job.context()
 
 
-def test_an_array_task_is_requeued_by_its_own_name(jobs, longjob_cluster):
+def test_an_array_task_is_requeued_by_its_own_name(jobs):
+    """Task 1 of a two-task array job is interrupted: worker 0 requeues '<array job>_1' only,
+    and it resumes from its own directory; task 0 runs once, untouched (its record is gone
+    from slurmctld a minute after it ends, MinJobAge: its output says it)."""
     job = jobs["array task"]
     assert job.error is None, job.context()
     resumed_runs(job, 2)
     array = job.job_id
     assert f"requeued job {array}_1 (scontrol requeue {array}_1)" in job.runs()[0]
-    other = show(longjob_cluster, f"{array}_0")
-    assert (other.get("JobState"), other.get("Restarts")) == ("COMPLETED", "0"), other
     text = (job.output.parent / "out-0.txt").read_text()  # the other task, not interrupted
-    assert sorted(os.listdir(job.output.parent / "ckpt")) == [f"{array}_0", f"{array}_1"]
+    assert len(re.findall(r"^== job \d+ \(run \d+\)", text, re.M)) == 1, text
     assert re.findall(r"^steps done: .*$", text, re.M) == [f"steps done: {TOTAL} (resumed "
                                                            "from 0)"], text
+    assert sorted(os.listdir(job.output.parent / "ckpt")) == [f"{array}_0", f"{array}_1"]
 
 
 def test_the_time_limit_requeues_where_asked_and_scancel_ends_the_job(jobs):
