@@ -20,7 +20,7 @@ import pytest
 from tests.cluster import test_signals
 from tests.cluster.conftest import ROOT
 from tests.cluster.longjobs import (CANCEL, NONE, REQUEUE, TIME_LIMIT, USR1, USR1_TWICE, Driver,
-                                    Job, show)
+                                    Job)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
