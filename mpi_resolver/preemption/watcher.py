@@ -110,7 +110,8 @@ class SignalWatcher:
     def _owner(self, number: int) -> Optional[str]:
         """Returns who holds signal ``number`` where it is not this watcher, else None."""
         python = signal.getsignal(number)
-        if python is not None and python != self._on_signal:
+        if python is not None and not isinstance(getattr(python, "__self__", None),
+                                                 SignalWatcher):  # a newer watcher: ours too
             return _python_owner(python)
         address = handler_address(number)
         if address is None or self._c_handler is None or address == self._c_handler:

@@ -170,3 +170,9 @@ def test_disposition_edges():
     assert disposition.library_of(disposition.DEFAULT) is None
     assert disposition.library_of(disposition.IGNORED) is None
     assert disposition.library_of(8) is None  # no library holds address 8
+
+
+def test_a_newer_watcher_of_the_package_is_not_a_displacement(watcher):
+    newer = SignalWatcher([USR1])
+    newer.install()
+    assert watcher.displaced() == []
