@@ -228,7 +228,11 @@ def wait_requeued(cycle: Cycle) -> Dict[str, Any]:
         if fields.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
             raise RuntimeError(f"job {cycle.job} ended ({fields['JobState']}) instead of "
                                f"being requeued{cycle.context()}")
-        return fields if fields.get("JobState") == "PENDING" else None
+        # Requeued: PENDING with its new BeginTime. Before that (still COMPLETING, or PENDING
+        # for an instant with another reason) a `StartTime=now` is overwritten by the
+        # requeue's BeginTime, and the job waits its 121 s (seen once in the suite).
+        requeued = fields.get("JobState") == "PENDING" and fields.get("Reason") == "BeginTime"
+        return fields if requeued else None
 
     fields = wait_until(pending, PHASE_TIMEOUT, "requeue", cycle.context)
     seen = time.time()
