@@ -166,7 +166,17 @@ class Cycle:
         text = self.timeline.read_text() if self.timeline.exists() else ""
         lines = [ln for ln in text.splitlines() if not ln.startswith("step ")]
         return (f"\n--- timeline (without steps) {self.timeline}\n" + "\n".join(lines[-20:])
-                + f"\n--- job output {self.output}\n{out[-4000:]}")
+                + f"\n--- job output {self.output}\n{out[-4000:]}"
+                + f"\n--- the job and the nodes now\n{self.state_now()}")
+
+    def state_now(self) -> str:
+        """Returns `scontrol show job` and `sinfo` as they are now (or why they failed)."""
+        env = {**QUIET, "PYTHONPATH": str(ROOT)}
+        texts = []
+        for argv in (["scontrol", "show", "job", self.job], ["sinfo", "-N", "-l"]):
+            proc = self.cluster.run(argv, timeout=30, env=env, cwd=str(self.dir), check=False)
+            texts.append(proc.stdout + proc.stderr)
+        return "\n".join(texts)
 
     def events(self) -> List[List[Event]]:
         """Returns the job's runs' events so far."""
@@ -244,20 +254,49 @@ def wait_requeued(cycle: Cycle) -> Dict[str, Any]:
             "checkpoint_bytes": sum(p.stat().st_size for p in chief.iterdir())}
 
 
+def started_again(cycle: Cycle) -> bool:
+    """Returns whether the requeued job's next run has written its batch line."""
+    return len(cycle.events()) > 1
+
+
+def nudge(cycle: Cycle, every: float = 2.0) -> Callable[[], None]:
+    """Returns a function that sends `scontrol update StartTime=now` while the requeued job
+    is still PENDING for its BeginTime, at most every ``every`` s.
+
+    Sent once, the update was overwritten in one run of the suite (the job waited out its
+    bound): Slurm may set the requeue's BeginTime again after it, so it is sent until the
+    next run has started.
+    """
+    last = [0.0]
+
+    def send() -> None:
+        if started_again(cycle) or time.monotonic() - last[0] < every:
+            return
+        last[0] = time.monotonic()
+        fields = cycle.show()
+        if fields.get("JobState") == "PENDING" and fields.get("Reason") == "BeginTime":
+            cycle.run(["scontrol", "update", f"JobId={cycle.job}", "StartTime=now"])
+    return send
+
+
 def resume(cycle: Cycle, real_wait: bool) -> Dict[str, Any]:
     """Lets the requeued job start (`scontrol update StartTime=now`, or, ``real_wait``, when
-    Slurm starts it itself); waits for its run to end; returns when the update was sent."""
+    Slurm starts it itself); waits for its run to end; returns when the update was first
+    sent."""
     sent = None
+    send = (lambda: None) if real_wait else nudge(cycle)
     if not real_wait:
         sent = time.time()
-        cycle.run(["scontrol", "update", f"JobId={cycle.job}", "StartTime=now"])
+        send()
 
     def ended() -> Optional[bool]:
+        send()
         runs = cycle.events()
         return True if len(runs) > 1 and first(runs[1], "done") else None
 
     timeout = REAL_WAIT_TIMEOUT if real_wait else PHASE_TIMEOUT
     wait_until(ended, timeout, "end of the resumed run", cycle.context)
+
     def finished() -> Optional[str]:
         state = cycle.show().get("JobState", "?")
         return None if state in ("RUNNING", "COMPLETING", "CONFIGURING") else state

@@ -10,4 +10,4 @@ unset MPI_RESOLVER_ALLOW_SKIP
 export TF_CPP_MIN_LOG_LEVEL=3 PYTHONDONTWRITEBYTECODE=1
 # The oldest supported TensorFlow and mpi4py, in .venv-tf215, for tests/test_versions.py.
 bash scripts/setup_versions.sh
-exec "${MPI_RESOLVER_VENV:-.venv}/bin/python" -m pytest -ra --color=no "$@"
+exec "${MPI_RESOLVER_VENV:-.venv}/bin/python" -m pytest -ra --color=no --durations=25 "$@"
