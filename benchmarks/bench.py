@@ -53,8 +53,8 @@ def bench_slurm_sizes(quick: bool) -> List[Dict[str, Any]]:
     import tensorflow as tf
 
     from mpi_resolver import MPIClusterResolver
-    from mpi_resolver._options import make_options
-    from mpi_resolver._resolution import resolve_job
+    from mpi_resolver.options import make_options
+    from mpi_resolver.resolve.resolution import resolve_job
 
     tf_cls = tf.distribute.cluster_resolver.SlurmClusterResolver
     rows = []

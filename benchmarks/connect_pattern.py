@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import _mpirun_env  # noqa: E402 - benchmarks/ is this script's directory
-from mpi_resolver._connect_pairs import (ALL_PAIRS_NODES, connections_per_rank,  # noqa: E402
-                                         node_offsets, pattern_of, peers_of)
+from mpi_resolver.rehearsal.connect_pairs import (ALL_PAIRS_NODES, connections_per_rank,  # noqa: E402
+                                                  node_offsets, pattern_of, peers_of)
 
 
 def job(nodes: int, per_node: int) -> List[List[int]]:

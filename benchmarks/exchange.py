@@ -39,13 +39,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mpi_resolver._exchange import host_hash  # noqa: E402
-from mpi_resolver._gpu_resolution import for_record  # noqa: E402
-from mpi_resolver._launchers import detect_launch  # noqa: E402
-from mpi_resolver._options import make_options  # noqa: E402
-from mpi_resolver._plan import make_plan  # noqa: E402
-from mpi_resolver._records import local_record  # noqa: E402
-from mpi_resolver._resolution import resolve_job  # noqa: E402
+from mpi_resolver.exchange.collectives import host_hash  # noqa: E402
+from mpi_resolver.resolve.gpu_resolution import for_record  # noqa: E402
+from mpi_resolver.launch.launchers import detect_launch  # noqa: E402
+from mpi_resolver.options import make_options  # noqa: E402
+from mpi_resolver.resolve.plan import make_plan  # noqa: E402
+from mpi_resolver.exchange.records import local_record  # noqa: E402
+from mpi_resolver.resolve.resolution import resolve_job  # noqa: E402
 
 PER_NODE = 4
 RANK = 5  # the rank measured (not rank 0: nothing special)
@@ -180,7 +180,7 @@ def _worker(mode: str) -> None:
     """One rank of `mpirun -n N`: resolve through a counting COMM_WORLD; rank 0 prints."""
     from mpi4py import MPI
 
-    from mpi_resolver._mpi import MpiTransport
+    from mpi_resolver.exchange.transport import MpiTransport
     from tests.mpi.counting import CountingComm
 
     comm = MPI.COMM_WORLD

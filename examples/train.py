@@ -57,6 +57,9 @@ def port_base(text: str):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    # examples/long_jobs.py, beside this script (its directory is on sys.path when it runs).
+    from long_jobs import add_long_job_options, check_long_job_options
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--epochs", type=int, default=5, help="passes of the loop (default 5)")
     p.add_argument("--steps-per-epoch", type=int, default=40,
@@ -93,22 +96,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--fit", action="store_true",
                    help="train with model.fit of Keras 2 (the tf_keras package, pip install "
                         "tf-keras matching TensorFlow's version) instead of the custom loop")
-    long = p.add_argument_group("long jobs: save on Slurm's signal, requeue, resume")
-    long.add_argument("--checkpoint-dir", metavar="DIR",
-                      help="a directory every node sees: resume from the checkpoint there, and "
-                           "save one when Slurm's warning signal or SIGTERM comes")
-    long.add_argument("--signal", default="USR1", metavar="NAME[@SECONDS]",
-                      help="Slurm's warning signal, as #SBATCH --signal names it (default "
-                           "USR1); @SECONDS gives the grace period")
-    long.add_argument("--grace-period", type=float, metavar="SECONDS",
-                      help="seconds between the warning signal and the end (--signal's "
-                           "@SECONDS): a save that leaves too little of it is a warning")
-    long.add_argument("--no-requeue", dest="requeue", action="store_false",
-                      help="save on the signal and exit, without requeueing the job")
-    long.add_argument("--requeue-on-time-limit", action="store_true",
-                      help="also requeue after saving on the time limit's SIGTERM (never "
-                           "after scancel)")
+    add_long_job_options(p, "a directory every node sees: resume from the checkpoint there, "
+                            "and save one when Slurm's warning signal or SIGTERM comes")
     args = p.parse_args(argv)
+    check_long_job_options(p, args)
     if args.save and not args.save.endswith((".keras", ".h5")):
         p.error(f"--save {args.save}: Keras saves to a file ending in .keras (or .h5)")
     for name in ("epochs", "steps_per_epoch", "batch_per_worker", "threads"):

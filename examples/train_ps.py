@@ -92,6 +92,9 @@ def port_base(text: str):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    # examples/long_jobs.py, beside this script (its directory is on sys.path when it runs).
+    from long_jobs import add_long_job_options, check_long_job_options
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=300,
                    help="training steps, over all workers (default 300)")
@@ -104,9 +107,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--evaluator", action="store_true",
                    help="make one task (rank 1: jobs sort as chief, evaluator, ps, worker) an "
                         "evaluator of the chief's checkpoints (needs --checkpoint-dir)")
-    p.add_argument("--checkpoint-dir", metavar="DIR",
-                   help="where the chief writes checkpoints (a directory all nodes see); it "
-                        "resumes from the latest there, and saves one on Slurm's signal")
     p.add_argument("--checkpoint-every", type=int, default=100, metavar="STEPS",
                    help="steps between checkpoints (default 100; the last step always)")
     p.add_argument("--save", metavar="PATH.keras", help="where the chief saves the model")
@@ -122,9 +122,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--time-limit", type=float, default=600.0, metavar="SECONDS",
                    help="every task exits non-zero if it is not done by then (default 600)")
     p.add_argument("--seed", type=int, default=SEED, help="seed of split, shuffling, weights")
-    add_long_job_options(p)
+    add_long_job_options(p, "where the chief writes checkpoints (a directory all nodes see); it "
+                            "resumes from the latest there, and saves one on Slurm's signal")
     args = p.parse_args(argv)
-    check_signal(p, args)
+    check_long_job_options(p, args)
     if args.evaluator and not args.checkpoint_dir:
         p.error("--evaluator needs --checkpoint-dir (the evaluator reads the checkpoints)")
     if args.save and not args.save.endswith(".keras"):
@@ -135,42 +136,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.time_limit <= 0:
         p.error("--time-limit must be positive")
     return args
-
-
-def add_long_job_options(p: argparse.ArgumentParser) -> None:
-    """The options of long jobs, as examples/train.py has them."""
-    long = p.add_argument_group("long jobs (with --checkpoint-dir): save on Slurm's signal, "
-                                "requeue, resume")
-    long.add_argument("--signal", default="USR1", metavar="NAME[@SECONDS]",
-                      help="Slurm's warning signal, as #SBATCH --signal names it (default "
-                           "USR1); @SECONDS gives the grace period")
-    long.add_argument("--grace-period", type=float, metavar="SECONDS",
-                      help="seconds between the warning signal and the end (--signal's "
-                           "@SECONDS): a save that leaves too little of it is a warning")
-    long.add_argument("--no-requeue", dest="requeue", action="store_false",
-                      help="save on the signal and exit, without requeueing the job")
-    long.add_argument("--requeue-on-time-limit", action="store_true",
-                      help="also requeue after saving on the time limit's SIGTERM (never "
-                           "after scancel)")
-
-
-def check_signal(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """--signal must name a signal Slurm's --signal takes; --grace-period is seconds >= 0,
-    and the same as --signal's @SECONDS where both are given."""
-    from mpi_resolver import FormatError
-    from mpi_resolver.preemption.signals import parse_signal
-
-    try:
-        warning = parse_signal(args.signal, "--signal")
-    except FormatError as e:
-        p.error(str(e))
-    if args.grace_period is None:
-        return
-    if not args.grace_period >= 0:
-        p.error("--grace-period must be seconds (0 or more)")
-    if warning.seconds is not None and warning.seconds != args.grace_period:
-        p.error(f"--signal {args.signal} and --grace-period {args.grace_period:g} say "
-                "different things: give the seconds once")
 
 
 def load_data(seed: int):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import (ExchangeTimeout, FormatError, MismatchError, MissingDependencyError,
-                     ResolutionError)
+from mpi_resolver.core.errors import (ExchangeTimeout, FormatError, MismatchError,
+                                      MissingDependencyError, ResolutionError)
 
 __all__ = ["MPIClusterResolver", "ResolutionError", "FormatError", "MismatchError",
            "MissingDependencyError", "ExchangeTimeout", "SlurmTerminationConfig",
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 
 #: The names that import TensorFlow, and the modules they are in.
-_LAZY = {"MPIClusterResolver": "._tf_resolver",
+_LAZY = {"MPIClusterResolver": ".resolve.tf_resolver",
          "SlurmTerminationConfig": ".preemption.tf_config",
          "SlurmBackupAndRestore": ".preemption.keras_callback"}
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Release check: what a user gets from `pip install mpi_resolver`, and the lint and type checks.
 #
-#   bash scripts/check_release.sh [STEP...]      STEP: build contents install ruff mypy
-#                                                (default: all five, in that order)
+#   bash scripts/check_release.sh [STEP...]      STEP: build contents install ruff mypy imports
+#                                                (default: all six, in that order)
 #
 #   build     python -m build: sdist, then the wheel built from that sdist; twine check --strict
 #   contents  the wheel has mpi_resolver/py.typed and the licence, the sdist has LICENSE; the
@@ -12,6 +12,8 @@
 #             on a fake 2-node Slurm step (`show --source slurm --gpus-per-node 0`, `tf-config`)
 #   ruff      ruff check (settings in pyproject.toml)
 #   mypy      mypy mpi_resolver (settings in pyproject.toml)
+#   imports   lint-imports: the import contract, the package's layers (pyproject.toml,
+#             [tool.importlinter]); IMPORTS_ROOT=DIR checks the package in DIR instead
 #
 # Every step runs even if an earlier one failed (install and contents need build's files); the
 # script exits non-zero if any step failed or a tool is missing, and prints one line per step.
@@ -26,10 +28,11 @@ PY="$ROOT/$VENV/bin/python"
 [[ "$VENV" = /* ]] && PY="$VENV/bin/python"
 
 STEPS=("$@")
-((${#STEPS[@]})) || STEPS=(build contents install ruff mypy)
+((${#STEPS[@]})) || STEPS=(build contents install ruff mypy imports)
 for step in "${STEPS[@]}"; do
-  case "$step" in build|contents|install|ruff|mypy) ;;
-    *) echo "check_release: unknown step '$step' (build contents install ruff mypy)" >&2; exit 2;;
+  case "$step" in build|contents|install|ruff|mypy|imports) ;;
+    *) echo "check_release: unknown step '$step' (build contents install ruff mypy imports)" >&2
+       exit 2;;
   esac
 done
 
@@ -103,7 +106,7 @@ if "Apache License" not in licence_text or "Version 2.0, January 2004" not in li
 with tarfile.open(sdist) as t:
     members = t.getnames()
 top = members[0].split("/")[0]
-for path in ("LICENSE", "README.md", "mpi_resolver/py.typed", "setup.cfg", "pyproject.toml"):
+for path in ("LICENSE", "README.md", "mpi_resolver/py.typed", "pyproject.toml"):
     if f"{top}/{path}" not in members:
         problems.append(f"the sdist has no {path}")
 requires = meta.get_all("Requires-Dist") or []
@@ -120,12 +123,16 @@ if not any(r.startswith("tensorflow-cpu>=") for r in dist_of("tf-cpu")):
 base = [r for r in requires if "extra ==" not in r]
 if base:
     problems.append(f"the package itself must depend on nothing (CLI without TF/MPI): {base}")
-for field in ("Requires-Python", "License", "Summary"):
+for field in ("Requires-Python", "License-Expression", "Summary"):
     if not meta.get(field):
         problems.append(f"the metadata has no {field}")
+if meta.get("License-Expression") != "Apache-2.0" or meta.get("License"):
+    problems.append(f"the licence must be the SPDX expression (PEP 639) License-Expression: "
+                    f"Apache-2.0 and no License field: {meta.get('License-Expression')!r}, "
+                    f"{meta.get('License')!r}")
 classifiers = meta.get_all("Classifier") or []
-if any(c.startswith("License ::") for c in classifiers):  # setuptools warns: SPDX's License
-    problems.append("a License :: classifier: the license is the SPDX name in License")
+if any(c.startswith("License ::") for c in classifiers):  # setuptools warns: PEP 639
+    problems.append("a License :: classifier: the licence is the SPDX License-Expression")
 for c in ("Operating System :: POSIX :: Linux", "Typing :: Typed"):
     if c not in classifiers:
         problems.append(f"classifier missing: {c}")
@@ -225,6 +232,18 @@ step_mypy() {
     cat "$TMP/mypy.log"; fail "mypy mpi_resolver found problems (above)"; return
   fi
   ok "mypy mpi_resolver: $(tail -n 1 "$TMP/mypy.log")"
+}
+
+step_imports() {
+  need_tool importlinter import-linter || return
+  local root=${IMPORTS_ROOT:-$ROOT}
+  # PYTHONPATH first: the package in $root, not the editable install's, is the one analysed.
+  if ! (cd "$root" && PYTHONPATH="$root" "$(dirname "$PY")/lint-imports" --no-cache \
+        > "$TMP/imports.log" 2>&1); then
+    sed -n '/^Contracts$/,$p' "$TMP/imports.log"
+    fail "lint-imports: the import contract is broken (above)"; return
+  fi
+  ok "lint-imports: $(grep -o '[0-9]* kept, [0-9]* broken' "$TMP/imports.log")"
 }
 
 for step in "${STEPS[@]}"; do

@@ -6,7 +6,7 @@
 # scripts/mutation_equivalent.txt explains (mutants that cannot change behaviour).
 #
 #   bash scripts/mutation.sh                         # everything (10-15 minutes on 2 cores)
-#   bash scripts/mutation.sh "mpi_resolver._values*"  # one module
+#   bash scripts/mutation.sh "mpi_resolver.core.values*"  # one module
 #
 # Exit status 1 when the score is below 95 % or a survivor is neither killed nor explained.
 # Not part of the README's test command (it takes 10-15 minutes); mutants/ is its scratch copy.

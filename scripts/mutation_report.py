@@ -5,7 +5,7 @@ Reads mutants/**/*.meta (mutmut 3: each mutant's test exit code; 0 = no test not
 message (a string literal with words in it: mutmut's "XX...XX", or its case) is counted apart:
 the tests assert the words a message must carry, not every letter. Every other survivor must
 be listed, with the reason it is equivalent, in scripts/mutation_equivalent.txt
-(``mpi_resolver._values.x_whole_number__mutmut_3  # reason``).
+(``mpi_resolver.core.values.x_whole_number__mutmut_3  # reason``).
 
 Exit status 0 when the score of the other mutants is at least 95 % and every survivor is
 listed; 1 otherwise.

@@ -31,7 +31,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 stamp="$VENV/.mpi_resolver-installed"
-want="$(cat setup.cfg pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)"
+want="$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing Python packages into $VENV (TensorFlow takes a minute)"
   "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true

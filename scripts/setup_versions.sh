@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The oldest supported versions, in a second virtualenv beside .venv (which has the newest):
-# .venv-tf215 with TensorFlow 2.15.1 (CPU build) and the oldest mpi4py that setup.cfg allows,
+# .venv-tf215 with TensorFlow 2.15.1 (CPU build) and the oldest mpi4py that pyproject.toml allows,
 # plus the test tools and mpi_resolver itself (editable, without its extras' dependencies).
 #
 #   bash scripts/setup_versions.sh          # then: .venv-tf215/bin/python -m pytest tests/unit ...
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${MPI_RESOLVER_OLDEST_VENV:-.venv-tf215}
 PYTHON=${PYTHON:-python3}
-# Keep these equal to the floors in setup.cfg (tf/tf-cpu: tensorflow>=2.15.1, mpi: mpi4py>=...).
+# Keep these equal to the floors in pyproject.toml (tf/tf-cpu: tensorflow>=2.15.1, mpi: mpi4py>=...).
 OLDEST=(tensorflow-cpu==2.15.1 mpi4py==4.1.0)
 TOOLS=(pytest pytest-mpi hypothesis scikit-learn)
 
@@ -42,7 +42,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 stamp="$VENV/.mpi_resolver-installed"
-want="$( (echo "${OLDEST[*]} ${TOOLS[*]}"; cat setup.cfg scripts/setup_versions.sh) \
+want="$( (echo "${OLDEST[*]} ${TOOLS[*]}"; cat pyproject.toml scripts/setup_versions.sh) \
          | sha1sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup_versions: installing ${OLDEST[*]} ${TOOLS[*]} into $VENV" \

@@ -1,5 +1,5 @@
-"""Prints every module of the package with its line count, then its longest functions: the
-limits of the style guide (a module about 350 lines at most, a function 40).
+"""Prints every module of the package (its subpackages too) with its line count, then its
+longest functions: the limits of the style guide (a module about 350 lines at most, a function 40).
 
     python scripts/sizes.py            # mpi_resolver/
     python scripts/sizes.py DIR -n 10  # another directory, the 10 longest functions
@@ -14,15 +14,17 @@ from typing import List, Tuple
 
 
 def sizes(directory: Path) -> Tuple[List[Tuple[int, str]], List[Tuple[int, str]]]:
-    """Returns ([(lines, module)], [(lines, 'module:function')]), longest functions first."""
+    """Returns ([(lines, module)], [(lines, 'module:function')]), longest functions first;
+    a module is named by its path under ``directory`` (``gpus/lists.py``)."""
     modules, functions = [], []
-    for path in sorted(directory.glob("*.py")):
+    for path in sorted(directory.rglob("*.py")):
         text = path.read_text()
-        modules.append((len(text.splitlines()), path.name))
+        name = path.relative_to(directory).as_posix()
+        modules.append((len(text.splitlines()), name))
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 end = node.end_lineno or node.lineno
-                functions.append((end - node.lineno + 1, f"{path.name}:{node.name}"))
+                functions.append((end - node.lineno + 1, f"{name}:{node.name}"))
     return modules, sorted(functions, reverse=True)
 
 

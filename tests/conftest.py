@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from mpi_resolver._proxies import NO_PROXY_VARIABLES, PROXY_VARIABLES
+from mpi_resolver.network.proxies import NO_PROXY_VARIABLES, PROXY_VARIABLES
 
 # Property tests draw the same examples on every run (derandomize: a seed from each test's
 # own name), and replay none saved by an earlier run: a run of this suite never fails on an
@@ -87,7 +87,7 @@ def _all_ports_free(request, monkeypatch):
     """Replaces the resolution's SocketPorts with AllPortsFree in tests/unit and tests/tf."""
     path = Path(str(request.node.fspath)).resolve()
     if any(path.is_relative_to(d) for d in _NO_REAL_PORTS):
-        from mpi_resolver import _resolution
+        from mpi_resolver.resolve import resolution as _resolution
 
         monkeypatch.setattr(_resolution, "SocketPorts", AllPortsFree)
 
@@ -95,7 +95,7 @@ def _all_ports_free(request, monkeypatch):
 @pytest.fixture(autouse=True)
 def _fresh_resolver_state():
     """Forgets what earlier tests' resolvers wrote to CUDA_VISIBLE_DEVICES."""
-    module = sys.modules.get("mpi_resolver._tf_resolver")
+    module = sys.modules.get("mpi_resolver.resolve.tf_resolver")
     if module is not None:
         module._narrowed.clear()
     yield

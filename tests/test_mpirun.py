@@ -144,7 +144,7 @@ def test_cli_error_from_a_slow_rank_0_still_comes_out():
     make mpirun end rank 0 before its one message is out."""
     script = ("import os, sys, time\n"
               "if os.environ['OMPI_COMM_WORLD_RANK'] == '0': time.sleep(3)\n"
-              "from mpi_resolver._cli import main\n"
+              "from mpi_resolver.cli.main import main\n"
               "sys.exit(main(['check', '--gpus-per-node', '0']))\n")
     proc = subprocess.run(own_network(["mpirun", "-n", "3", sys.executable, "-c", script]),
                           capture_output=True, text=True, timeout=120, env=mpirun_env(),
@@ -175,7 +175,7 @@ def test_rank_that_never_arrives_is_named_within_the_timeout(tmp_path):
               "while rank == 2 and not all(map(os.path.exists, done)) "
               "and time.monotonic() < end:\n"
               "    time.sleep(0.1)\n"
-              "from mpi_resolver._cli import main\n"
+              "from mpi_resolver.cli.main import main\n"
               "start = time.monotonic()\n"
               "rc = main(['show', '--timeout', '2', '--gpus-per-node', '0'])\n"
               "sys.stdout.write(f'rank {rank} rc {rc} after {time.monotonic() - start:.1f}\\n')\n"
@@ -204,7 +204,7 @@ def test_rank_that_dies_before_the_resolver_ends_the_job_instead_of_hanging():
     others' 600 s timeout never comes into play)."""
     script = ("import os, sys\nfrom mpi4py import MPI\n"
               "if MPI.COMM_WORLD.rank == 2: os._exit(3)\n"
-              "from mpi_resolver._cli import main\n"
+              "from mpi_resolver.cli.main import main\n"
               "sys.exit(main(['show', '--timeout', '600', '--gpus-per-node', '0']))\n")
     proc = subprocess.run(own_network(["mpirun", "-n", "3", sys.executable, "-c", script]),
                           capture_output=True, text=True, timeout=120, env=mpirun_env(),
@@ -218,10 +218,10 @@ def test_rank_that_dies_before_the_resolver_ends_the_job_instead_of_hanging():
 DIVERGENT = """
 import json, os, socket, sys, time
 from mpi4py import MPI
-from mpi_resolver._mpi import MpiTransport
-from mpi_resolver._options import make_options
-from mpi_resolver._plan import make_plan
-from mpi_resolver._resolution import resolve_job
+from mpi_resolver.exchange.transport import MpiTransport
+from mpi_resolver.options import make_options
+from mpi_resolver.resolve.plan import make_plan
+from mpi_resolver.resolve.resolution import resolve_job
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
 env = dict(os.environ)

@@ -97,9 +97,9 @@ def test_benchmark_script_prints_measured_ratios(tmp_path):
 
 @pytest.mark.slow
 def test_mutation_script_on_one_module():
-    """bash scripts/mutation.sh "mpi_resolver._values*": mutmut over one module, its score
+    """bash scripts/mutation.sh "mpi_resolver.core.values*": mutmut over one module, its score
     printed and every survivor killed or explained (exit 0); about a minute."""
-    proc = subprocess.run(["bash", "scripts/mutation.sh", "mpi_resolver._values*"],
+    proc = subprocess.run(["bash", "scripts/mutation.sh", "mpi_resolver.core.values*"],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -108,15 +108,17 @@ def test_mutation_script_on_one_module():
 
 
 def test_sizes_script_lists_modules_and_the_longest_functions():
-    """python scripts/sizes.py: every module of the package, then its longest functions."""
+    """python scripts/sizes.py: every module of the package and its subpackages, then its
+    longest functions."""
     proc = subprocess.run([sys.executable, "scripts/sizes.py", "-n", "3"], capture_output=True,
                           text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     modules = {line.split()[1]: int(line.split()[0]) for line in proc.stdout.splitlines()
                if line.strip().endswith(".py")}
-    assert set(modules) == {p.name for p in (ROOT / "mpi_resolver").glob("*.py")}
-    assert modules["_errors.py"] == len((ROOT / "mpi_resolver/_errors.py").read_text()
+    package = ROOT / "mpi_resolver"
+    assert set(modules) == {p.relative_to(package).as_posix() for p in package.rglob("*.py")}
+    assert modules["core/errors.py"] == len((ROOT / "mpi_resolver/core/errors.py").read_text()
                                         .splitlines())
     longest = proc.stdout.split("longest functions:\n", 1)[1].splitlines()
-    assert len(longest) == 3 and all(re.match(r"\s*\d+  _?\w+\.py:\w+$", x) for x in longest)
+    assert len(longest) == 3 and all(re.match(r"\s*\d+  [\w/]+\.py:\w+$", x) for x in longest)
     assert f"longest module: {max(modules.values())} lines" in proc.stdout

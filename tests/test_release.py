@@ -4,12 +4,14 @@ Each test runs one step of scripts/check_release.sh (the script a maintainer run
 so that each step counts on its own in the summary: the sdist and wheel build and pass
 `twine check --strict`; the wheel ships py.typed and the licence; the wheel alone, installed in a
 fresh virtualenv without TensorFlow or mpi4py, gives a working `mpi-resolver`; `ruff check`;
-`mypy mpi_resolver`. A missing tool (build, twine, ruff, mypy) fails its test, never skips it.
+`mypy mpi_resolver`; the import contract (lint-imports), which a wrong import breaks. A missing
+tool (build, twine, ruff, mypy, import-linter) fails its test, never skips it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +72,28 @@ def test_ruff_check_finds_nothing(tmp_path):
 
 def test_mypy_finds_nothing_in_the_package(tmp_path):
     check_release("mypy", dist=tmp_path)
+
+
+def test_the_import_contract_holds(tmp_path):
+    """lint-imports: the layers, the long jobs' package, and the two edges (pyproject.toml)."""
+    out = check_release("imports", dist=tmp_path)
+    assert "lint-imports: 4 kept, 0 broken" in out, out
+
+
+def test_a_wrong_import_breaks_the_import_contract(tmp_path):
+    """The core importing the MPI exchange (a copy of the package with that one line added)
+    fails the step, naming the layers and the import."""
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "mpi_resolver", copy / "mpi_resolver")
+    shutil.copy(ROOT / "pyproject.toml", copy)
+    with open(copy / "mpi_resolver" / "core" / "values.py", "a") as values:
+        values.write("from mpi_resolver.exchange import transport  # noqa: E402,F401\n")
+    env = dict(os.environ, MPI_RESOLVER_DIST=str(tmp_path), MPI_RESOLVER_VENV=sys.prefix,
+               IMPORTS_ROOT=str(copy))
+    proc = subprocess.run(["bash", str(SCRIPT), "imports"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "mpi_resolver.core is not allowed to import mpi_resolver.exchange" in out, out
+    assert "mpi_resolver.core.values -> mpi_resolver.exchange.transport" in out, out
+    assert "check_release: imports FAILED: lint-imports: the import contract is broken" in out

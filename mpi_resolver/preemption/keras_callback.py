@@ -14,8 +14,8 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
-from .._errors import MissingDependencyError
-from .tf_config import SlurmTerminationConfig
+from mpi_resolver.core.errors import MissingDependencyError
+from mpi_resolver.preemption.tf_config import SlurmTerminationConfig
 
 __all__ = ["SlurmBackupAndRestore", "keras2"]
 

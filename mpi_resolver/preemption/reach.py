@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional, Tuple
 
-from .signals import SIGTERM
-from .watcher import Displaced, SignalWatcher
+from mpi_resolver.preemption.signals import SIGTERM
+from mpi_resolver.preemption.watcher import Displaced, SignalWatcher
 
 __all__ = ["unreached", "WAIT"]
 

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
-from .._errors import ResolutionError
+from mpi_resolver.core.errors import ResolutionError
 
 __all__ = ["RequeueOutcome", "requeue_target", "requeue", "read_requeue", "job_fields",
            "job_ending", "TIME_LIMIT", "RUNNING", "ENDING", "run_scontrol", "missing_scontrol",

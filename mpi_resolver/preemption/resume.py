@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional
 
-from .._values import whole_number
+from mpi_resolver.core.values import whole_number
 
 __all__ = ["restart_count", "missing_checkpoint"]
 

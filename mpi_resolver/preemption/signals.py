@@ -7,7 +7,7 @@ import signal
 from dataclasses import dataclass
 from typing import Optional
 
-from .._errors import FormatError
+from mpi_resolver.core.errors import FormatError, ResolutionError
 
 __all__ = ["WarningSignal", "parse_signal", "DEFAULT_SIGNAL", "SIGTERM"]
 
@@ -112,3 +112,24 @@ def _seconds(text: str, argument: str, whole: str) -> int:
         raise FormatError(f"{argument}={whole!r}: '@{text}' is not a number of seconds "
                           "(0-65535, as Slurm's --signal=SIG@SECONDS takes)")
     return int(value)
+
+
+def grace_seconds(grace_period: object, warning: WarningSignal, argument: str = "grace_period",
+                  signal_argument: str = "signal") -> Optional[float]:
+    """Returns the grace period in seconds: ``grace_period``, else the signal's '@SECONDS',
+    else None (``argument`` and ``signal_argument`` name the two in messages).
+
+    Raises:
+      ResolutionError: not a number >= 0, or different from the signal's '@SECONDS'.
+    """
+    if grace_period is None:
+        return None if warning.seconds is None else float(warning.seconds)
+    if isinstance(grace_period, bool) or not isinstance(grace_period, (int, float)) \
+            or not grace_period >= 0:
+        raise ResolutionError(f"{argument}={grace_period!r}: expected seconds (a number "
+                              ">= 0), as #SBATCH --signal=USR1@SECONDS gives.")
+    if warning.seconds is not None and warning.seconds != grace_period:
+        raise ResolutionError(
+            f"{argument}={grace_period!r} and {signal_argument}='{warning.name}@"
+            f"{warning.seconds}' say different things: give the seconds once.")
+    return float(grace_period)

@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Protocol, Tuple
 
-from .._errors import ResolutionError
-from .._logs import log_once
-from .requeue import (ENDING, RUNNING, TIME_LIMIT, RequeueOutcome, Runner, job_ending,
-                      requeue, requeue_target, run_scontrol)
-from .signals import SIGTERM, WarningSignal
-from .watcher import Displaced, SignalWatcher
+from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.core.logs import log_once
+from mpi_resolver.preemption.requeue import (ENDING, RUNNING, TIME_LIMIT, RequeueOutcome, Runner,
+                                             job_ending, requeue, requeue_target, run_scontrol)
+from mpi_resolver.preemption.signals import SIGTERM, WarningSignal
+from mpi_resolver.preemption.watcher import Displaced, SignalWatcher
 
 __all__ = ["Policy", "Coordinator", "Termination", "REQUEUE_EXIT_CODE", "TERMINATED_EXIT_CODE",
            "slow_save", "DEFAULT_WAIT"]

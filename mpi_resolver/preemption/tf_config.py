@@ -17,12 +17,13 @@ from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.distribute.failure_handling import failure_handling_util
 from tensorflow.python.eager import context
 
-from .._logs import log_once, logger
-from .resume import missing_checkpoint
-from .signals import DEFAULT_SIGNAL, SIGTERM, WarningSignal, parse_signal
-from .termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy, Termination,
-                          _EVENT, _EXIT, _SAVED)
-from .watcher import SignalWatcher
+from mpi_resolver.core.logs import log_once, logger
+from mpi_resolver.preemption.resume import missing_checkpoint
+from mpi_resolver.preemption.signals import (DEFAULT_SIGNAL, SIGTERM, WarningSignal, grace_seconds,
+                                             parse_signal)
+from mpi_resolver.preemption.termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy,
+                                                 Termination, _EVENT, _EXIT, _SAVED)
+from mpi_resolver.preemption.watcher import SignalWatcher
 
 __all__ = ["SlurmTerminationConfig", "TfCoordinator"]
 
@@ -126,7 +127,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
                  grace_period: Optional[float] = None, *, requeue: bool = True,
                  requeue_on_time_limit: bool = False, save_fn: Any = None) -> None:
         warning = parse_signal(signal)
-        grace = _grace(grace_period, warning)
+        grace = grace_seconds(grace_period, warning)
         self.cluster_resolver = cluster_resolver
         self.watcher = SignalWatcher([warning, WarningSignal(SIGTERM, "TERM")])
         self.watcher.install()
@@ -226,24 +227,3 @@ def _quiet_total_run_calls() -> None:
     log = tf.get_logger()
     if not any(isinstance(f, _DropTotalRunCalls) for f in log.filters):
         log.addFilter(_DropTotalRunCalls())
-
-
-def _grace(grace_period: Optional[float], warning: WarningSignal) -> Optional[float]:
-    """Returns the grace period: the argument, else the signal's '@SECONDS'.
-
-    Raises:
-      ResolutionError: both given and different, or not a number >= 0.
-    """
-    from .._errors import ResolutionError
-
-    if grace_period is None:
-        return None if warning.seconds is None else float(warning.seconds)
-    if isinstance(grace_period, bool) or not isinstance(grace_period, (int, float)) \
-            or not grace_period >= 0:
-        raise ResolutionError(f"grace_period={grace_period!r}: expected seconds (a number "
-                              ">= 0), as #SBATCH --signal=USR1@SECONDS gives.")
-    if warning.seconds is not None and warning.seconds != grace_period:
-        raise ResolutionError(
-            f"grace_period={grace_period!r} and signal='{warning.name}@{warning.seconds}' "
-            "say different things: give the seconds once.")
-    return float(grace_period)

@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .._errors import ResolutionError
-from .disposition import DEFAULT, IGNORED, handler_address, library_of
-from .signals import WarningSignal
+from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.preemption.disposition import DEFAULT, IGNORED, handler_address, library_of
+from mpi_resolver.preemption.signals import WarningSignal
 
 __all__ = ["SignalWatcher", "Arrival", "Displaced"]
 

@@ -7,7 +7,7 @@ Usage (under srun, salloc, mpiexec)::
     python mpi_probe.py '[{"source": "slurm"}, {}]'    # several, in order, in one process
 
 MPIClusterResolver's constructor is make_options -> plan -> resolve over an MpiTransport on
-COMM_WORLD; this probe makes exactly those calls (mpi_resolver._resolution and .mpi import no
+COMM_WORLD; this probe makes exactly those calls (mpi_resolver.resolve.resolution and .mpi import no
 TensorFlow) and writes, per resolution, one line per rank in probe.py's format (same fields,
 same chunked writes, read back by test_scenarios.parse_lines), with what TensorFlow's resolver
 would add computed from the Resolution it wraps: ``cuda_visible_devices`` is what
@@ -65,10 +65,10 @@ def mpi_library():
 
 def resolve(variant, kwargs):
     """Emits this rank's line for one resolution with ``kwargs``; returns the exit status."""
-    from mpi_resolver._mpi import MpiTransport, mpi_initialized, world
-    from mpi_resolver._mpi import mpi_library as library_of_mpi4py
-    from mpi_resolver._options import make_options
-    from mpi_resolver._resolution import resolve_job
+    from mpi_resolver.exchange.transport import MpiTransport, mpi_initialized, world
+    from mpi_resolver.exchange.transport import mpi_library as library_of_mpi4py
+    from mpi_resolver.options import make_options
+    from mpi_resolver.resolve.resolution import resolve_job
 
     def make_line():
         opts = make_options(**{k: v for k, v in kwargs.items() if k in OPTION_ARGS})

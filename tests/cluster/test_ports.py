@@ -18,7 +18,7 @@ from typing import List
 
 import pytest
 
-from mpi_resolver._ports import AUTO_FIRST, AUTO_LAST, auto_base
+from mpi_resolver.network.ports import AUTO_FIRST, AUTO_LAST, auto_base
 from tests.cluster.conftest import PY, RANK_ENV
 from tests.cluster.test_scenarios import wait_for_job
 from tests.cluster.test_training import MIN_ACCURACY, TRAIN, final_accuracies, labelled, task_env

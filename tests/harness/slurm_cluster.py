@@ -606,7 +606,7 @@ done
         env.pop("CUDA_VISIBLE_DEVICES", None)  # a task sees the GPUs the cluster gives it
         # The nodes' bridge is private: a machine's proxy (CI behind one) would capture the
         # workers' gRPC traffic and hang them. Tests that want a proxy pass it themselves.
-        # (mpi_resolver._proxies' names; this file runs standalone, without the package)
+        # (mpi_resolver.network.proxies' names; this file runs standalone, without the package)
         for name in ("grpc_proxy", "https_proxy", "http_proxy", "no_grpc_proxy", "no_proxy"):
             env.pop(name, None)
             env.pop(name.upper(), None)

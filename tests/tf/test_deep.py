@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.unit.test_connect_probe import free_port
+from tests.unit.rehearsal.test_connect_probe import free_port
 
 pytestmark = pytest.mark.tf
 pytest.importorskip("tensorflow")
@@ -22,10 +22,10 @@ pytest.importorskip("tensorflow")
 #: Resolves from Slurm's variables (no MPI) and prints run_deep's report as JSON.
 SCRIPT = """
 import json, sys
-from mpi_resolver._deep_tf import run_deep
-from mpi_resolver._environment import snapshot
-from mpi_resolver._options import make_options
-from mpi_resolver._resolution import resolve_job
+from mpi_resolver.rehearsal.deep_tf import run_deep
+from mpi_resolver.resolve.environment import snapshot
+from mpi_resolver.options import make_options
+from mpi_resolver.resolve.resolution import resolve_job
 from mpi_resolver.preemption.signals import parse_signal
 opts = make_options(gpus_per_node=0, source="slurm", port_base=int(sys.argv[1]),
                     timeout=float(sys.argv[2]))
@@ -72,7 +72,7 @@ def test_a_worker_whose_peer_never_starts_is_reported_within_the_timeout():
     barrier gives up after half the time left), and reports itself stuck there. TensorFlow
     without that barrier (2.15): the watchdog ends it after 3 timeouts and 30 s, as the note
     it printed before says."""
-    from mpi_resolver._deep_tf import registration_bounded
+    from mpi_resolver.rehearsal.deep_tf import registration_bounded
 
     if not registration_bounded():
         p, took = run_script(2, 4.0)
@@ -95,10 +95,10 @@ def test_the_rehearsal_s_resolver_takes_every_option_of_the_command_line():
     (in this process: no strategy is built)."""
     from unittest import mock
 
-    from mpi_resolver._deep_tf import TfRehearsal
-    from mpi_resolver._options import make_options, parse_jobs
+    from mpi_resolver.rehearsal.deep_tf import TfRehearsal
+    from mpi_resolver.options import make_options, parse_jobs
 
-    from mpi_resolver import _tf_resolver
+    from mpi_resolver.resolve import tf_resolver as _tf_resolver
 
     _tf_resolver._narrowed.clear()  # as in a new process
     port = free_port()

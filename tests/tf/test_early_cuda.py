@@ -102,7 +102,7 @@ def test_cuda_started_before_the_narrowing(libcuda, env, order, expected):
 ])
 def test_gpus_set_before_mpi_only_where_cuda_has_not_started(monkeypatch, tf_listed, cuda,
                                                              expected):
-    from mpi_resolver import _tf_resolver
+    from mpi_resolver.resolve import tf_resolver as _tf_resolver
 
     monkeypatch.setattr(_tf_resolver, "_tf_listed_devices", lambda: tf_listed)
     monkeypatch.setattr(_tf_resolver, "cuda_loaded", lambda: cuda)

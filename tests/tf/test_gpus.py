@@ -141,7 +141,7 @@ def test_mig_devices_from_a_fake_nvidia_smi(ours, tmp_path, rank):
 
 def test_the_resolver_warns_of_a_proxy_that_would_capture_the_workers(ours, caplog,
                                                                      monkeypatch):
-    from mpi_resolver import _logs
+    from mpi_resolver.core import logs as _logs
 
     monkeypatch.setattr(_logs, "_logged", set())  # each message is logged once a process
     env = step(0, CUDA_VISIBLE_DEVICES="", http_proxy="http://127.0.0.1:9")

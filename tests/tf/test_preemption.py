@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from mpi_resolver import _logs
-from mpi_resolver._errors import FormatError, ResolutionError
+from mpi_resolver.core import logs as _logs
+from mpi_resolver.core.errors import FormatError, ResolutionError
 
 pytestmark = pytest.mark.tf
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from mpi_resolver._options import make_options
-from mpi_resolver._resolution import resolve_job
+from mpi_resolver.options import make_options
+from mpi_resolver.resolve.resolution import resolve_job
 
 
 def srun_env(rank: int, hosts: List[str], counts: List[int], placement: List[str],

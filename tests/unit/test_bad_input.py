@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mpi_resolver._errors import FormatError, MismatchError, ResolutionError
-from mpi_resolver._options import make_options
-from mpi_resolver._resolution import resolve_job
+from mpi_resolver.core.errors import FormatError, MismatchError, ResolutionError
+from mpi_resolver.options import make_options
+from mpi_resolver.resolve.resolution import resolve_job
 from tests.unit.jobs import run_world
 
 pytestmark = pytest.mark.unit

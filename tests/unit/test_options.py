@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver._errors import FormatError, ResolutionError
-from mpi_resolver._options import Options, make_options, parse_jobs
+from mpi_resolver.core.errors import FormatError, ResolutionError
+from mpi_resolver.options import Options, make_options, parse_jobs
 
 pytestmark = pytest.mark.unit
 

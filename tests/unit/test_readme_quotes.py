@@ -10,10 +10,10 @@ from typing import Callable, List
 
 import pytest
 
-from mpi_resolver._errors import ResolutionError
-from mpi_resolver._mpi_library import MpiLibrary
-from mpi_resolver._options import make_options
-from mpi_resolver._plan import make_plan
+from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.launch.mpi_library import MpiLibrary
+from mpi_resolver.options import make_options
+from mpi_resolver.resolve.plan import make_plan
 from tests.unit.envs import IMPI, MPICH_TEXT, OMPI4, SRUN_NONE, SRUN_PMI2, SRUN_PMIX
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -97,7 +97,7 @@ def _size(text: str) -> int:
 
 
 def _two_nodes(path: str, free: str, total: str, fstype: str):
-    from mpi_resolver._checkpoint_check import OK, Written
+    from mpi_resolver.rehearsal.checkpoint_check import OK, Written
 
     return [Written(r, host, path, OK, None, f".f{r}", "n", _size(free), _size(total), fstype)
             for r, host in enumerate(["node1", "node1", "node2", "node2"])]
@@ -107,7 +107,7 @@ def test_checkpoint_dir_outputs_are_what_the_code_prints():
     """The README's two outputs (captured from the suite's cluster) are what judge() prints
     for what they show: a shared directory, and each node's own /dev/shm (the cluster test
     compares them with its own runs)."""
-    from mpi_resolver._checkpoint_check import ABSENT, SEEN, Read, judge
+    from mpi_resolver.rehearsal.checkpoint_check import ABSENT, SEEN, Read, judge
 
     good, bad = checkpoint_blocks()
     path, free, total = re.fullmatch(r"CHECKPOINT DIR OK: (\S+) seen and written by all 2 "

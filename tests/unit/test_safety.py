@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from mpi_resolver._errors import MissingDependencyError, ResolutionError
+from mpi_resolver.core.errors import MissingDependencyError, ResolutionError
 from tests.conftest import own_network, write_fake_nvidia_smi
 
 pytestmark = pytest.mark.unit
@@ -27,7 +27,7 @@ def test_import_starts_neither_tensorflow_nor_mpi():
 
 
 def test_missing_mpi4py_says_what_to_install(monkeypatch):
-    from mpi_resolver import _mpi as mpi
+    from mpi_resolver.exchange import transport as mpi
 
     monkeypatch.setitem(sys.modules, "mpi4py", None)  # makes `from mpi4py import MPI` fail
     with pytest.raises(MissingDependencyError, match="pip install mpi4py") as info:
@@ -49,7 +49,8 @@ def test_missing_tensorflow_says_what_to_install(tmp_path):
 # A whole resolution under audit hooks (sys.addaudithook): what the package really does.
 AUDITED = r"""
 import json, os, sys
-import mpi_resolver._cli, mpi_resolver._mpi, mpi_resolver._tf_resolver  # before auditing
+import mpi_resolver.cli.main, mpi_resolver.exchange.transport  # before auditing
+import mpi_resolver.resolve.tf_resolver
 from mpi_resolver import MPIClusterResolver
 
 events = []
@@ -75,7 +76,7 @@ sys.addaudithook(hook)
 resolver = MPIClusterResolver()
 spec = resolver.cluster_spec().as_dict()
 resolver.master(); resolver.tf_config(); resolver.num_accelerators()
-status = mpi_resolver._cli.main(["show", "--source", "slurm", "--json"])
+status = mpi_resolver.cli.main.main(["show", "--source", "slurm", "--json"])
 changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))
 print("AUDIT " + json.dumps({"events": events, "changed": changed, "status": status,
                              "spec": spec}))
@@ -118,9 +119,9 @@ def test_a_whole_resolution_runs_no_shell_writes_no_file_and_sets_one_variable(
 
 def test_the_audit_sees_what_it_guards(tmp_path):
     """The hook is not blind: a write, a shell and an environment change are all caught."""
-    bad = AUDITED.replace("status = mpi_resolver._cli.main(",
+    bad = AUDITED.replace("status = mpi_resolver.cli.main.main(",
                           "open('x', 'w').close(); os.system('true'); os.environ['Z'] = '1'\n"
-                          "status = mpi_resolver._cli.main(")
+                          "status = mpi_resolver.cli.main.main(")
     bin_dir = write_fake_nvidia_smi(tmp_path / "bin", 4)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHONPATH": str(ROOT),
            "PYTHONDONTWRITEBYTECODE": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "SLURM_PROCID": "0",

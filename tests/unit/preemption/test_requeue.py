@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from mpi_resolver._errors import ResolutionError
+from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.preemption import requeue as rq
 
 pytestmark = pytest.mark.unit

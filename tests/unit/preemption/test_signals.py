@@ -7,8 +7,9 @@ import signal
 
 import pytest
 
-from mpi_resolver._errors import FormatError, ResolutionError
-from mpi_resolver.preemption.signals import DEFAULT_SIGNAL, SIGTERM, WarningSignal, parse_signal
+from mpi_resolver.core.errors import FormatError, ResolutionError
+from mpi_resolver.preemption.signals import (DEFAULT_SIGNAL, SIGTERM, WarningSignal, grace_seconds,
+                                             parse_signal)
 
 pytestmark = pytest.mark.unit
 
@@ -99,3 +100,43 @@ def test_refuses_with_a_message_naming_the_argument(text, message):
 def test_the_argument_named_is_the_caller_s():
     with pytest.raises(FormatError, match=r"^--signal='x': "):
         parse_signal("x", argument="--signal")
+
+
+USR1 = parse_signal("USR1")
+USR1_120 = parse_signal("USR1@120")
+
+
+@pytest.mark.parametrize("given, warning, seconds", [
+    (None, USR1, None),            # neither: no grace period known
+    (None, USR1_120, 120.0),       # the signal's @SECONDS
+    (0, USR1, 0.0),                # the limit: 0 is seconds
+    (0.5, USR1, 0.5),
+    (120, USR1_120, 120.0),        # both, the same
+    (120.0, USR1_120, 120.0),
+])
+def test_grace_seconds(given, warning, seconds):
+    got = grace_seconds(given, warning)
+    assert got == seconds and (got is None or type(got) is float)
+
+
+@pytest.mark.parametrize("given, warning, message", [
+    (-0.001, USR1, "grace_period=-0.001: expected seconds (a number >= 0), as #SBATCH "
+                   "--signal=USR1@SECONDS gives."),
+    (float("nan"), USR1, "grace_period=nan: expected seconds"),
+    (True, USR1, "grace_period=True: expected seconds"),
+    ("60", USR1, "grace_period='60': expected seconds"),
+    (119, USR1_120, "grace_period=119 and signal='USR1@120' say different things: give the "
+                    "seconds once."),
+    (121.0, USR1_120, "grace_period=121.0 and signal='USR1@120' say different things"),
+])
+def test_grace_seconds_refused(given, warning, message):
+    with pytest.raises(ResolutionError) as caught:
+        grace_seconds(given, warning)
+    assert message in str(caught.value) and not isinstance(caught.value, FormatError)
+
+
+def test_grace_seconds_names_the_arguments_given():
+    with pytest.raises(ResolutionError, match=r"^--grace-period=119 and --signal='USR1@120' "):
+        grace_seconds(119, USR1_120, "--grace-period", "--signal")
+    with pytest.raises(ResolutionError, match=r"^--grace-period=-1: "):
+        grace_seconds(-1, USR1, "--grace-period", "--signal")

@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import pytest
 
-from mpi_resolver import _logs
+from mpi_resolver.core import logs as _logs
 from mpi_resolver.preemption.signals import WarningSignal, parse_signal
 from mpi_resolver.preemption.termination import (DEFAULT_WAIT, REQUEUE_EXIT_CODE,
                                                  TERMINATED_EXIT_CODE, Policy, Termination,

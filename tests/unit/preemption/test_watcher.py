@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from mpi_resolver._errors import ResolutionError
+from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.preemption import disposition
 from mpi_resolver.preemption.signals import parse_signal
 from mpi_resolver.preemption.watcher import Displaced, SignalWatcher

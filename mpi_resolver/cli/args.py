@@ -1,0 +1,187 @@
+"""mpi-resolver's command line: its commands and options (argparse), and what --help says."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any, Optional, Sequence
+
+from mpi_resolver.placement.addresses import DEFAULT_ADDRESS
+from mpi_resolver.rehearsal.checkpoint_files import checkpoint_dir
+from mpi_resolver.core.errors import FormatError
+from mpi_resolver.options import AUTO, DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, SOURCES
+from mpi_resolver.core.values import PORT_MAX, PORT_MIN, is_port, whole_number
+
+_DESCRIPTION = """\
+Show how mpi_resolver maps this job onto TensorFlow: the ClusterSpec, each rank's task,
+address and GPUs, and whether Slurm and MPI agree. Run it the way you run training, e.g.
+
+  srun --mpi=pmix mpi-resolver check      preflight: do Slurm and MPI agree? (exit 0 if so)
+  mpirun -n 4 mpi-resolver show           the ClusterSpec and every rank's task and GPUs
+  eval "$(mpi-resolver tf-config --export)"   TF_CONFIG and GPUs for this rank (Keras users)
+  srun --mpi=pmix mpi-resolver exec -- python train.py   the same, without eval
+
+show and check print once, from rank 0; tf-config prints on every rank (its own TF_CONFIG).
+Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be resolved.
+"""
+
+
+def _port_base(text: str) -> Any:
+    """Returns --port-base as a port or 'auto'; argparse reports the error otherwise."""
+    if text == AUTO:
+        return text
+    port = whole_number(text)
+    if port is None or not is_port(port):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port ({PORT_MIN}..{PORT_MAX}) or 'auto'")
+    return port
+
+
+def _signal(text: str) -> Any:
+    """Returns --signal as a WarningSignal; argparse reports the error otherwise."""
+    from mpi_resolver.preemption.signals import parse_signal
+
+    try:
+        return parse_signal(text, "--signal")
+    except FormatError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _checkpoint_dir(text: str) -> str:
+    """Returns --checkpoint-dir as an absolute path (``~`` expanded); argparse reports an
+    empty one."""
+    try:
+        return os.path.abspath(os.path.expanduser(checkpoint_dir(text)))
+    except FormatError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _common() -> argparse.ArgumentParser:
+    """Returns the options every command takes (the resolver's arguments, --json)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--jobs", metavar="NAME=N,...",
+                        help="job names and task counts, e.g. ps=1,worker=3 "
+                             "(default: worker=<all tasks>)")
+    common.add_argument("--port-base", type=_port_base, default=DEFAULT_PORT_BASE,
+                        metavar="PORT|auto",
+                        help="first port on each node; ranks on a node count up (default "
+                             f"{DEFAULT_PORT_BASE}); 'auto': ports free on each node, so that "
+                             "jobs sharing a node do not collide")
+    common.add_argument("--gpus-per-node", type=int, metavar="N",
+                        help="GPUs on each node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi)")
+    common.add_argument("--gpus-per-task", type=int, metavar="N",
+                        help="GPUs for each task (default: the node's GPUs / its tasks)")
+    common.add_argument("--source", choices=SOURCES, default=DEFAULT_SOURCE,
+                        help="where rank and placement come from: slurm's step variables, "
+                             "the MPI communicator, or auto (Slurm inside a step, else MPI)")
+    common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="give up on ranks that do not answer after this long (default "
+                             f"{DEFAULT_TIMEOUT:g})")
+    common.add_argument("--uneven-gpus", action="store_true",
+                        help="let tasks get different numbers of GPUs, each as many as its "
+                             "node gives (parameter servers); by default every task gets the "
+                             "same number, as MultiWorkerMirroredStrategy needs")
+    common.add_argument("--address", default=DEFAULT_ADDRESS, metavar="RULE",
+                        help="what the ClusterSpec names each node by: host (default: Slurm's "
+                             "node name, or the host name under mpirun), fqdn, ip (the IPv4 "
+                             "address the name resolves to), iface:NAME (that interface's "
+                             "IPv4 address on each node, gathered over MPI), or a name with "
+                             "{host} in it, e.g. '{host}-ib0'")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    return common
+
+
+def _deep_options(check: argparse.ArgumentParser) -> None:
+    """Adds check's --deep and --collective."""
+    check.add_argument(
+        "--deep", action="store_true",
+        help="--connect, then rehearse TensorFlow as training runs it: every rank imports it, "
+             "creates MPIClusterResolver with these options, checks that TensorFlow lists as "
+             "many GPUs as it was given, builds MultiWorkerMirroredStrategy and runs one "
+             "all-reduce; rank 0 prints each rank's time to the first all-reduce. A rank that "
+             "fails or does not get there within --timeout is named and every rank exits 1. "
+             "Needs TensorFlow (a CPU build: --gpus-per-node 0).")
+    check.add_argument(
+        "--signal", type=_signal, metavar="NAME",
+        help="with --deep: after the all-reduce, check on every rank that Slurm's warning "
+             "signal NAME (as #SBATCH --signal names it: USR1, USR2, ...) and SIGTERM still "
+             "reach mpi_resolver's watcher, installed after the strategy as "
+             "SlurmTerminationConfig is; a library that took the signal since is named")
+    check.add_argument(
+        "--collective", choices=("auto", "ring", "nccl"), default="auto",
+        help="--deep's all-reduce (CommunicationOptions): auto (default: what the strategy "
+             "picks when a training script does not say, NCCL between GPUs and ring on "
+             "CPU-only nodes), ring (gRPC, any node) or nccl (GPUs only)")
+
+
+def _checkpoint_option(check: argparse.ArgumentParser) -> None:
+    """Adds check's --checkpoint-dir."""
+    check.add_argument(
+        "--checkpoint-dir", type=_checkpoint_dir, metavar="DIR",
+        help="also check that DIR is one directory that every node of the job sees and can "
+             "write (a shared file system), as saving a checkpoint on Slurm's warning signal "
+             "and resuming from it after a requeue needs: every rank writes a small hidden "
+             "file there, the first rank of each node reads back those of the other nodes "
+             "(looking again until --timeout: network file systems may lag), and each rank "
+             "removes its own. Rank 0 prints the free space there on each node, or the nodes "
+             "that cannot use DIR with the likely fix (exit status 1). Without MPI (--source "
+             "slurm) each rank checks its own node only.")
+
+
+def _parser() -> argparse.ArgumentParser:
+    """Returns the command line's parser: show, check, tf-config, exec."""
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="mpi-resolver", description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("show", parents=[common], help="the ClusterSpec and every rank's task")
+    check = sub.add_parser(
+        "check", parents=[common],
+        help="cross-check Slurm against MPI; exit 1 with a table if they differ")
+    check.add_argument(
+        "--connect", action="store_true",
+        help="then rehearse TensorFlow's connections: every rank listens on its ClusterSpec "
+             "address and dials its peers by the ClusterSpec's names (every pair of nodes up "
+             "to 64 nodes, about 2 log2(nodes) connections a rank beyond); each failure is "
+             "reported once, by rank 0, with its likely fix, and the exit status is 1. Each "
+             "dial gives up after --timeout. With --source slurm (no MPI) each rank reports "
+             "its own failures, and the check takes about twice --timeout.")
+    _deep_options(check)
+    _checkpoint_option(check)
+    tfc = sub.add_parser("tf-config", parents=[common], help="this rank's TF_CONFIG")
+    tfc.add_argument("--export", action="store_true",
+                     help="print `export TF_CONFIG=... CUDA_VISIBLE_DEVICES=...` for a shell "
+                          "to eval: this rank's task and the GPUs the resolver gives it")
+    run = sub.add_parser(
+        "exec", parents=[common], help="run a program as this rank, TF_CONFIG and GPUs set",
+        description="Resolves, sets TF_CONFIG and CUDA_VISIBLE_DEVICES, and replaces itself "
+                    "with PROGRAM: `srun --mpi=pmix mpi-resolver exec -- python train.py`. "
+                    "The resolution uses MPI where it is wired (the cross-check, the same "
+                    "number of GPUs for every worker), and MPI does not start twice for one "
+                    "rank: PROGRAM must not use MPI then. With --source slurm it resolves from "
+                    "Slurm's variables alone, without MPI, so PROGRAM may use MPI (other "
+                    "nodes' GPUs are then not checked).")
+    for p in (tfc, run):
+        p.add_argument("--no-auto-set-gpu", dest="auto_set_gpu", action="store_false",
+                       help="leave CUDA_VISIBLE_DEVICES out (as auto_set_gpu=False does)")
+    run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
+                     help="the program to run, after --")
+    return parser
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """Returns the parsed command line; exits (status 2, as argparse does) on bad arguments,
+    or an exec without a program."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "signal", None) is not None and not args.deep:
+        parser.error("--signal is checked by --deep's rehearsal, after TensorFlow's first "
+                     "all-reduce: add --deep")
+    if getattr(args, "deep", False):
+        args.connect = True  # --deep implies --connect
+    if args.command == "exec":
+        args.program = args.program[1:] if args.program[:1] == ["--"] else args.program
+        if not args.program:
+            parser.error("exec needs a program: mpi-resolver exec -- python train.py")
+    return args

@@ -1,0 +1,80 @@
+"""The package's folders: one concern each, each saying what it owns and what it may import
+(the import contract itself is lint-imports', tests/test_release.py), and tests/unit mirrors
+them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "mpi_resolver"
+SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+
+
+def test_the_top_holds_the_folders_and_few_files():
+    """The folders, the options every layer above reads, and the package's own files."""
+    entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
+    files = [e for e in entries if e not in SUBPACKAGES]
+    assert files == ["__init__.py", "__main__.py", "options.py", "py.typed"], files
+    assert SUBPACKAGES == ["cli", "core", "exchange", "gpus", "launch", "network", "placement",
+                           "preemption", "rehearsal", "resolve"], SUBPACKAGES
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_each_folder_says_what_it_owns_and_may_import(name):
+    doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())) or ""
+    assert "May import" in doc or "may import" in doc, (name, doc)
+    assert len(doc.split()) >= 40, (name, doc)
+
+
+def test_tests_unit_mirrors_the_folders():
+    folders = sorted(p.name for p in (ROOT / "tests" / "unit").iterdir()
+                     if (p / "__init__.py").exists())
+    assert folders == SUBPACKAGES
+
+
+#: Modules without a test file of their own, and the test that covers each (the module's
+#: name appears in it): edges run under mpirun, srun or TensorFlow, and small parts tested
+#: with the part that uses them.
+ELSEWHERE = {
+    "cli/args.py": "tests/unit/cli/test_main.py",
+    "core/errors.py": "tests/unit/test_bad_input.py",
+    "core/logs.py": "tests/unit/preemption/test_termination.py",
+    "exchange/transport.py": "tests/unit/exchange/test_collectives.py",
+    "gpus/notes.py": "tests/unit/gpus/test_allocation.py",
+    "network/address_lookup.py": "tests/unit/placement/test_addresses.py",
+    "network/address_names.py": "tests/unit/placement/test_addresses.py",
+    "network/host_addresses.py": "tests/unit/rehearsal/test_connect_probe.py",
+    "preemption/disposition.py": "tests/unit/preemption/test_watcher.py",
+    "preemption/keras_callback.py": "tests/tf/test_preemption.py",
+    "preemption/tf_config.py": "tests/tf/test_preemption.py",
+    "rehearsal/checkpoint_files.py": "tests/unit/rehearsal/test_checkpoint_check.py",
+    "rehearsal/checkpoint_probe.py": "tests/unit/rehearsal/test_checkpoint_check.py",
+    "rehearsal/deep_tf.py": "tests/tf/test_deep.py",
+    "resolve/tf_resolver.py": "tests/tf/test_early_cuda.py",
+}
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_each_module_has_its_test_file_or_the_test_that_covers_it_is_named(name):
+    """``folder/x.py`` has ``tests/unit/folder/test_x.py``, or ELSEWHERE names the test that
+    covers it (so that a module without tests is a decision, not an oversight)."""
+    for module in sorted((PACKAGE / name).glob("*.py")):
+        if module.name == "__init__.py":
+            continue
+        key = f"{name}/{module.name}"
+        own = ROOT / "tests" / "unit" / name / f"test_{module.stem}.py"
+        assert own.exists() != (key in ELSEWHERE), (key, "needs a test file or an ELSEWHERE "
+                                                    "entry, not both")
+        if key in ELSEWHERE:
+            text = (ROOT / ELSEWHERE[key]).read_text()
+            assert module.stem in text, (key, ELSEWHERE[key])
+
+
+def test_every_module_named_elsewhere_exists():
+    assert all((PACKAGE / key).exists() for key in ELSEWHERE), ELSEWHERE

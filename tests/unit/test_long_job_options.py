@@ -1,0 +1,66 @@
+"""examples/long_jobs.py: the long jobs' options that examples/train.py and train_ps.py share,
+and their checks (argparse's usage error, exit 2, naming the option)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+_spec = importlib.util.spec_from_file_location(
+    "long_jobs", Path(__file__).resolve().parents[2] / "examples" / "long_jobs.py")
+long_jobs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(long_jobs)
+
+
+def parse(argv):
+    """Returns the parsed options, or raises SystemExit as argparse does."""
+    p = argparse.ArgumentParser(prog="train.py")
+    long_jobs.add_long_job_options(p, "where the checkpoints go")
+    args = p.parse_args(argv)
+    long_jobs.check_long_job_options(p, args)
+    return args
+
+
+@pytest.mark.parametrize("argv, signal, grace, requeue, on_time_limit", [
+    ([], "USR1", None, True, False),
+    (["--signal", "USR2@300"], "USR2@300", None, True, False),
+    (["--signal", "USR1@120", "--grace-period", "120"], "USR1@120", 120.0, True, False),
+    (["--grace-period", "0"], "USR1", 0.0, True, False),
+    (["--no-requeue", "--requeue-on-time-limit"], "USR1", None, False, True),
+])
+def test_options_accepted(argv, signal, grace, requeue, on_time_limit):
+    args = parse(["--checkpoint-dir", "/shared/ckpt", *argv])
+    assert (args.checkpoint_dir, args.signal, args.grace_period, args.requeue,
+            args.requeue_on_time_limit) == ("/shared/ckpt", signal, grace, requeue,
+                                            on_time_limit)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--signal", "FOO"], "--signal='FOO': not a signal name"),
+    (["--signal", "USR1@x"], "--signal"),
+    (["--grace-period", "-1"], "--grace-period=-1.0: expected seconds (a number >= 0)"),
+    (["--grace-period", "nan"], "--grace-period=nan: expected seconds (a number >= 0)"),
+    (["--signal", "USR1@120", "--grace-period", "119"],
+     "--grace-period=119.0 and --signal='USR1@120' say different things: give the seconds "
+     "once."),
+    (["--signal", "USR1@120", "--grace-period", "121"], "say different things"),
+])
+def test_bad_options_are_a_usage_error_naming_the_option(argv, said, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse(argv)
+    assert stop.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+def test_both_examples_use_the_shared_options():
+    """One definition: neither script defines the options or the check itself."""
+    root = Path(__file__).resolve().parents[2] / "examples"
+    for script in ("train.py", "train_ps.py"):
+        text = (root / script).read_text()
+        assert "add_long_job_options(p, " in text and "check_long_job_options(p, args)" in text
+        assert '"--no-requeue"' not in text and "def check_" not in text, script
