@@ -259,13 +259,23 @@ def started_again(cycle: Cycle) -> bool:
     return len(cycle.events()) > 1
 
 
-def nudge(cycle: Cycle, every: float = 2.0) -> Callable[[], None]:
-    """Returns a function that sends `scontrol update StartTime=now` while the requeued job
-    is still PENDING for its BeginTime, at most every ``every`` s.
+def nodes_idle(cycle: Cycle) -> bool:
+    """Returns whether every node of the cluster is idle (the last run's steps cleaned up)."""
+    states = cycle.run(["sinfo", "-h", "-N", "-o", "%T"]).split()
+    return bool(states) and all(state == "idle" for state in states)
 
-    Sent once, the update was overwritten in one run of the suite (the job waited out its
-    bound): Slurm may set the requeue's BeginTime again after it, so it is sent until the
-    next run has started.
+
+def nudge(cycle: Cycle, sent: List[float], every: float = 2.0) -> Callable[[], None]:
+    """Returns a function that sends `scontrol update StartTime=now` while the requeued job
+    is still PENDING for its BeginTime and every node is idle, at most every ``every`` s.
+
+    Sent once, right after the requeue, the update did not start the job in one run of the
+    suite (nothing ran for 240 s): so it waits until the old run has left the nodes (a
+    launch onto a node still cleaning up the old run can fail and hold the job), and is sent
+    again until the next run has started. The time of each update is appended to ``sent``.
+
+    Raises (from the returned function):
+      RuntimeError: the job was held or ended instead of starting again.
     """
     last = [0.0]
 
@@ -274,20 +284,22 @@ def nudge(cycle: Cycle, every: float = 2.0) -> Callable[[], None]:
             return
         last[0] = time.monotonic()
         fields = cycle.show()
-        if fields.get("JobState") == "PENDING" and fields.get("Reason") == "BeginTime":
+        reason, state = fields.get("Reason", ""), fields.get("JobState", "")
+        if "held" in reason.lower() or state in ("COMPLETED", "FAILED", "CANCELLED"):
+            raise RuntimeError(f"job {cycle.job} is {state} ({reason}) instead of starting "
+                               f"again{cycle.context()}")
+        if state == "PENDING" and reason == "BeginTime" and nodes_idle(cycle):
+            sent.append(time.time())
             cycle.run(["scontrol", "update", f"JobId={cycle.job}", "StartTime=now"])
     return send
 
 
 def resume(cycle: Cycle, real_wait: bool) -> Dict[str, Any]:
     """Lets the requeued job start (`scontrol update StartTime=now`, or, ``real_wait``, when
-    Slurm starts it itself); waits for its run to end; returns when the update was first
-    sent."""
-    sent = None
-    send = (lambda: None) if real_wait else nudge(cycle)
-    if not real_wait:
-        sent = time.time()
-        send()
+    Slurm starts it itself); waits for its run to end; returns when the first update was
+    sent and how many were."""
+    sent: List[float] = []
+    send = (lambda: None) if real_wait else nudge(cycle, sent)
 
     def ended() -> Optional[bool]:
         send()
@@ -302,7 +314,7 @@ def resume(cycle: Cycle, real_wait: bool) -> Dict[str, Any]:
         return None if state in ("RUNNING", "COMPLETING", "CONFIGURING") else state
 
     state = wait_until(finished, PHASE_TIMEOUT, "job's end", cycle.context)
-    return {"t_update": sent, "final_state": state}
+    return {"t_update": sent[0] if sent else None, "updates": len(sent), "final_state": state}
 
 
 def phases(run: Sequence[Event]) -> Dict[str, float]:
@@ -425,6 +437,7 @@ def figures(cycle: Cycle, signalled: Dict[str, float], requeued: Dict[str, Any],
         out.update({f"{name}_{k}": v for k, v in phases(run).items()})
     out["resumed_minus_fresh"] = out["resumed_total"] - out["fresh_total"]
     out.update(slurm_wait(t_requeued, again[0].at, requeued, resumed["t_update"]))
+    out["start_updates"] = resumed["updates"]  # StartTime=now sent (0 with --real-wait)
     variables = first(fresh, "variables")
     out.update({"variable_bytes": int(variables.fields[0]) if variables else 0,
                 "checkpoint_bytes": requeued["checkpoint_bytes"],

@@ -55,6 +55,7 @@ def test_preemption_benchmark_one_requeue(tmp_path: Path) -> None:
                                               "first_step"))
         assert parts == pytest.approx(c[f"{run}_total"]), (run, c)
     assert 0 < c["requeue_to_pending"] < c["requeue_to_start"], c
+    assert c["start_updates"] >= 1, c  # the job started on StartTime=now, not by itself
     assert row(proc.stdout, "signal -> checkpoint on disk") == f"{c['signal_to_saved']:.2f} s"
     assert row(proc.stdout, "steps lost") == "0"
     # A figure, not a check: the requeue's SIGTERM may end scontrol before it answers.
