@@ -149,20 +149,23 @@ def _line_pattern(line: str) -> "re.Pattern[str]":
     return re.compile(".*".join(parts))
 
 
-def assert_sample(sample: str, output: str, where: str = "the output") -> None:
+def assert_sample(sample: str, output: str, where: str = "the output",
+                  ordered: bool = True) -> None:
     """Asserts that every line of ``sample`` (a docs block showing what a command prints)
-    is in ``output``, in order, each matched by a line of its own; a line that is only
-    '...' or '…' stands for lines left out. See _line_pattern for what may differ."""
+    is in ``output``, each matched by a line of its own, in order unless not ``ordered``
+    (lines of parallel tasks come in any order); a line that is only '...' or '…' stands
+    for lines left out. See _line_pattern for what may differ."""
     lines = output.splitlines()
     at = 0
     for line in sample.splitlines():
         if not line.strip() or line.strip() in _OMITTED:
             continue
         pattern = _line_pattern(line)
-        found = next((i for i in range(at, len(lines)) if pattern.search(lines[i])), None)
+        found = next((i for i in range(at if ordered else 0, len(lines))
+                      if pattern.search(lines[i])), None)
         assert found is not None, (f"the docs show the line\n  {line}\nwhich {where} lacks "
                                    f"(after its line {at}):\n{output}")
-        at = found + 1
+        at = found + 1 if ordered else 0
 
 
 def runs_like(doc_command: str, argv: List[str]) -> None:
