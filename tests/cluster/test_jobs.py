@@ -183,6 +183,7 @@ def test_ps_chief_ps_two_workers_train_and_end(cluster: SlurmCluster, tmp_path: 
     save = tmp_path / "model.keras"
     start = time.monotonic()
     r = run_ps(cluster, ["--port-base", "24410", "--save", str(save)])
+    runs_like(commands("train-ps")[0], r.args)
     seconds = time.monotonic() - start
     where = context(r)
     assert r.returncode == 0, where

@@ -97,3 +97,19 @@ def test_the_preemption_benchmark_takes_the_options_the_docs_give():
     assert "--repeat REPEAT" in out, out
     bench = (ROOT / "tests" / "cluster" / "test_bench_preemption.py").read_text()
     assert '"benchmarks/preemption.py", "--repeat", "1"' in bench
+
+
+def test_tf_keras_is_installed_as_the_docs_say():
+    """`pip install --no-deps 'tf-keras~=2.21.0'`: what scripts/setup.sh runs, and the
+    version matches TensorFlow's in the suite's virtualenv (tests/cluster/test_training.py
+    runs train.py --fit there)."""
+    from importlib.metadata import version
+
+    words = shlex.split(command("keras-fit-or-loop", "pip install"))
+    assert words[:3] == ["pip", "install", "--no-deps"], words
+    name, wanted = words[3].split("~=")
+    assert name == "tf-keras", words
+    assert f'--no-deps "tf-keras~={wanted}"' in (ROOT / "scripts" / "setup.sh").read_text()
+    major_minor = ".".join(wanted.split(".")[:2])
+    assert version("tf-keras").startswith(major_minor + "."), version("tf-keras")
+    assert version("tensorflow-cpu").startswith(major_minor + "."), version("tensorflow-cpu")
