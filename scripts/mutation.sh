@@ -9,7 +9,7 @@
 #   bash scripts/mutation.sh "mpi_resolver.core.values*"  # one module
 #
 # Exit status 1 when the score is below 95 % or a survivor is neither killed nor explained.
-# Not part of the README's test command (it takes 10-15 minutes); mutants/ is its scratch copy.
+# Not part of the test command (scripts/test.sh) (it takes 10-15 minutes); mutants/ is its scratch copy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh > /dev/null

@@ -1,11 +1,13 @@
-"""The README's commands that other tests do not already run: the demo, the console script,
-`eval "$(mpi-resolver tf-config --export)"`, and the benchmark script."""
+"""The commands of README.md and the docs that other tests do not already run, each taken
+from its docs block (tests/docs/blocks.py): the demo, the console script,
+`eval "$(mpi-resolver tf-config --export)"`, the benchmark and mutation scripts."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import own_network
+from tests.docs.blocks import command, commands, runs_like
 from tests.test_mpirun import mpirun_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,8 +25,10 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "mpi-resolver"
 @pytest.mark.mpirun
 def test_console_script_show_under_mpirun():
     assert CONSOLE_SCRIPT.exists(), "pip install . provides the mpi-resolver console script"
-    proc = subprocess.run(own_network(["mpirun", "-n", "4", str(CONSOLE_SCRIPT), "show",
-                                       "--json", "--gpus-per-node", "0"]),
+    doc = shlex.split(command("commands", "mpirun -n 4 mpi-resolver show"))
+    assert doc == ["mpirun", "-n", "4", "mpi-resolver", "show"], doc
+    argv = [str(CONSOLE_SCRIPT) if w == "mpi-resolver" else w for w in doc]
+    proc = subprocess.run(own_network([*argv, "--json", "--gpus-per-node", "0"]),
                           capture_output=True, text=True,
                           timeout=120, env=mpirun_env())
     assert proc.returncode == 0, proc.stderr
@@ -33,8 +38,11 @@ def test_console_script_show_under_mpirun():
 @pytest.mark.mpirun
 def test_eval_tf_config_export_in_a_shell():
     """Sets TF_CONFIG and this rank's CUDA_VISIBLE_DEVICES (two GPUs for two ranks: one each)."""
-    shell = (f'eval "$({CONSOLE_SCRIPT} tf-config --export --gpus-per-node 2)"; '
-             'echo "$CUDA_VISIBLE_DEVICES $TF_CONFIG"')
+    doc = command("commands", "eval ")
+    assert doc == 'eval "$(mpi-resolver tf-config --export)"', doc
+    shell = (doc.replace("mpi-resolver tf-config --export",
+                         f"{CONSOLE_SCRIPT} tf-config --export --gpus-per-node 2")
+             + '; echo "$CUDA_VISIBLE_DEVICES $TF_CONFIG"')
     proc = subprocess.run(own_network(["mpirun", "-n", "2", "bash", "-c", shell]),
                           capture_output=True,
                           text=True, timeout=120, env=mpirun_env())
@@ -50,8 +58,16 @@ def test_eval_tf_config_export_in_a_shell():
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_demo_script_end_to_end():
-    """bash scripts/demo.sh: starts its own 2-node cluster, checks, trains, stops."""
-    proc = subprocess.run(["bash", "scripts/demo.sh"], capture_output=True, text=True,
+    """bash scripts/demo.sh: starts its own 2-node cluster, checks, trains, stops. It runs
+    the README's `srun --mpi=pmix mpi-resolver check` and `srun --mpi=pmix python train.py`,
+    with its options (two nodes, one task each, a short training)."""
+    demo = (ROOT / "scripts" / "demo.sh").read_text().replace("\\\n", " ").splitlines()
+    ran = [shlex.split(line)[3:] for line in demo if re.match(r"run \S+ \w+ srun ", line)]
+    assert len(ran) == 2, ran
+    for doc in commands("readme-commands")[1:]:
+        assert any(_runs(doc, argv) for argv in ran), (doc, ran)
+    proc = subprocess.run(shlex.split(command("readme-setup", "bash scripts/demo.sh")),
+                          capture_output=True, text=True,
                           timeout=900, cwd=ROOT, stdin=subprocess.DEVNULL)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
@@ -63,7 +79,8 @@ def test_demo_script_end_to_end():
 @pytest.mark.slow
 def test_benchmark_script_prints_measured_ratios(tmp_path):
     """bash benchmarks/run.sh --quick --skip-slurm: a table with ratios; results written."""
-    proc = subprocess.run(["bash", "benchmarks/run.sh", "--quick", "--skip-slurm"],
+    proc = subprocess.run([*shlex.split(command("benchmarks", "bash benchmarks/run.sh")),
+                           "--quick", "--skip-slurm"],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
                           env=dict(os.environ, MPI_RESOLVER_BENCH_RESULTS=str(tmp_path)))
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -99,7 +116,8 @@ def test_benchmark_script_prints_measured_ratios(tmp_path):
 def test_mutation_script_on_one_module():
     """bash scripts/mutation.sh "mpi_resolver.core.values*": mutmut over one module, its score
     printed and every survivor killed or explained (exit 0); about a minute."""
-    proc = subprocess.run(["bash", "scripts/mutation.sh", "mpi_resolver.core.values*"],
+    proc = subprocess.run([*shlex.split(command("mutation", "bash scripts/mutation.sh")),
+                           "mpi_resolver.core.values*"],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -122,3 +140,12 @@ def test_sizes_script_lists_modules_and_the_longest_functions():
     longest = proc.stdout.split("longest functions:\n", 1)[1].splitlines()
     assert len(longest) == 3 and all(re.match(r"\s*\d+  [\w/]+\.py:\w+$", x) for x in longest)
     assert f"longest module: {max(modules.values())} lines" in proc.stdout
+
+
+def _runs(doc: str, argv) -> bool:
+    """True where ``argv`` runs the docs' command ``doc`` (with options added)."""
+    try:
+        runs_like(doc, argv)
+    except AssertionError:
+        return False
+    return True

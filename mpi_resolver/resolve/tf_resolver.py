@@ -87,10 +87,20 @@ def _make_cluster_spec(cluster: Dict[str, List[str]]) -> "tf.train.ClusterSpec":
 class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
     """A SlurmClusterResolver that checks Slurm against MPI, or uses MPI where there is no Slurm.
 
-    Args are TensorFlow's (jobs, port_base, gpus_per_node, gpus_per_task, tasks_per_node,
-    auto_set_gpu, rpc_layer) plus:
-      port_base may also be 'auto': ports free on each node, so that jobs sharing a node do
-        not collide (see mpi_resolver.network.ports). With a number, this rank's port must be free.
+    The arguments are TensorFlow's (jobs, port_base, gpus_per_node, gpus_per_task,
+    tasks_per_node, auto_set_gpu, rpc_layer), with the same meaning, and five of its own.
+
+    Args:
+      jobs: as TensorFlow's: job names and how many tasks each (default: one 'worker' job).
+      port_base: as TensorFlow's, or 'auto': ports free on each node, so that jobs sharing a
+        node do not collide (see mpi_resolver.network.ports). With a number, this rank's port
+        must be free.
+      gpus_per_node: as TensorFlow's (default: as Slurm, CUDA_VISIBLE_DEVICES or nvidia-smi
+        say).
+      gpus_per_task: as TensorFlow's.
+      tasks_per_node: as TensorFlow's.
+      auto_set_gpu: as TensorFlow's: set CUDA_VISIBLE_DEVICES for this task.
+      rpc_layer: as TensorFlow's.
       source: 'slurm' (step variables only; never imports mpi4py), 'mpi' (the communicator
         only) or 'auto' (Slurm's variables in a Slurm step, MPI otherwise).
       verify: 'auto' (cross-check when both are there), True (insist) or False.
@@ -101,7 +111,8 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         servers).
       address: what the ClusterSpec names each node by: 'host' (default, as TensorFlow),
         'fqdn', 'ip', 'iface:NAME' (that interface's IPv4 address on each node; needs MPI)
-        or a name with '{host}' in it, such as '{host}-ib0' (see mpi_resolver.placement.addresses).
+        or a name with '{host}' in it, such as '{host}-ib0' (see
+        mpi_resolver.placement.addresses).
 
     Raises:
       ResolutionError: anything that keeps the job from resolving (FormatError for malformed

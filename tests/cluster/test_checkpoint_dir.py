@@ -17,6 +17,7 @@ from tests.cluster.conftest import PY
 from tests.cluster.test_scenarios import Run, launch
 from tests.harness.slurm_cluster import SlurmCluster
 from tests.unit.test_readme_quotes import checkpoint_blocks
+from tests.docs.blocks import command, runs_like
 
 CHECK = (PY, "-m", "mpi_resolver", "check", "--gpus-per-node", "0", "--timeout", "3")
 JOB = ("srun", "--mpi=pmix", "-N2", "--ntasks-per-node=2")
@@ -69,6 +70,8 @@ def like_readme(report: str, path: str, which: int) -> None:
 
 def test_a_shared_directory_passes(cluster: SlurmCluster) -> None:
     path = shared_dir(cluster, "ckpt-shared")
+    runs_like(command("commands", "srun --mpi=pmix mpi-resolver check --checkpoint-dir")
+              .replace('"$SCRATCH/ckpt"', path), [*JOB, *CHECK, "--checkpoint-dir", path])
     run = check(cluster, "--checkpoint-dir", path)
     assert run.returncode == 0, run.context()
     assert "OK: Slurm and MPI agree on all 4 ranks." in run.stdout, run.context()

@@ -14,6 +14,7 @@ from typing import Iterator
 
 from tests.cluster.conftest import PY
 from tests.cluster.test_scenarios import launch
+from tests.docs.blocks import assert_sample, block, command, runs_like
 from tests.harness.slurm_cluster import SlurmCluster
 
 CHECK = (PY, "-m", "mpi_resolver", "check", "--connect", "--timeout", "3")
@@ -37,10 +38,12 @@ def dropped(cluster: SlurmCluster, node: str, port: int, source: str) -> Iterato
 
 
 def test_connect_passes_on_a_clean_job(cluster: SlurmCluster) -> None:
+    runs_like(command("commands", "srun --mpi=pmix mpi-resolver check --connect"), [*JOB, *CHECK])
     run = launch(cluster, [*JOB, *CHECK], parse=False)
     assert run.returncode == 0, run.context()
     assert "CONNECT OK: the job's 4 connection(s) among 4 rank(s), every pair of nodes" in \
         run.stdout, run.context()
+    assert_sample(block("connect-ok"), run.stdout)
 
 
 def test_a_dropped_port_fails_within_the_timeout_naming_it(cluster: SlurmCluster) -> None:
@@ -56,6 +59,7 @@ def test_a_dropped_port_fails_within_the_timeout_naming_it(cluster: SlurmCluster
     assert "node2:8889" in table and "timed out" in table, run.context()
     assert "firewall" in table, run.context()  # the likely fix
     assert "node2:8888" not in table, run.context()  # the other port of node2 answered
+    assert_sample(block("connect-failed"), run.stdout)
     assert took < 60, f"took {took:.0f} s"
 
 
@@ -93,6 +97,7 @@ def test_a_proxy_variable_fails_plain_check_and_no_proxy_clears_it(cluster: Slur
     assert f"warning: http_proxy={DEAD_PROXY} is set: TensorFlow's gRPC would send worker " \
         "traffic to node1, node2 through that proxy" in run.stdout, run.context()
     assert "PROXY: check fails" in run.stdout, run.context()
+    assert_sample(block("proxy-warning"), run.stdout)
     cleared = launch(cluster, [*JOB, *check], parse=False,
                      env={"http_proxy": DEAD_PROXY, "no_proxy": "node1,node2"})
     assert cleared.returncode == 0, cleared.context()

@@ -17,6 +17,7 @@ import time
 from tests.cluster.conftest import PY, hiding
 from tests.cluster.test_connect import dropped
 from tests.cluster.test_scenarios import launch
+from tests.docs.blocks import assert_sample, block
 from tests.harness.slurm_cluster import SlurmCluster
 
 JOB = ("srun", "--mpi=pmix", "-N2", "--ntasks-per-node=1")
@@ -42,6 +43,7 @@ def test_a_clean_job_gets_its_all_reduce_and_each_rank_s_time(cluster: SlurmClus
     assert [row[:3] for row in rows] == [["0", "node1", "0"], ["1", "node2", "0"]]
     assert all(0 < float(row[-1]) < 30 for row in rows), run.context()
     assert took < 60, f"took {took:.0f} s"
+    assert_sample(block("deep-ok"), run.stdout)
 
 
 def test_a_dropped_port_fails_in_connect_and_tensorflow_is_not_started(
@@ -76,6 +78,7 @@ def test_a_rank_that_cannot_import_tensorflow_is_named_by_rank_0(cluster: SlurmC
     row = next(line for line in report if line.startswith("1 "))
     assert re.match(r"1\s+node2\s+failed\s+import tensorflow\s+ImportError: TensorFlow is "
                     r"broken on node2 \(test\)\s+install TensorFlow", row), run.context()
+    assert_sample(block("deep-broken-tf"), run.stdout)
     assert took < 30, f"took {took:.0f} s"
 
 
@@ -96,6 +99,9 @@ def test_a_grpc_proxy_leaves_every_worker_waiting_until_the_timeout(
     assert states == {(0, "stuck", "MultiWorkerMirroredStrategy"),
                       (1, "stuck", "MultiWorkerMirroredStrategy")}, deep
     assert all("add them to no_proxy" in o["fix"] for o in deep["outcomes"]), deep
+    row = " ".join(block("deep-proxy").splitlines()[2].split())  # the docs' table, as text
+    assert all(o["state"] in row and o["stage"] in row and " ".join(o["fix"].split()) in row
+               for o in deep["outcomes"]), (row, deep)
     assert took < 15 + 20, f"took {took:.0f} s"
 
 

@@ -16,6 +16,7 @@ from tests.cluster.conftest import PY
 from tests.conftest import fake_mig, write_fake_nvidia_smi
 from tests.cluster.test_scenarios import launch, probe
 from tests.harness.slurm_cluster import SlurmCluster
+from tests.docs.blocks import command, runs_like
 
 SRUN = ("srun", "--mpi=pmix")
 #: Prints, as one JSON line, what the program sees: MPI's rank and a sum over every rank,
@@ -52,6 +53,9 @@ def test_exec_runs_an_mpi_program_with_its_tf_config_and_gpus(
     run = launch(gres_cluster, [*SRUN, *options.split(), PY, "-m", "mpi_resolver", "exec",
                                 "--source", "slurm", "--", PY, "-c", MPI_PROGRAM], env=gres_cli_env,
                  parse=False)
+    # The docs' program is the user's train.py (one that reads TF_CONFIG); this one prints it.
+    runs_like(command("commands", "srun --mpi=pmix mpi-resolver exec").split(" -- ")[0] + " --",
+              run.argv)
     assert run.returncode == 0, run.context()
     lines = _lines(run.stdout)
     assert [line["rank"] for line in lines] == [0, 1, 2, 3], run.context()

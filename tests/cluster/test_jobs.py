@@ -23,6 +23,7 @@ import pytest
 from tests.cluster.conftest import PY, RANK_ENV, ROOT
 from tests.cluster.test_training import final_accuracies, labelled, load_and_evaluate
 from tests.harness.slurm_cluster import SlurmCluster
+from tests.docs.blocks import commands, runs_like
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -182,6 +183,7 @@ def test_ps_chief_ps_two_workers_train_and_end(cluster: SlurmCluster, tmp_path: 
     save = tmp_path / "model.keras"
     start = time.monotonic()
     r = run_ps(cluster, ["--port-base", "24410", "--save", str(save)])
+    runs_like(commands("train-ps")[0], r.args)
     seconds = time.monotonic() - start
     where = context(r)
     assert r.returncode == 0, where
@@ -216,6 +218,7 @@ def test_ps_with_evaluator(cluster: SlurmCluster, tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     start = time.monotonic()
     r = run_ps(cluster, ["--port-base", "24420", "--evaluator", "--checkpoint-dir", str(ckpt)])
+    runs_like(commands("train-ps")[1].replace("/shared/ckpt", str(ckpt)), r.args)
     seconds = time.monotonic() - start
     where = context(r)
     assert r.returncode == 0, where

@@ -21,6 +21,7 @@ from tests.cluster import test_signals
 from tests.cluster.conftest import ROOT
 from tests.cluster.longjobs import (CANCEL, NONE, REQUEUE, TIME_LIMIT, USR1, USR1_TWICE, Driver,
                                     Job)
+from tests.docs.blocks import assert_sample, block
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -134,6 +135,8 @@ def test_usr1_saves_requeues_and_the_next_run_finishes(jobs):
     assert job.states == ["PENDING BeginTime Restarts=1", "COMPLETED None Restarts=1"], \
         job.context()
     assert "resumed from the checkpoint in" in job.runs()[1], job.context()
+    assert_sample(block("long-jobs-two-runs"), job.output.read_text(), job.context(),
+                  ordered=False)
 
 
 def test_scontrol_requeue_saves_on_sigterm_and_slurm_requeues(jobs):

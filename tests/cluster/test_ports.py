@@ -23,6 +23,7 @@ from tests.cluster.conftest import PY, RANK_ENV
 from tests.cluster.test_scenarios import wait_for_job
 from tests.cluster.test_training import MIN_ACCURACY, TRAIN, final_accuracies, labelled, task_env
 from tests.harness.slurm_cluster import SlurmCluster
+from tests.docs.blocks import commands, runs_like
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -95,6 +96,8 @@ def test_two_trainings_on_one_node_with_auto_ports_both_finish(cluster: SlurmClu
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda _: train_on_node1(cluster, "--port-base", "auto",
                                                       steps=60), range(2)))
+    for line, r in zip(commands("ports-two-jobs"), runs, strict=True):
+        runs_like(line.rstrip(" &"), r.args)  # the docs start job 1 in the background
     ports: List[int] = []
     for r in runs:
         text = chief_text(r)

@@ -22,6 +22,7 @@ import pytest
 
 from tests.cluster.conftest import GPUS_PER_NODE, PROBE, PY, RANK_ENV, hiding
 from tests.harness.slurm_cluster import PmiGarbled, SlurmCluster
+from tests.docs.blocks import assert_sample, block
 
 pytestmark = pytest.mark.cluster
 
@@ -583,6 +584,7 @@ def test_cli_check_mpirun_inside_salloc(cluster: SlurmCluster, cli_env) -> None:
     assert re.search(r"^1\s+rank\s+SLURM_PROCID=0\s+rank 1$", table, re.M), run.context()
     assert re.search(r"^3\s+size\s+2 tasks\s+4 processes$", table, re.M), run.context()
     assert "OK:" not in out, run.context()
+    assert_sample(block("mismatch-mpirun-in-salloc"), out, run.context())
 
 
 def test_cli_tf_config_srun_pmix(cluster: SlurmCluster, cli_env, block_run: Run) -> None:

@@ -16,6 +16,8 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+from tests.docs.blocks import command, commands, runs_like
+
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,6 +79,8 @@ def test_srun_two_workers_train_chief_prints_and_saves(cluster, tmp_path: Path) 
                      "--steps-per-epoch", str(STEPS), "--port-base", "24310",
                      "--save", str(save)], env=task_env(cluster), timeout=120)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-4000:]}"
+    runs_like(command("commands", "srun --mpi=pmix python train.py"), r.args)
+    runs_like(commands("keras-fit-or-loop")[0], r.args)  # the custom loop
     lines = labelled(r.stdout)
     # Each rank's line at start; progress, the save and the result from the chief (task 0).
     starts = [(task, line) for task, line in lines if line.startswith("rank ")]
@@ -114,6 +118,7 @@ def test_srun_two_workers_fit_with_tf_keras(cluster, tmp_path: Path) -> None:
                      "--steps-per-epoch", str(STEPS), "--port-base", "24340",
                      "--save", str(save)], env=env, timeout=120)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-4000:]}"
+    runs_like(commands("keras-fit-or-loop")[2], r.args)  # --fit
     lines = labelled(r.stdout)
     starts = sorted(task for task, line in lines if line.startswith("rank "))
     assert starts == [0, 1], r.stdout  # each rank's line at start

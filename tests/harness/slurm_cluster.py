@@ -169,8 +169,8 @@ class PmiGarbled(ClusterError):
         super().__init__(
             f"{shlex.join(argv)}: Slurm's pmi2 plugin could not parse a PMI request "
             f"({line.strip()!r}); the step was stopped at once, as it can never finish. A PMI-1 "
-            "line of more than 1,024 bytes does this (Slurm 22.05's limit); see the README, "
-            "Launchers and MPIs.")
+            "line of more than 1,024 bytes does this (Slurm 22.05's limit); see docs/"
+            "launchers.md, \"MPICH and Intel MPI under srun --mpi=pmi2\".")
         self.line, self.stdout, self.stderr = line, stdout, stderr
 
 

@@ -15,6 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.docs.blocks import assert_sample, block
+
 pytestmark = pytest.mark.unit
 
 _spec = importlib.util.spec_from_file_location(
@@ -142,6 +144,8 @@ def test_the_line_names_task_rank_node_and_address() -> None:
         == ("train.py: lost worker:1 (rank 1 on node2, node2:24610). TensorFlow: "
             "UnavailableError: Task /job:worker/replica:0/task:1 heartbeat timeout. This worker, "
             "worker:0 (rank 0 on node1, node1:24610), exits 1 now.")
+    assert_sample(block("lost-worker-line"), lw.summary(  # the docs' line, but for the port
+        res, CHIEF, [("worker", 1)], lw.NAMED, HEARTBEAT_215, "UnavailableError"))
     assert lw.summary(res, CHIEF, [("worker", 1), ("worker", 2)], "did not answer a probe "
                       "within 3 s", TIMED_OUT, "DeadlineExceededError").startswith(
         "train.py: lost worker:1 (rank 1 on node2, node2:24610), worker:2 (rank 2 on node3, "

@@ -1,6 +1,7 @@
-"""README.md's launcher section quotes what mpi_resolver says for each wrong pairing of srun
-plugin and MPI: each quote must be what the code says (read from the README itself, so a
-changed message or a stale quote fails here). '…' in a quote stands for text left out."""
+"""The docs' launcher page (docs/launchers.md, once README.md's launcher section) quotes what
+mpi_resolver says for each wrong pairing of srun plugin and MPI: each quote must be what the
+code says (read from the page itself, so a changed message or a stale quote fails here). '…'
+in a quote stands for text left out."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.launch.mpi_library import MpiLibrary
 from mpi_resolver.options import make_options
 from mpi_resolver.resolve.plan import make_plan
+from tests.docs.blocks import block
 from tests.unit.envs import IMPI, MPICH_TEXT, OMPI4, SRUN_NONE, SRUN_PMI2, SRUN_PMIX
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+#: The page with the table of wrong pairings (the name README stays: the tests read it so).
+README = (Path(__file__).resolve().parents[2] / "docs" / "launchers.md").read_text()
 
 
 def row(first_cell: str) -> List[str]:
@@ -25,7 +28,7 @@ def row(first_cell: str) -> List[str]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("|") and cells[0] == first_cell:
             return cells
-    raise AssertionError(f"README.md has no table row starting {first_cell!r}")
+    raise AssertionError(f"docs/launchers.md has no table row starting {first_cell!r}")
 
 
 def quoted(cell: str) -> str:
@@ -84,10 +87,9 @@ _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
 
 def checkpoint_blocks() -> List[str]:
-    """Returns the output blocks of the README's `check --checkpoint-dir` section: the good
-    job's, then the bad one's."""
-    section = README.split("### `check --checkpoint-dir`", 1)[1].split("\n### ", 1)[0]
-    return re.findall(r"```\n(.*?)\n```", section, re.S)
+    """Returns the output blocks of the docs' `check --checkpoint-dir` section
+    (docs/rehearsal.md): the good job's, then the bad one's."""
+    return [block("checkpoint-dir-ok"), block("checkpoint-dir-failed")]
 
 
 def _size(text: str) -> int:

@@ -292,16 +292,12 @@ def test_auto_on_some_ranks_and_a_number_on_others_fails_every_rank(bases, says)
 
 
 def test_the_readme_quotes_the_message_of_a_port_in_use() -> None:
-    """README.md's "Ports" section shows the error every rank raises: it must be this one."""
-    import pathlib
-    import re
-    readme = (pathlib.Path(__file__).resolve().parents[3] / "README.md").read_text()
+    """The docs' "Ports" section (docs/placement.md) shows the error every rank raises: it
+    must be this one."""
+    from tests.docs.blocks import block
     out = run_world(step_envs(), list(TWO_NODES), ports=FakePorts({"node1": {8888}}), smi=0)
     message = f"{type(out[0]).__name__}: {out[0]}"
-    block = re.search(r"```text\n(ResolutionError: rank 0 on node1: port 8888.*?)```", readme,
-                      re.S)
-    assert block, "README.md lost its example of a port in use"
-    assert " ".join(block.group(1).split()) == " ".join(message.split())
+    assert " ".join(block("port-in-use").split()) == " ".join(message.split())
 
 
 @pytest.mark.parametrize("key, tasks, base", [
