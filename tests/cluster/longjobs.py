@@ -40,6 +40,10 @@ class Job:
     output: Path
     env: Dict[str, str] = field(default_factory=dict)
     target: str = ""  #: what to signal: the job id, or '<array id>_<task>'
+    #: Minutes of the requeued runs (`scontrol update TimeLimit=`), for a job whose first run
+    #: ends at a short time limit: the next run's start (imports, the strategy: seconds, but a
+    #: minute on a loaded 2-core machine) must not race the same limit.
+    later_time_limit: Optional[int] = None
     job_id: str = ""
     error: Optional[str] = None
     states: List[str] = field(default_factory=list)  #: the job's state after each run
@@ -138,8 +142,11 @@ class Driver:
         job.states.append(f"{state.get('JobState')} {state.get('Reason')} "
                           f"Restarts={state.get('Restarts')}")
         if state.get("Reason") == "BeginTime":
-            self.cluster.run(["scontrol", "update", f"JobId={job.target}", "StartTime=now"],
-                             timeout=30)
+            limit = [] if job.later_time_limit is None else [f"TimeLimit={job.later_time_limit}"]
+            r = self.cluster.run(["scontrol", "update", f"JobId={job.target}", *limit,
+                                  "StartTime=now"], timeout=30)
+            if r.returncode != 0:
+                raise RuntimeError(f"scontrol update of job {job.target} failed: {r.stderr}")
 
     def _interrupt(self, job: Job, interrupt: str) -> None:
         commands = {USR1: [["scancel", "--signal=USR1", job.target]],

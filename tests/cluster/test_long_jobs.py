@@ -95,7 +95,7 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     script.write_text(TIME_LIMIT_SCRIPT.format(train=TRAIN, ckpt=tmp / "time-limit" / "ckpt"))
     driver.add(Job("time limit", ["-N2", "--ntasks-per-node=1", "--time=1", str(script)],
                    [TIME_LIMIT, CANCEL], tmp / "time-limit" / "out.txt",
-                   env(tmp, "time limit")))
+                   env(tmp, "time limit"), later_time_limit=10))  # the 2nd run ends by scancel
     driver.run()
     return {job.name: job for job in driver.jobs}
 

@@ -4,11 +4,11 @@ another block (README.md's and the pages') are the same commands."""
 
 from __future__ import annotations
 
-import configparser
 import re
 import shlex
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -18,9 +18,8 @@ pytestmark = pytest.mark.unit
 
 
 def _extras() -> set:
-    config = configparser.ConfigParser()
-    config.read(ROOT / "setup.cfg")
-    return set(config["options.extras_require"])
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return set(tomllib.load(f)["project"]["optional-dependencies"])
 
 
 def test_the_readme_repeats_the_pages_set_up_and_smallest_use():
