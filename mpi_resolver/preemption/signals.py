@@ -57,7 +57,7 @@ def parse_signal(text: object, argument: str = "signal") -> WarningSignal:
         raise FormatError(f"{argument}={text!r}: expected a signal name or number; {_HINT}.")
     spec, _, seconds = text.strip().partition("@")
     flags, colon, name = spec.rpartition(":")
-    if colon and ("B" in flags.upper() or flags.upper() not in ("R",)):
+    if colon and flags.upper() != "R":  # 'R:' (no reservation) only; 'B:' has its own message
         raise FormatError(_flag_message(argument, text, flags, name + _ + seconds))
     number = _number(name, argument, text)
     return WarningSignal(number, _name(number), _seconds(seconds, argument, text) if _ else None)
@@ -84,10 +84,13 @@ def _number(name: str, argument: str, text: str) -> int:
                               f"{int(signal.SIGRTMAX)}; {_HINT}.")
     else:
         word = word[3:] if word.startswith("SIG") else word
-        member = getattr(signal.Signals, "SIG" + word, None) if word.isidentifier() else None
+        member = signal.Signals.__members__.get("SIG" + word)
         if member is None:
             raise FormatError(f"{argument}={text!r}: not a signal name; {_HINT}.")
         number = int(member)
+    if _name(number).isdigit():  # 32 and 33: no name, the C library's own (threads)
+        raise FormatError(f"{argument}={text!r}: signal {number} is the C library's own (its "
+                          f"threads use it), not one a program can watch; {_HINT}.")
     refused = _REFUSED.get(_name(number))
     if refused:
         raise FormatError(f"{argument}={text!r}: SIG{_name(number)} {refused}, so it cannot "

@@ -22,6 +22,7 @@ RTMAX = int(signal.SIGRTMAX)
     pytest.param("SIGUSR2", 12, "USR2", None, id="with SIG"),
     pytest.param(" usr1 ", 10, "USR1", None, id="lower case, blanks around"),
     pytest.param("10", 10, "USR1", None, id="a number"),
+    pytest.param("010", 10, "USR1", None, id="three digits: the most a number has"),
     pytest.param(10, 10, "USR1", None, id="an int"),
     pytest.param(signal.SIGURG, 23, "URG", None, id="signal.Signals"),
     pytest.param("TERM", 15, "TERM", None, id="SIGTERM may be the warning"),
@@ -71,7 +72,14 @@ def test_full_name_and_defaults():
                                  f"{HINT}", id="one past the last"),
     pytest.param("0010", f"signal='0010': signal numbers are 1 to {RTMAX}; {HINT}",
                  id="four digits"),
+    pytest.param("32", "signal='32': signal 32 is the C library's own (its threads use it), "
+                       f"not one a program can watch; {HINT}", id="32: no name"),
+    pytest.param("33", "signal='33': signal 33 is the C library's own (its threads use it), "
+                       f"not one a program can watch; {HINT}", id="33: no name"),
     pytest.param("USR3", f"signal='USR3': not a signal name; {HINT}", id="unknown name"),
+    pytest.param("US R1", f"signal='US R1': not a signal name; {HINT}", id="a blank inside"),
+    pytest.param("SIG_BLOCK", f"signal='SIG_BLOCK': not a signal name; {HINT}",
+                 id="signal's other constants"),
     pytest.param("", f"signal='': not a signal name; {HINT}", id="empty"),
     pytest.param("@5", f"signal='@5': not a signal name; {HINT}", id="seconds alone"),
     pytest.param("SIG", f"signal='SIG': not a signal name; {HINT}", id="SIG alone"),

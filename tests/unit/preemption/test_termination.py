@@ -297,9 +297,31 @@ def test_slow_save(took, grace, needed):
             f"grace_period={needed}.")
 
 
-def test_a_slow_save_is_warned_of_after_the_warning_signal_only(caplog):
-    termination(grace=12.0, now=105.0)[0].finish()  # 5 s after the signal: 15 s needed
-    assert "the grace period is 12 s" in caplog.records[0].getMessage()
-    caplog.clear()
-    termination(TERM, grace=12.0, now=105.0)[0].finish()  # SIGTERM: KillWait, not the grace
-    assert not caplog.records
+@pytest.mark.parametrize("sig, warned", [
+    pytest.param(USR1, True, id="the warning signal: 5 s after it, 15 s needed, 12 given"),
+    pytest.param(TERM, False, id="SIGTERM: KillWait bounds it, not the grace period"),
+])
+def test_a_slow_save_is_warned_of_after_the_warning_signal_only(sig, warned, caplog):
+    termination(sig, grace=12.0, now=105.0)[0].finish()
+    said = [r.getMessage() for r in caplog.records if "the grace period is 12 s" in
+            r.getMessage()]
+    assert len(said) == (1 if warned else 0), said
+
+
+def test_a_worker_waits_for_worker_0_s_word_as_long_as_the_grace_period_leaves():
+    t, coord = termination(coordinator=Coordinator(chief=False, told="75 x"), grace=120,
+                           now=101.5)
+    assert t.finish() == (75, "x")
+    assert coord.calls == [("barrier", 118.5), ("read", 118.5)]
+
+
+def test_watch_warns_once_per_signal_whoever_took_it_next(caplog):
+    """A second library taking the same signal later is not warned of again (one warning a
+    signal, not one a library)."""
+    first = Displaced(USR1, "libnccl.so.2 (/opt/nccl/lib/libnccl.so.2)")
+    t, _ = termination(None, displaced=[first])
+    t.watch()
+    t.watcher._displaced = [Displaced(USR1, "libother.so (/opt/other/libother.so)")]
+    t.watch()
+    assert [r.getMessage().split(" is now handled by ")[1].split(",")[0]
+            for r in caplog.records] == ["libnccl.so.2 (/opt/nccl/lib/libnccl.so.2)"]

@@ -528,3 +528,14 @@ def test_the_rehearsal_s_phases(signal, names):
     assert [getattr(p, "phase", p).__name__ for p in phases] == names
     assert [isinstance(p, MainThreadPhase) for p in phases] == [
         n in ("watch", "reach") for n in names]
+
+
+def test_every_phase_gets_the_runner_s_progress():
+    """Threaded or in the main thread, a phase is handed the rank's one Progress (it writes
+    its stage and times there)."""
+    progress = Progress(0.0)
+    runner = PhaseRunner(progress)
+    seen = []
+    assert runner.run(seen.append, time.monotonic() + 5) is None
+    assert runner.run(MainThreadPhase(seen.append), time.monotonic() + 5) is None
+    assert len(seen) == 2 and all(p is progress for p in seen), seen
