@@ -154,11 +154,12 @@ class Cycle:
         self.job = ""
         directory.mkdir(parents=True)
 
-    def run(self, argv: Sequence[str], timeout: float = 60.0) -> str:
-        """Returns the stdout of a Slurm client command (raises where it fails)."""
-        env = {**QUIET, "PYTHONPATH": str(ROOT)}
-        return self.cluster.run(argv, timeout=timeout, env=env, cwd=str(self.dir),
-                                check=True).stdout
+    def run(self, argv: Sequence[str], timeout: float = 60.0, check: bool = True) -> str:
+        """Returns the stdout of a Slurm client command (raises where it fails, unless
+        ``check`` is False: then its stdout and stderr)."""
+        proc = self.cluster.run(argv, timeout=timeout, env={**QUIET, "PYTHONPATH": str(ROOT)},
+                                cwd=str(self.dir), check=check)
+        return proc.stdout if check else proc.stdout + proc.stderr
 
     def context(self) -> str:
         """Returns the timeline and the job's output, for an error message."""
@@ -171,12 +172,8 @@ class Cycle:
 
     def state_now(self) -> str:
         """Returns `scontrol show job` and `sinfo` as they are now (or why they failed)."""
-        env = {**QUIET, "PYTHONPATH": str(ROOT)}
-        texts = []
-        for argv in (["scontrol", "show", "job", self.job], ["sinfo", "-N", "-l"]):
-            proc = self.cluster.run(argv, timeout=30, env=env, cwd=str(self.dir), check=False)
-            texts.append(proc.stdout + proc.stderr)
-        return "\n".join(texts)
+        return "\n".join(self.run(argv, timeout=30, check=False)
+                         for argv in (["scontrol", "show", "job", self.job], ["sinfo", "-N", "-l"]))
 
     def events(self) -> List[List[Event]]:
         """Returns the job's runs' events so far."""
@@ -265,44 +262,50 @@ def nodes_idle(cycle: Cycle) -> bool:
     return bool(states) and all(state == "idle" for state in states)
 
 
-def nudge(cycle: Cycle, sent: List[float], every: float = 2.0) -> Callable[[], None]:
-    """Returns a function that sends `scontrol update StartTime=now` while the requeued job
-    is still PENDING for its BeginTime and every node is idle, at most every ``every`` s.
+class Nudge:
+    """Sends `scontrol update StartTime=now` while the requeued job is still PENDING for its
+    BeginTime and every node is idle, at most every ``every`` s; ``sent`` holds the times.
 
     Sent once, right after the requeue, the update did not start the job in one run of the
     suite (nothing ran for 240 s): so it waits until the old run has left the nodes (a
     launch onto a node still cleaning up the old run can fail and hold the job), and is sent
-    again until the next run has started. The time of each update is appended to ``sent``.
-
-    Raises (from the returned function):
-      RuntimeError: the job was held or ended instead of starting again.
+    again until the next run has started.
     """
-    last = [0.0]
 
-    def send() -> None:
-        if started_again(cycle) or time.monotonic() - last[0] < every:
+    def __init__(self, cycle: Cycle, every: float = 2.0) -> None:
+        self.cycle, self.every = cycle, every
+        self.sent: List[float] = []
+        self._last = 0.0
+
+    def __call__(self) -> None:
+        """Sends the update where it is due.
+
+        Raises:
+          RuntimeError: the job was held or ended instead of starting again.
+        """
+        cycle = self.cycle
+        if started_again(cycle) or time.monotonic() - self._last < self.every:
             return
-        last[0] = time.monotonic()
+        self._last = time.monotonic()
         fields = cycle.show()
         reason, state = fields.get("Reason", ""), fields.get("JobState", "")
         if "held" in reason.lower() or state in ("COMPLETED", "FAILED", "CANCELLED"):
             raise RuntimeError(f"job {cycle.job} is {state} ({reason}) instead of starting "
                                f"again{cycle.context()}")
         if state == "PENDING" and reason == "BeginTime" and nodes_idle(cycle):
-            sent.append(time.time())
+            self.sent.append(time.time())
             cycle.run(["scontrol", "update", f"JobId={cycle.job}", "StartTime=now"])
-    return send
 
 
 def resume(cycle: Cycle, real_wait: bool) -> Dict[str, Any]:
     """Lets the requeued job start (`scontrol update StartTime=now`, or, ``real_wait``, when
     Slurm starts it itself); waits for its run to end; returns when the first update was
     sent and how many were."""
-    sent: List[float] = []
-    send = (lambda: None) if real_wait else nudge(cycle, sent)
+    nudge = None if real_wait else Nudge(cycle)
 
     def ended() -> Optional[bool]:
-        send()
+        if nudge is not None:
+            nudge()
         runs = cycle.events()
         return True if len(runs) > 1 and first(runs[1], "done") else None
 
@@ -314,6 +317,7 @@ def resume(cycle: Cycle, real_wait: bool) -> Dict[str, Any]:
         return None if state in ("RUNNING", "COMPLETING", "CONFIGURING") else state
 
     state = wait_until(finished, PHASE_TIMEOUT, "job's end", cycle.context)
+    sent = nudge.sent if nudge is not None else []
     return {"t_update": sent[0] if sent else None, "updates": len(sent), "final_state": state}
 
 

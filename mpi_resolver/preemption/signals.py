@@ -88,12 +88,13 @@ def _number(name: str, argument: str, text: str) -> int:
         if member is None:
             raise FormatError(f"{argument}={text!r}: not a signal name; {_HINT}.")
         number = int(member)
-    if _name(number).isdigit():  # 32 and 33: no name, the C library's own (threads)
+    called = _name(number)
+    if called.isdigit():  # 32 and 33: no name, the C library's own (threads)
         raise FormatError(f"{argument}={text!r}: signal {number} is the C library's own (its "
                           f"threads use it), not one a program can watch; {_HINT}.")
-    refused = _REFUSED.get(_name(number))
+    refused = _REFUSED.get(called)
     if refused:
-        raise FormatError(f"{argument}={text!r}: SIG{_name(number)} {refused}, so it cannot "
+        raise FormatError(f"{argument}={text!r}: SIG{called} {refused}, so it cannot "
                           f"warn of the end; {_HINT}.")
     return number
 

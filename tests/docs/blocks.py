@@ -10,6 +10,7 @@ tests/docs/test_blocks.py checks that rule and that every name is used by a test
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -173,12 +174,9 @@ def runs_like(doc_command: str, argv: List[str]) -> None:
     the docs' words appear in it in order; `mpi-resolver` may be run as `python -m
     mpi_resolver` (or the console script's path), `python` as any Python, and a script
     (`train.py`) from any directory."""
-    import shlex
-
-    words = [w for w in shlex.split(doc_command)]
     have = list(argv)
     at = 0
-    for word in words:
+    for word in shlex.split(doc_command):
         for i in range(at, len(have)):
             h = str(have[i])
             if (h == word or (word == "python" and Path(h).name.startswith("python"))
