@@ -76,6 +76,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import PY, QUIET, RESULTS, machine  # noqa: E402 - benchmarks/ is this directory
 from mpi_resolver.preemption.requeue import job_fields  # noqa: E402
+from tests.harness.requeue import slurm_time, start_due  # noqa: E402
 from tests.harness.slurm_cluster import SlurmCluster  # noqa: E402
 
 TRAINER = ROOT / "benchmarks" / "preemption_trainer.py"
@@ -263,13 +264,12 @@ def nodes_idle(cycle: Cycle) -> bool:
 
 
 class Nudge:
-    """Sends `scontrol update StartTime=now` while the requeued job is still PENDING for its
-    BeginTime and every node is idle, at most every ``every`` s; ``sent`` holds the times.
+    """Sends `scontrol update StartTime=now` once it is due (tests/harness/requeue.py: the
+    job PENDING for its BeginTime, the requeue 2 s old) and every node is idle, at most every
+    ``every`` s, until the next run has started; ``sent`` holds the times.
 
-    Sent once, right after the requeue, the update did not start the job in one run of the
-    suite (nothing ran for 240 s): so it waits until the old run has left the nodes (a
-    launch onto a node still cleaning up the old run can fail and hold the job), and is sent
-    again until the next run has started.
+    Sent in the requeue's own second, the update started the job at once and its launch
+    failed (the nodes still refuse the job's credentials): CI's run waited out its bound.
     """
 
     def __init__(self, cycle: Cycle, every: float = 2.0) -> None:
@@ -292,7 +292,7 @@ class Nudge:
         if "held" in reason.lower() or state in ("COMPLETED", "FAILED", "CANCELLED"):
             raise RuntimeError(f"job {cycle.job} is {state} ({reason}) instead of starting "
                                f"again{cycle.context()}")
-        if state == "PENDING" and reason == "BeginTime" and nodes_idle(cycle):
+        if start_due(fields, time.time()) and nodes_idle(cycle):
             self.sent.append(time.time())
             cycle.run(["scontrol", "update", f"JobId={cycle.job}", "StartTime=now"])
 
@@ -369,11 +369,6 @@ def task_ends(output: str) -> List[str]:
     requeue (the resumed run's tasks exit 0, which srun does not report)."""
     ends = re.findall(r"^srun: error: \S+: task (\d+): (.+)$", output, re.M)
     return [f"task {task}: {how.strip()}" for task, how in sorted(ends)]
-
-
-def slurm_time(text: str) -> float:
-    """Returns a time scontrol prints ('2026-11-25T14:16:38', local time) as a Unix time."""
-    return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
 
 
 def checks(fresh: Sequence[Event], resumed: Sequence[Event], fields: Dict[str, str],
