@@ -4,9 +4,8 @@ scancel), lets a requeued job start again at once, and reads each run's part of 
 appended output. Several jobs run at once, each driven by a thread of its own.
 
 A requeued job waits for its BeginTime (the requeue + 121 s, Slurm's CredExpire + 1): once it
-is PENDING with Reason=BeginTime and the requeue 2 s old (tests/harness/requeue.py), ``scontrol
-update JobId=J StartTime=now`` lets it start at the scheduler's next pass (about a second); the
-requeue itself is real."""
+is PENDING with Reason=BeginTime, ``scontrol update JobId=J StartTime=now`` lets it start at
+the scheduler's next pass (about a second); the requeue itself is real."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from tests.harness.requeue import start_due
 from tests.harness.slurm_cluster import SlurmCluster
 
 #: How a run is interrupted: a signal as `#SBATCH --signal=USR1@N` sends it (to every task of
@@ -144,8 +142,6 @@ class Driver:
         job.states.append(f"{state.get('JobState')} {state.get('Reason')} "
                           f"Restarts={state.get('Restarts')}")
         if state.get("Reason") == "BeginTime":
-            wait_for(lambda: start_due(show(self.cluster, job.target), time.time()), 30,
-                     f"run {number}'s requeue to settle")
             limit = [] if job.later_time_limit is None else [f"TimeLimit={job.later_time_limit}"]
             r = self.cluster.run(["scontrol", "update", f"JobId={job.target}", *limit,
                                   "StartTime=now"], timeout=30)
