@@ -20,7 +20,9 @@ pytestmark = pytest.mark.tf
 @pytest.fixture
 def slurm_config(monkeypatch):
     """SlurmTerminationConfig's class; every config made in the test has its handlers put back
-    afterwards (SIGTERM must end this test process again)."""
+    afterwards, last made first (SIGTERM must end this test process again, and a handler left
+    at SIG_IGN would be named by an earlier test's watcher, still asked by TensorFlow's
+    thread)."""
     from mpi_resolver import SlurmTerminationConfig
     from mpi_resolver.preemption import tf_config
 
@@ -37,11 +39,13 @@ def slurm_config(monkeypatch):
     for name in ("SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURM_PROCID"):
         monkeypatch.delenv(name, raising=False)
     _logs._logged.clear()
+    before = {n: signal.getsignal(n) for n in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)}
     SlurmTerminationConfig.ended = ended  # what _exit made the process end with, in order
     yield SlurmTerminationConfig
     del SlurmTerminationConfig.ended
-    for config in made:
+    for config in reversed(made):  # the last made replaced the others': put back in turn
         config.watcher.uninstall()
+    assert {n: signal.getsignal(n) for n in before} == before, "a test left a handler changed"
     _logs._logged.clear()
     # PreemptionCheckpointHandler lists this process's devices when it is built: a resolver
     # made after it in this process would find TensorFlow's devices listed already (an error

@@ -132,6 +132,20 @@ def test_uninstall_puts_back_what_was_there(watcher):
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
 
 
+def test_a_watcher_reports_displacements_only_while_installed(watcher):
+    """TensorFlow's thread asks a config's watcher once a second for as long as the process
+    lives: an uninstalled one (a finished rehearsal, a test's config) must not warn."""
+    w = SignalWatcher([USR1])
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    assert w.displaced() == []  # not installed yet
+    w.install()
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    assert w.displaced() == [Displaced(USR1, "nobody: it is ignored (SIG_IGN)")]
+    w.uninstall()
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    assert w.displaced() == []
+
+
 def test_install_outside_the_main_thread_is_an_error_naming_the_fix():
     errors = []
 
