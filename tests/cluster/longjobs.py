@@ -4,8 +4,9 @@ scancel), lets a requeued job start again at once, and reads each run's part of 
 appended output. Several jobs run at once, each driven by a thread of its own.
 
 A requeued job waits for its BeginTime (the requeue + 121 s, Slurm's CredExpire + 1): once it
-is PENDING with Reason=BeginTime, ``scontrol update JobId=J StartTime=now`` lets it start at
-the scheduler's next pass (about a second); the requeue itself is real."""
+is PENDING with Reason=BeginTime and the requeue 2 s old (tests/harness/requeue.py),
+``scontrol update JobId=J StartTime=now`` lets it start at the scheduler's next pass (about a
+second); the requeue itself is real."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from tests.harness.requeue import start_due
 from tests.harness.slurm_cluster import SlurmCluster
 
 #: How a run is interrupted: a signal as `#SBATCH --signal=USR1@N` sends it (to every task of
@@ -142,11 +144,28 @@ class Driver:
         job.states.append(f"{state.get('JobState')} {state.get('Reason')} "
                           f"Restarts={state.get('Restarts')}")
         if state.get("Reason") == "BeginTime":
+            self._settle(job, number)
             limit = [] if job.later_time_limit is None else [f"TimeLimit={job.later_time_limit}"]
             r = self.cluster.run(["scontrol", "update", f"JobId={job.target}", *limit,
                                   "StartTime=now"], timeout=30)
             if r.returncode != 0:
                 raise RuntimeError(f"scontrol update of job {job.target} failed: {r.stderr}")
+
+    def _settle(self, job: Job, number: int) -> None:
+        """Waits until `StartTime=now` may be sent (tests/harness/requeue.py: the requeue
+        2 s old; sent in its own second, the launch fails)."""
+        last: Dict[str, str] = {}
+
+        def due() -> bool:
+            last.clear()
+            last.update(show(self.cluster, job.target))
+            return start_due(last, time.time())
+
+        try:
+            wait_for(due, 30, f"run {number}'s requeue to settle")
+        except TimeoutError as e:
+            seen = " ".join(f"{k}={last.get(k)}" for k in ("JobState", "Reason", "SubmitTime"))
+            raise TimeoutError(f"{e}; last seen {seen} at {time.strftime('%H:%M:%S')}") from None
 
     def _interrupt(self, job: Job, interrupt: str) -> None:
         commands = {USR1: [["scancel", "--signal=USR1", job.target]],

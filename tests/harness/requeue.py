@@ -1,5 +1,6 @@
 """When a requeued job may be started at once (`scontrol update JobId=J StartTime=now`) on the
-throw-away cluster, for benchmarks/preemption.py, which does not wait out its BeginTime.
+throw-away cluster, for benchmarks/preemption.py and the long jobs' driver
+(tests/cluster/longjobs.py), which do not wait out its BeginTime.
 
 Slurm holds a requeued job until the requeue + CredExpire + 1 s (121 s) because the nodes
 refuse, until then, the job's credentials made no later than their revocation at the requeue
