@@ -54,7 +54,6 @@ class SignalWatcher:
         self._count = 0
         self._previous: Dict[int, Any] = {}
         self._c_handler: Optional[int] = None
-        self._installed = False
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Assignments only: the main thread may be anywhere (inside a lock, a write, a save).
@@ -77,12 +76,10 @@ class SignalWatcher:
             self._previous.setdefault(s.number, signal.getsignal(s.number))
             signal.signal(s.number, self._on_signal)
         self._c_handler = handler_address(self.signals[0].number) if self.signals else None
-        self._installed = True
 
     def uninstall(self) -> None:
         """Puts back the handlers install() replaced (main thread); from then on the watcher
         reports no displacement (TensorFlow's thread may still ask it, once a second)."""
-        self._installed = False
         for number, previous in self._previous.items():
             signal.signal(number, previous if previous is not None else signal.SIG_DFL)
         self._previous.clear()
@@ -105,7 +102,7 @@ class SignalWatcher:
         """Returns the watched signals whose handler another piece of code installed since:
         another Python handler, or another library's at the C level; none before install()
         or after uninstall()."""
-        if not self._installed:
+        if not self._previous:  # what install() replaced, until uninstall()
             return []
         out = []
         for s in self.signals:

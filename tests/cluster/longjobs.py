@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from mpi_resolver.preemption.requeue import job_fields
 from tests.harness.requeue import start_due
 from tests.harness.slurm_cluster import SlurmCluster
 
@@ -74,13 +75,7 @@ class Job:
 
 def show(cluster: SlurmCluster, target: str) -> Dict[str, str]:
     """Returns `scontrol show job -o TARGET`'s fields (empty where it fails)."""
-    r = cluster.run(["scontrol", "show", "job", "-o", target], timeout=30)
-    fields: Dict[str, str] = {}
-    for word in r.stdout.split():
-        key, sep, value = word.partition("=")
-        if sep and key not in fields:
-            fields[key] = value
-    return fields
+    return job_fields(cluster.run(["scontrol", "show", "job", "-o", target], timeout=30).stdout)
 
 
 def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
