@@ -267,7 +267,9 @@ def termination_config(args, resolver):
 
     return SlurmTerminationConfig(resolver, signal=args.signal, grace_period=args.grace_period,
                                   requeue=args.requeue,
-                                  requeue_on_time_limit=args.requeue_on_time_limit)
+                                  requeue_on_time_limit=args.requeue_on_time_limit,
+                                  checkpoint_every=args.checkpoint_every, keep=args.keep,
+                                  node_mtbf_hours=args.node_mtbf_hours)
 
 
 def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, say):
@@ -288,11 +290,11 @@ def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, s
         optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
         optimizer.build(model.trainable_variables)  # its state exists for a restore to fill
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-    handler = None
+    handler = config = None
     if args.checkpoint_dir:
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
-        handler = termination_config(args, resolver).handler(resolver, checkpoint,
-                                                             args.checkpoint_dir)
+        config = termination_config(args, resolver)
+        handler = config.handler(resolver, checkpoint, args.checkpoint_dir)
     steps = Steps(int(step.numpy()))
     if steps.resumed:
         say(f"resumed from the checkpoint in {args.checkpoint_dir} at step {steps.resumed}")
@@ -328,6 +330,8 @@ def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, s
     except SystemExit:  # the handler saved on Slurm's signal, and exits
         say(steps.line())
         raise
+    if config is not None:
+        config.disarm()  # training is over: SIGTERM ends the process again
     return model, steps
 
 

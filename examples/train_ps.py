@@ -123,7 +123,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="every task exits non-zero if it is not done by then (default 600)")
     p.add_argument("--seed", type=int, default=SEED, help="seed of split, shuffling, weights")
     add_long_job_options(p, "where the chief writes checkpoints (a directory all nodes see); it "
-                            "resumes from the latest there, and saves one on Slurm's signal")
+                            "resumes from the latest there, and saves one on Slurm's signal",
+                        periodic=False)
     args = p.parse_args(argv)
     check_long_job_options(p, args)
     if args.evaluator and not args.checkpoint_dir:

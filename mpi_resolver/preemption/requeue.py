@@ -12,8 +12,8 @@ from typing import Callable, Dict, Mapping, Optional, Sequence
 from mpi_resolver.core.errors import ResolutionError
 
 __all__ = ["RequeueOutcome", "requeue_target", "requeue", "read_requeue", "job_fields",
-           "job_ending", "TIME_LIMIT", "RUNNING", "ENDING", "run_scontrol", "missing_scontrol",
-           "SCONTROL_TIMEOUT"]
+           "job_ending", "job_state", "TIME_LIMIT", "RUNNING", "ENDING", "run_scontrol",
+           "missing_scontrol", "SCONTROL_TIMEOUT"]
 
 #: Seconds scontrol may take (it retries an unreachable controller for MessageTimeout).
 SCONTROL_TIMEOUT = 30.0
@@ -77,11 +77,12 @@ def missing_scontrol(target: str, host: str, code: int) -> RequeueOutcome:
         "there, or " + _FALLBACK.format(code=code)))
 
 
-Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+Runner = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]
 
 
-def run_scontrol(args: Sequence[str]) -> "subprocess.CompletedProcess[str]":
-    """Runs ``scontrol ARGS`` (text, output captured, bounded by SCONTROL_TIMEOUT), with
+def run_scontrol(args: Sequence[str],
+                 timeout: float = SCONTROL_TIMEOUT) -> "subprocess.CompletedProcess[str]":
+    """Runs ``scontrol ARGS`` (text, output captured, bounded by ``timeout`` seconds), with
     SIGTERM blocked in it: scontrol runs inside the job's step, and the SIGTERM that its own
     `requeue` makes Slurm send to every process of the job would otherwise kill it before it
     answers (seen: exit -15 for a requeue that was done). The block is the calling thread's,
@@ -93,15 +94,17 @@ def run_scontrol(args: Sequence[str]) -> "subprocess.CompletedProcess[str]":
     before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         return subprocess.run(["scontrol", *args], capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT)
+                              stdin=subprocess.DEVNULL, timeout=timeout)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
-def requeue(target: str, host: str, code: int, run: Runner = run_scontrol) -> RequeueOutcome:
-    """Requeues job ``target`` with scontrol; returns the outcome (never raises)."""
+def requeue(target: str, host: str, code: int, run: Runner = run_scontrol,
+            timeout: float = SCONTROL_TIMEOUT) -> RequeueOutcome:
+    """Requeues job ``target`` with scontrol within ``timeout`` seconds; returns the outcome
+    (never raises)."""
     try:
-        done = run(["requeue", target])
+        done = run(["requeue", target], timeout)
     except FileNotFoundError:
         return missing_scontrol(target, host, code)
     except (OSError, subprocess.SubprocessError) as e:
@@ -126,12 +129,24 @@ def job_fields(text: str) -> Dict[str, str]:
 TIME_LIMIT, RUNNING, ENDING = "time limit", "running", "ending"
 
 
-def job_ending(target: str, run: Runner = run_scontrol) -> Optional[str]:
+def job_state(target: str, run: Runner = run_scontrol,
+              timeout: float = SCONTROL_TIMEOUT) -> Optional[str]:
+    """Returns job ``target``'s JobState ('RUNNING', 'COMPLETED', ...), None where scontrol
+    cannot say within ``timeout`` seconds (not there, the job forgotten)."""
+    try:
+        shown = run(["show", "job", "-o", target], timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return job_fields(shown.stdout).get("JobState") if shown.returncode == 0 else None
+
+
+def job_ending(target: str, run: Runner = run_scontrol,
+               timeout: float = SCONTROL_TIMEOUT) -> Optional[str]:
     """Returns why job ``target``'s tasks got SIGTERM, as the job shows it then: TIME_LIMIT
     (Reason=TimeLimit), RUNNING (JobState=RUNNING: a signal, not an end) or ENDING; None
-    where scontrol cannot tell."""
+    where scontrol cannot tell within ``timeout`` seconds."""
     try:
-        shown = run(["show", "job", "-o", target])
+        shown = run(["show", "job", "-o", target], timeout)
     except (OSError, subprocess.SubprocessError):
         return None
     fields = job_fields(shown.stdout)

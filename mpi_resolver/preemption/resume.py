@@ -1,13 +1,15 @@
-"""Where a run of a requeued job starts: Slurm's restart count, and the warning where a
-restarted job finds no checkpoint to resume from (pure)."""
+"""Where a run of a requeued or restarted job starts: Slurm's restart count, the warning where
+a restarted job finds no checkpoint to resume from, and the newest checkpoint that restores,
+torn ones skipped (pure)."""
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+import os
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from mpi_resolver.core.values import whole_number
 
-__all__ = ["restart_count", "missing_checkpoint"]
+__all__ = ["restart_count", "missing_checkpoint", "restore_newest"]
 
 
 def restart_count(env: Mapping[str, str]) -> int:
@@ -34,3 +36,32 @@ def missing_checkpoint(env: Mapping[str, str], directory: str,
 def _ordinal(n: int) -> str:
     suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def restore_newest(prefixes: Sequence[str], restore: Callable[[str], None],
+                   directory: str) -> Tuple[Optional[str], List[str]]:
+    """Restores the newest of ``prefixes`` (oldest first, as CheckpointManager lists them)
+    that restores: ``restore(prefix)`` raises where a checkpoint is torn (its data file cut
+    short, its index missing). Returns (the prefix restored, None where none did; the
+    warnings: one for each torn checkpoint skipped, or one naming every one where none
+    restores)."""
+    failed: List[Tuple[str, str]] = []
+    for prefix in reversed(list(prefixes)):
+        try:
+            restore(prefix)
+        except Exception as e:  # noqa: BLE001 - any failure to read means: do not trust it
+            failed.append((os.path.basename(prefix), _first_line(e)))
+            continue
+        return prefix, [f"checkpoint {name} in {directory} does not restore ({why}): skipped; "
+                        f"resuming from {os.path.basename(prefix)}" for name, why in failed]
+    if not failed:
+        return None, []
+    names = "; ".join(f"{name}: {why}" for name, why in failed)
+    return None, [f"no checkpoint in {directory} restores ({names}): training starts from "
+                  "step 0"]
+
+
+def _first_line(error: BaseException) -> str:
+    """Returns the first line of ``error``'s message, with its type where it has none."""
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else type(error).__name__

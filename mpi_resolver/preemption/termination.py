@@ -16,7 +16,7 @@ from mpi_resolver.core.logs import log_once
 from mpi_resolver.preemption.requeue import (ENDING, RUNNING, TIME_LIMIT, RequeueOutcome, Runner,
                                              job_ending, requeue, requeue_target, run_scontrol)
 from mpi_resolver.preemption.signals import SIGTERM, WarningSignal
-from mpi_resolver.preemption.watcher import Displaced, SignalWatcher
+from mpi_resolver.preemption.watcher import Arrival, Displaced, SignalWatcher
 
 __all__ = ["Policy", "Coordinator", "Termination", "REQUEUE_EXIT_CODE", "TERMINATED_EXIT_CODE",
            "slow_save", "DEFAULT_WAIT"]
@@ -57,13 +57,14 @@ class Coordinator(Protocol):
     def event(self, seconds: float) -> Optional[str]:
         """Returns the signal a worker announced, None if none within ``seconds``."""
 
-    def barrier(self, seconds: float) -> bool:
-        """Waits until every worker has saved; False where one did not within ``seconds``."""
+    def barrier(self, seconds: float, tag: str = "") -> bool:
+        """Waits until every worker has saved (the save ``tag`` names); False where one did
+        not within ``seconds``."""
 
-    def publish(self, text: str) -> None:
-        """Tells the other workers worker 0's decision."""
+    def publish(self, text: str, tag: str = "") -> None:
+        """Tells the other workers worker 0's decision on the save ``tag`` names."""
 
-    def read(self, seconds: float) -> Optional[str]:
+    def read(self, seconds: float, tag: str = "") -> Optional[str]:
         """Returns worker 0's decision, None if it did not come within ``seconds``."""
 
 
@@ -99,6 +100,7 @@ class Termination:
         self.host = host or socket.gethostname()
         self._announced = False
         self._reported: set = set()
+        self._deadline = clock() + DEFAULT_WAIT
 
     def coordinator(self) -> Coordinator:
         if self._coordinator is None:
@@ -129,53 +131,69 @@ class Termination:
         log_once(f"{d.signal.full_name} is now handled by {d.owner}, not by mpi_resolver: "
                  f"that signal will not save a checkpoint; {why}.")
 
-    def finish(self) -> Tuple[int, str]:
-        """Returns (exit code, what happened) once the checkpoint is saved: every worker waits
-        for the others to have saved; worker 0 requeues the job where the policy asks and
-        tells the others; all take worker 0's code. Never waits longer than the grace
-        period left (DEFAULT_WAIT where none was given)."""
+    def finish(self, step: Optional[int] = None,
+               failed: Optional[str] = None) -> Tuple[int, str]:
+        """Returns (exit code, what happened) once the checkpoint is saved (at ``step``; or
+        not: ``failed`` says why, and the last checkpoint is what the job resumes from):
+        every worker waits for the others to have saved; worker 0 requeues the job where the
+        policy asks and tells the others; all take worker 0's code. Every wait and scontrol
+        call shares one deadline: the signal's time plus the grace period (DEFAULT_WAIT
+        where none was given, and after SIGTERM: Slurm's KillWait is 30 s by default).
+        Never raises: what goes wrong is said in the line."""
         arrival, coord = self.watcher.arrival, self.coordinator()
         took = None if arrival is None else self._clock() - arrival.at
-        event = arrival.signal.name if arrival else (coord.event(self._wait(took))
+        self._deadline = self._clock() - (took or 0.0) + self._budget(arrival)
+        event = arrival.signal.name if arrival else (coord.event(self._left())
                                                      or self.policy.warning.name)
         warning = slow_save(took, self.policy.grace_period, self.policy.warning) \
-            if event == self.policy.warning.name else None
+            if event == self.policy.warning.name and not failed else None
         if warning:
             log_once(warning)
-        saved = coord.barrier(self._wait(took))
+        tag = "" if step is None else f"_{step}"
+        saved = coord.barrier(self._left(), tag)
         if coord.chief:
-            code, what = self._decide(event, saved)
-            coord.publish(f"{code} {what}")
+            code, what = self._decide(event, saved, failed)
+            coord.publish(f"{code} {what}", tag)
             return code, what
-        told = coord.read(self._wait(took))
+        told = coord.read(self._left(), tag)
         if told is None:
             return self._default_code(event), "worker 0 did not say whether it requeued the job"
         number, _, what = told.partition(" ")
         return int(number), what
 
-    def _wait(self, took: Optional[float]) -> float:
-        """Returns the seconds a wait may take: what is left of the grace period."""
+    def _budget(self, arrival: Optional[Arrival]) -> float:
+        """Returns the seconds from the signal to Slurm's kill, as far as the job knows."""
+        warned = arrival is None or arrival.signal.number == self.policy.warning.number
         grace = self.policy.grace_period
-        if grace is None or took is None:
-            return DEFAULT_WAIT
-        return max(grace - took, _MIN_WAIT)
+        return grace if warned and grace is not None else DEFAULT_WAIT
+
+    def _left(self) -> float:
+        """Returns the seconds a wait may take: what is left until the deadline."""
+        return max(self._deadline - self._clock(), _MIN_WAIT)
 
     def _default_code(self, event: str) -> int:
         warned = event == self.policy.warning.name
         return REQUEUE_EXIT_CODE if warned else TERMINATED_EXIT_CODE
 
-    def _decide(self, event: str, saved: bool) -> Tuple[int, str]:
+    def _decide(self, event: str, saved: bool, failed: Optional[str]) -> Tuple[int, str]:
         """Returns worker 0's (exit code, what happened), requeueing the job where asked."""
         prefix = f"checkpoint saved on SIG{event}"
-        if not saved:
+        if failed:
+            prefix = (f"the save on SIG{event} failed ({failed}): the job resumes from the "
+                      "last checkpoint that restores")
+        elif not saved:
             prefix += " (not every worker said it had saved: worker 0's checkpoint is whole)"
         reason = self._requeue_reason(event)
+        warned = event == self.policy.warning.name
         if isinstance(reason, str):
-            code = REQUEUE_EXIT_CODE if event == self.policy.warning.name else \
-                TERMINATED_EXIT_CODE
-            return code, f"{prefix}; not requeued: {reason}"
+            ends = not warned or self._terminated()
+            return (TERMINATED_EXIT_CODE if ends else REQUEUE_EXIT_CODE,
+                    f"{prefix}; not requeued: {reason}")
         outcome = self._requeue()
-        return REQUEUE_EXIT_CODE, f"{prefix}; {outcome.message.rstrip('.')}"
+        # After the warning signal, 75 also asks the batch script to requeue where worker 0
+        # could not; after the time limit's SIGTERM the batch script ends too: 143.
+        code = REQUEUE_EXIT_CODE if outcome.done or warned else TERMINATED_EXIT_CODE
+        return code, f"{prefix}; {outcome.message.rstrip('.')}"
 
     def _requeue_reason(self, event: str) -> Optional[str]:
         """Returns None where the job is to be requeued, else why not."""
@@ -185,18 +203,32 @@ class Termination:
         if not warned and not self.policy.requeue_on_time_limit:
             return ("SIGTERM ends the job (the time limit, scancel, Slurm's requeue or "
                     "preemption; requeue_on_time_limit=True requeues after the time limit)")
-        if self.policy.warning.number != SIGTERM and warned:
+        terminated = self._terminated()
+        if self.policy.warning.number != SIGTERM and warned and not terminated:
             return None
-        ending = job_ending(self._target(), self._run)
-        if ending == TIME_LIMIT and self.policy.requeue_on_time_limit:
+        try:
+            target = self._target()
+        except ResolutionError as e:  # not in a Slurm job: nothing to ask scontrol about
+            return str(e)
+        ending = job_ending(target, self._run, self._left())
+        if ending == TIME_LIMIT and (self.policy.requeue_on_time_limit or terminated):
             return None
         if ending == RUNNING and warned:
-            return None  # SIGTERM is the warning signal, and the job runs on
+            return None  # SIGTERM is the warning signal (or a signal alone): the job runs on
         return {TIME_LIMIT: "the time limit ends the job (requeue_on_time_limit=False)",
                 RUNNING: "SIGTERM came while the job runs on (scancel --signal=TERM)",
-                ENDING: "Slurm ends the job (scancel, or Slurm's requeue or preemption, "
-                        "which requeues it itself)",
+                ENDING: ("SIGTERM came during the save and Slurm ends the job (scancel, or "
+                         "Slurm's requeue or preemption, which requeues it itself)"
+                         if terminated else
+                         "Slurm ends the job (scancel, or Slurm's requeue or preemption, "
+                         "which requeues it itself)"),
                 None: "scontrol could not say why SIGTERM came"}[ending]
+
+    def _terminated(self) -> bool:
+        """Returns True where SIGTERM came on top of another warning signal (scancel, the
+        time limit or Slurm's requeue during the save)."""
+        warning = self.policy.warning.number
+        return warning != SIGTERM and self.watcher.came(warning) and self.watcher.came(SIGTERM)
 
     def _target(self) -> str:
         return requeue_target(self.env)
@@ -206,4 +238,4 @@ class Termination:
             target = self._target()
         except ResolutionError as e:  # not in a Slurm job
             return RequeueOutcome(False, str(e))
-        return requeue(target, self.host, REQUEUE_EXIT_CODE, self._run)
+        return requeue(target, self.host, REQUEUE_EXIT_CODE, self._run, self._left())

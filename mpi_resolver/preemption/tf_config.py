@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Any, Iterator, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Union
 
 import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
@@ -18,56 +18,22 @@ from tensorflow.python.distribute.failure_handling import failure_handling_util
 from tensorflow.python.eager import context
 
 from mpi_resolver.core.logs import log_once, logger
+from mpi_resolver.core.values import whole_number
+from mpi_resolver.preemption.interval import (DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS, job_mtbf,
+                                              parse_every, parse_keep)
+from mpi_resolver.preemption.manifest import this_job
+from mpi_resolver.preemption.requeue import job_state
 from mpi_resolver.preemption.resume import missing_checkpoint
+from mpi_resolver.preemption.schedule import Schedule
+from mpi_resolver.preemption.tf_coordinator import TfCoordinator
+from mpi_resolver.preemption.tf_checkpoints import KeepingManager, Saver, check_directory
 from mpi_resolver.preemption.signals import (DEFAULT_SIGNAL, SIGTERM, WarningSignal, grace_seconds,
                                              parse_signal)
 from mpi_resolver.preemption.termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy,
-                                                 Termination, _EVENT, _EXIT, _SAVED)
+                                                 Termination)
 from mpi_resolver.preemption.watcher import SignalWatcher
 
 __all__ = ["SlurmTerminationConfig", "TfCoordinator"]
-
-
-class TfCoordinator:
-    """Coordinator over TensorFlow's coordination service (its key-value store and
-    barriers); alone (``multi`` False) it answers at once."""
-
-    def __init__(self, chief: bool, multi: bool) -> None:
-        self.chief, self.multi = chief, multi
-
-    def announce(self, event: str) -> None:
-        if self.multi:
-            with contextlib.suppress(tf.errors.OpError):  # AlreadyExists: another was first
-                context.context().set_config_key_value(_EVENT, event)
-
-    def event(self, seconds: float) -> Optional[str]:
-        return self._get(_EVENT, seconds)
-
-    def barrier(self, seconds: float) -> bool:
-        if not self.multi:
-            return True
-        try:
-            context.context().wait_at_barrier(_SAVED, int(seconds * 1000))
-            return True
-        except tf.errors.OpError:
-            return False
-
-    def publish(self, text: str) -> None:
-        if self.multi:
-            with contextlib.suppress(tf.errors.OpError):
-                context.context().set_config_key_value(_EXIT, text)
-
-    def read(self, seconds: float) -> Optional[str]:
-        return self._get(_EXIT, seconds)
-
-    def _get(self, key: str, seconds: float) -> Optional[str]:
-        if not self.multi:
-            return None
-        try:
-            value = context.context().get_config_key_value(key, int(seconds * 1000))
-        except tf.errors.OpError:
-            return None
-        return value.decode() if isinstance(value, bytes) else value
 
 
 def _chief(resolver: Any, env: Mapping[str, str]) -> bool:
@@ -97,8 +63,10 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
     coordinated checkpoint when Slurm's warning signal or SIGTERM comes; then worker 0
     requeues the job (``scontrol requeue``) once every worker has saved, and every worker
     exits with REQUEUE_EXIT_CODE (75), or TERMINATED_EXIT_CODE (143) where SIGTERM ends the
-    job. Create it after the strategy, in the main thread: its signal handlers only note
-    that a signal came; the save happens at the next step.
+    job. With ``checkpoint_every``, ``handler()``'s handler also saves periodically, for the
+    endings nobody announces. Create it after the strategy, in the main thread: its signal
+    handlers only note that a signal came; the save happens at the next step. ``disarm()``
+    once training is over puts the signals' previous handlers back.
 
     Args:
       cluster_resolver: the job's resolver (which worker requeues); the handler's where
@@ -112,10 +80,17 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
       requeue: worker 0 requeues the job after the save on the warning signal.
       requeue_on_time_limit: also after the save on the time limit's SIGTERM (never after
         scancel, nor after Slurm's own requeue or preemption).
-      save_fn: as TensorFlow's (how to save; default: the handler's CheckpointManager).
+      save_fn: as TensorFlow's (how to save; default: the handler's checkpoints).
+      checkpoint_every: also save every N steps (an int or '100'), every duration of the
+        chief's clock ('90s', '10m', '2h'), or 'auto' (Young's interval from the first
+        save's time and the job's failure rate); None (default): on the signal only.
+      keep: checkpoints kept (default 2: a torn newest one leaves one to resume from).
+      node_mtbf_hours: a node's mean time between failures, for 'auto' (default
+        interval.DEFAULT_NODE_MTBF_HOURS, from Meta's Llama 3 report).
 
     Raises:
-      FormatError: a signal that Slurm's --signal does not take or that cannot be watched.
+      FormatError: a signal that Slurm's --signal does not take or that cannot be watched;
+        a checkpoint_every, keep or node_mtbf_hours not of the forms above.
       ResolutionError: not created in the main thread.
     """
 
@@ -125,10 +100,17 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
     def __init__(self, cluster_resolver: Any = None,
                  signal: Union[str, int] = DEFAULT_SIGNAL,
                  grace_period: Optional[float] = None, *, requeue: bool = True,
-                 requeue_on_time_limit: bool = False, save_fn: Any = None) -> None:
+                 requeue_on_time_limit: bool = False, save_fn: Any = None,
+                 checkpoint_every: Union[str, int, None] = None, keep: int = DEFAULT_KEEP,
+                 node_mtbf_hours: float = DEFAULT_NODE_MTBF_HOURS) -> None:
         warning = parse_signal(signal)
         grace = grace_seconds(grace_period, warning)
+        self.every = parse_every(checkpoint_every)
+        self.keep = parse_keep(keep)
+        self.node_mtbf_hours = node_mtbf_hours
+        job_mtbf(1, node_mtbf_hours)  # its check
         self.cluster_resolver = cluster_resolver
+        self.saver: Optional[Saver] = None
         self.watcher = SignalWatcher([warning, WarningSignal(SIGTERM, "TERM")])
         self.watcher.install()
         self.termination = Termination(
@@ -157,12 +139,24 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         signals are ignored (more come: the requeue's SIGTERM, srun's copy of it), and the
         process ends with ``code`` within EXIT_WITHIN seconds, skipping at-exit handlers and
         TensorFlow's teardown (measured: seconds, and a hang past KillWait after a requeue)."""
-        code, what = self.termination.finish()
+        saver = self.saver
+        try:
+            code, what = self.termination.finish(
+                saver.step if saver else None, saver.failed if saver else None)
+        except Exception as e:  # noqa: BLE001 - the exit must come whatever went wrong
+            code, what = self.termination._default_code(self.policy.warning.name), (
+                f"the exit after the save went wrong ({type(e).__name__}: {e})")
         if self.termination.coordinator().chief:
             logger.warning("mpi_resolver: %s; exit code %d", what, code)
         self.watcher.ignore()
         end_with(code, EXIT_WITHIN)
         sys.exit(code)
+
+    def disarm(self) -> None:
+        """Puts back the handlers the config replaced, so that SIGTERM ends the process
+        again (evaluation, saving the model, the backup's removal); main thread. A signal
+        that came while armed is still in ``watcher``."""
+        self.watcher.uninstall()
 
     def take_back_from_tensorflow(self) -> None:
         """Installs the handlers again where TensorFlow's own took them (the strategy takes
@@ -171,25 +165,89 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
 
     def handler(self, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: str) -> Any:
         """Returns TensorFlow's PreemptionCheckpointHandler for ``checkpoint`` (a
-        tf.train.Checkpoint) with this config, which restores the latest checkpoint when it
-        is built. Its files stay in ``checkpoint_dir`` (a directory every node sees): the
-        chief's checkpoint in ``checkpoint_dir/chief``, the other workers' parts (written,
-        then removed, at every save) in ``checkpoint_dir/workertemp_<id>``, as Keras 2's
-        BackupAndRestore lays them out; given the directory itself, TensorFlow would write
-        those beside it. Built without TensorFlow's probe of Google's metadata server, after
-        taking SIGTERM back from TensorFlow. Warns where Slurm restarted the job and there is
-        no checkpoint to resume from."""
+        tf.train.Checkpoint) with this config (a SlurmCheckpointHandler: its ``run`` also
+        saves periodically where ``checkpoint_every`` asks), which restores the newest
+        checkpoint that reads whole when it is built (a torn one skipped with a warning; every
+        worker on worker 0's). Its files stay in ``checkpoint_dir`` (a directory every node
+        sees): the chief's last ``keep`` checkpoints in ``checkpoint_dir/chief``, the other
+        workers' parts (written, then removed, at every save) in
+        ``checkpoint_dir/workertemp_<id>``, as Keras 2's BackupAndRestore lays them out, and
+        the manifest (which job wrote them, at which step) in ``checkpoint_dir``.
+
+        Raises:
+          ResolutionError: another job that has not ended wrote ``checkpoint_dir``; a worker
+            cannot read the checkpoint worker 0 restored.
+        """
+        from mpi_resolver.preemption.tf_handler import SlurmCheckpointHandler
+
         if self.cluster_resolver is None:
             self.cluster_resolver = cluster_resolver
         self.take_back_from_tensorflow()
+        chief, job = _chief(cluster_resolver, os.environ), this_job(os.environ)
+        check_directory(checkpoint_dir, job, lambda j: job_state(j, timeout=10.0), chief)
         directory = chief_directory(checkpoint_dir)
         warning = missing_checkpoint(os.environ, directory, tf.train.latest_checkpoint(directory))
-        if warning and _chief(cluster_resolver, os.environ):  # one line for the job
+        if warning and chief:  # one line for the job
             log_once(warning)
+        coord = self.coordinator_now()
+        manager = KeepingManager(checkpoint, directory, self.keep, chief=chief,
+                                 agree=lambda prefix: coord.agree(_RESTORED, prefix))
+        self.saver = Saver(manager, None if chief else _scratch(checkpoint, checkpoint_dir,
+                                                                cluster_resolver),
+                           job=job, settings=self._settings())
+        if getattr(self, "save_fn", None) is None:
+            self.save_fn = self.saver
+        self._say_schedule(chief)
         _quiet_total_run_calls()
         with no_gce_probe():
-            return tf.distribute.experimental.PreemptionCheckpointHandler(
-                cluster_resolver, checkpoint, directory, termination_config=self)
+            return SlurmCheckpointHandler(
+                cluster_resolver, manager, termination_config=self, saver=self.saver,
+                every=self.every, make_schedule=lambda start, every: Schedule(
+                    every, start, chief=coord.chief, agree=_plan_agreement(coord),
+                    nodes=_nodes(cluster_resolver), node_mtbf_hours=self.node_mtbf_hours))
+
+    def coordinator_now(self) -> TfCoordinator:
+        """Returns the termination's coordinator (built on first use)."""
+        coord = self.termination.coordinator()
+        assert isinstance(coord, TfCoordinator)  # what _coordinator makes
+        return coord
+
+    def _settings(self) -> Dict[str, Any]:
+        return {"checkpoint_every": self.every.describe() if self.every else None,
+                "keep": self.keep, "signal": self.policy.warning.name}
+
+    def _say_schedule(self, chief: bool) -> None:
+        if chief and self.every is not None and self.every.steps is not None:
+            log_once(f"periodic checkpoints every {self.every.steps} steps; the last "
+                     f"{self.keep} kept", logging.INFO)
+
+
+_RESTORED = "mpi_resolver_restored"
+
+
+def _plan_agreement(coord: TfCoordinator) -> Callable[[int, Optional[int]], int]:
+    """Returns the schedule's agreement over ``coord``: the chief's next save step."""
+    def agree(index: int, value: Optional[int]) -> int:
+        return int(coord.agree(f"mpi_resolver_plan_{index}", "" if value is None else
+                               str(value)))
+    return agree
+
+
+def _scratch(checkpoint: Any, checkpoint_dir: str, resolver: Any) -> Any:
+    """Returns a non-chief worker's throw-away CheckpointManager (workertemp_<id>)."""
+    task = getattr(resolver, "task_id", None) or 0
+    where = os.path.join(checkpoint_dir, f"workertemp_{task}", "chief")
+    return tf.train.CheckpointManager(checkpoint, where, max_to_keep=1)
+
+
+def _nodes(resolver: Any) -> int:
+    """Returns the job's nodes: the ClusterSpec's distinct hosts, else SLURM_JOB_NUM_NODES."""
+    if resolver is not None:
+        spec = resolver.cluster_spec()
+        hosts = {a.rsplit(":", 1)[0] for j in spec.jobs for a in spec.job_tasks(j)}
+        if hosts:
+            return len(hosts)
+    return whole_number(os.environ.get("SLURM_JOB_NUM_NODES")) or 1
 
 
 #: Seconds the process may take to end after the save, its script's cleanup included.

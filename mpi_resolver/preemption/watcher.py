@@ -52,12 +52,14 @@ class SignalWatcher:
         self._clock = clock
         self._first: Optional[Tuple[int, float, float]] = None
         self._count = 0
+        self._came: Dict[int, bool] = {}
         self._previous: Dict[int, Any] = {}
         self._c_handler: Optional[int] = None
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Assignments only: the main thread may be anywhere (inside a lock, a write, a save).
         self._count += 1
+        self._came[signum] = True
         if self._first is None:
             self._first = (signum, self._clock(), time.time())
 
@@ -97,6 +99,11 @@ class SignalWatcher:
     def count(self) -> int:
         """Returns how many watched signals came (a second one while saving is harmless)."""
         return self._count
+
+    def came(self, number: int) -> bool:
+        """Returns True where signal ``number`` came since install() (or forget()), first or
+        later (SIGTERM on top of the warning signal: the job is being ended)."""
+        return self._came.get(int(number), False)
 
     def displaced(self) -> List[Displaced]:
         """Returns the watched signals whose handler another piece of code installed since:
@@ -149,6 +156,7 @@ class SignalWatcher:
     def forget(self) -> None:
         """Forgets the signals that came (rehearsals: a probe's signal is not a real one)."""
         self._first, self._count = None, 0
+        self._came = {}
 
 
 def _python_owner(handler: Any) -> str:

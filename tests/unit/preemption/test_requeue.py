@@ -68,14 +68,15 @@ def test_read_requeue(returncode, output, done, message):
 
 class Scontrol:
     """Stands for scontrol: answers each call with ``answer`` (a CompletedProcess's fields)
-    or raises ``error``; records the arguments."""
+    or raises ``error``; records the arguments and the time each call was given."""
 
     def __init__(self, returncode=0, stdout="", stderr="", error=None):
         self.answer = (returncode, stdout, stderr)
-        self.error, self.calls = error, []
+        self.error, self.calls, self.timeouts = error, [], []
 
-    def __call__(self, args):
+    def __call__(self, args, timeout):
         self.calls.append(list(args))
+        self.timeouts.append(timeout)
         if self.error is not None:
             raise self.error
         return subprocess.CompletedProcess(["scontrol", *args], *self.answer)
@@ -85,6 +86,30 @@ def test_requeue_runs_scontrol_requeue_of_the_target():
     run = Scontrol()
     assert rq.requeue("12_1", "node1", 75, run).done
     assert run.calls == [["requeue", "12_1"]]
+    assert run.timeouts == [rq.SCONTROL_TIMEOUT]
+
+
+def test_requeue_and_the_job_s_state_take_the_time_they_are_given():
+    run = Scontrol(stdout="JobId=12 JobState=RUNNING Reason=None")
+    rq.requeue("12", "node1", 75, run, 4.5)
+    rq.job_ending("12", run, 3.0)
+    assert rq.job_state("12", run, 2.0) == "RUNNING"
+    assert run.timeouts == [4.5, 3.0, 2.0]
+
+
+@pytest.mark.parametrize("run, state", [
+    pytest.param(Scontrol(stdout="JobId=7 JobState=COMPLETED Reason=None"), "COMPLETED",
+                 id="its state"),
+    pytest.param(Scontrol(1, stdout="JobId=7 JobState=RUNNING", stderr="x"), None,
+                 id="scontrol failed: no state even if it printed one"),
+    pytest.param(Scontrol(0, stdout="No jobs in the system"), None, id="no JobState"),
+    pytest.param(Scontrol(error=FileNotFoundError("scontrol")), None, id="no scontrol"),
+    pytest.param(Scontrol(error=subprocess.TimeoutExpired(["scontrol"], 2.0)), None,
+                 id="no answer in time"),
+])
+def test_job_state(run, state):
+    assert rq.job_state("7", run) == state
+    assert run.timeouts == [rq.SCONTROL_TIMEOUT]
 
 
 def test_requeue_reads_stderr_too():
@@ -119,6 +144,8 @@ def test_run_scontrol_is_bounded_and_captures(monkeypatch):
     rq.run_scontrol(["requeue", "12"])
     assert seen["argv"] == ["scontrol", "requeue", "12"]
     assert seen["timeout"] == rq.SCONTROL_TIMEOUT == 30.0
+    rq.run_scontrol(["show", "job", "12"], 2.5)
+    assert seen["timeout"] == 2.5
     assert seen["capture_output"] and seen["text"] and seen["stdin"] == subprocess.DEVNULL
 
 

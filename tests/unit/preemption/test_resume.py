@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_resolver.preemption.resume import missing_checkpoint, restart_count
+from mpi_resolver.preemption.resume import missing_checkpoint, restart_count, restore_newest
 
 pytestmark = pytest.mark.unit
 
@@ -57,3 +57,49 @@ def test_an_array_task_is_named_as_slurm_names_it():
     assert missing_checkpoint(env, "d", None).startswith("job 12_1 runs for the 2nd time")
     del env["SLURM_ARRAY_TASK_ID"]
     assert missing_checkpoint(env, "d", None).startswith("job 13 runs")
+
+
+class Reader:
+    """Stands for restoring a checkpoint: the prefixes in ``torn`` raise, the others restore;
+    records what was tried."""
+
+    def __init__(self, *torn: str) -> None:
+        self.torn, self.tried = set(torn), []
+
+    def __call__(self, prefix: str) -> None:
+        self.tried.append(prefix)
+        if prefix in self.torn:
+            raise ValueError(f"Data loss: truncated record at 1024 in {prefix}.data\nmore")
+
+
+D = "/ckpt/chief"
+
+
+@pytest.mark.parametrize("prefixes, torn, restored, tried, warnings", [
+    pytest.param([], (), None, [], [], id="nothing to restore: step 0, no word"),
+    pytest.param([f"{D}/ckpt-6", f"{D}/ckpt-7"], (), f"{D}/ckpt-7", [f"{D}/ckpt-7"], [],
+                 id="the newest"),
+    pytest.param([f"{D}/ckpt-6", f"{D}/ckpt-7"], (f"{D}/ckpt-7",), f"{D}/ckpt-6",
+                 [f"{D}/ckpt-7", f"{D}/ckpt-6"],
+                 [f"checkpoint ckpt-7 in {D} does not restore (Data loss: truncated record at "
+                  f"1024 in {D}/ckpt-7.data): skipped; resuming from ckpt-6"],
+                 id="the newest torn: the one before, one warning naming it"),
+    pytest.param([f"{D}/ckpt-6", f"{D}/ckpt-7"], (f"{D}/ckpt-7", f"{D}/ckpt-6"), None,
+                 [f"{D}/ckpt-7", f"{D}/ckpt-6"],
+                 [f"no checkpoint in {D} restores (ckpt-7: Data loss: truncated record at 1024 "
+                  f"in {D}/ckpt-7.data; ckpt-6: Data loss: truncated record at 1024 in "
+                  f"{D}/ckpt-6.data): training starts from step 0"],
+                 id="none restores: step 0, one warning naming each"),
+])
+def test_restore_newest(prefixes, torn, restored, tried, warnings):
+    reader = Reader(*torn)
+    assert restore_newest(prefixes, reader, D) == (restored, warnings)
+    assert reader.tried == tried
+
+
+def test_an_error_without_words_is_named_by_its_type():
+    def fail(prefix):
+        raise OSError()
+
+    assert restore_newest(["/c/ckpt-1"], fail, "/c")[1] == [
+        "no checkpoint in /c restores (ckpt-1: OSError): training starts from step 0"]

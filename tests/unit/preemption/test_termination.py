@@ -30,12 +30,16 @@ class Watcher:
     handlers others took."""
 
     def __init__(self, sig: Optional[WarningSignal] = None, at: float = 100.0,
-                 displaced: List[Displaced] = ()):
+                 displaced: List[Displaced] = (), also: Optional[WarningSignal] = None):
         self.arrival = None if sig is None else Arrival(sig, at, 0.0)
         self._displaced = list(displaced)
+        self._came = {s.number for s in (sig, also) if s is not None}
 
     def displaced(self):
         return self._displaced
+
+    def came(self, number):
+        return number in self._came
 
 
 class Coordinator:
@@ -52,15 +56,15 @@ class Coordinator:
         self.calls.append(("event", seconds))
         return self._event
 
-    def barrier(self, seconds):
-        self.calls.append(("barrier", seconds))
+    def barrier(self, seconds, tag=""):
+        self.calls.append(("barrier", seconds) + ((tag,) if tag else ()))
         return self.saved
 
-    def publish(self, text):
-        self.calls.append(("publish", text))
+    def publish(self, text, tag=""):
+        self.calls.append(("publish", text) + ((tag,) if tag else ()))
 
-    def read(self, seconds):
-        self.calls.append(("read", seconds))
+    def read(self, seconds, tag=""):
+        self.calls.append(("read", seconds) + ((tag,) if tag else ()))
         return self.told
 
 
@@ -71,9 +75,11 @@ class Scontrol:
     def __init__(self, state="RUNNING", reason="None", requeue=(0, ""), error=None):
         self.state, self.reason, self.requeue, self.error = state, reason, requeue, error
         self.calls: List[List[str]] = []
+        self.timeouts: List[float] = []
 
-    def __call__(self, args):
+    def __call__(self, args, timeout):
         self.calls.append(list(args))
+        self.timeouts.append(timeout)
         if self.error is not None:
             raise self.error
         if args[0] == "show":
@@ -83,11 +89,12 @@ class Scontrol:
 
 
 def termination(sig=USR1, *, warning=USR1, grace=None, requeue=True, on_time_limit=False,
-                coordinator=None, run=None, env=JOB, now=101.5, displaced=()):
+                coordinator=None, run=None, env=JOB, now=101.5, displaced=(), also=None,
+                clock=None):
     coordinator = coordinator or Coordinator()
     t = Termination(Policy(warning, grace, requeue, on_time_limit),
-                    Watcher(sig, displaced=displaced), env, lambda: coordinator,
-                    run=run or Scontrol(), clock=lambda: now, host="node1")
+                    Watcher(sig, displaced=displaced, also=also), env, lambda: coordinator,
+                    run=run or Scontrol(), clock=clock or (lambda: now), host="node1")
     return t, coordinator
 
 
@@ -99,6 +106,8 @@ def _fresh_log_memory():
 
 
 REQUEUED = "requeued job 12 (scontrol requeue 12)"
+#: What is left of DEFAULT_WAIT 1.5 s after the signal (the fake clock's ``now``).
+LEFT = DEFAULT_WAIT - 1.5
 NOT_ASKED = ("SIGTERM ends the job (the time limit, scancel, Slurm's requeue or preemption; "
              "requeue_on_time_limit=True requeues after the time limit)")
 
@@ -156,7 +165,8 @@ def test_worker_0_decides(sig, warning, requeue, on_time_limit, slurm, code, wha
                            run=slurm)
     assert t.finish() == (code, what)
     assert slurm.calls == calls
-    assert coord.calls == [("barrier", DEFAULT_WAIT), ("publish", f"{code} {what}")]
+    assert coord.calls == [("barrier", LEFT), ("publish", f"{code} {what}")]
+    assert slurm.timeouts == [LEFT] * len(calls)
 
 
 @pytest.mark.parametrize("slurm, message", [
@@ -207,7 +217,7 @@ def test_other_workers_take_worker_0_s_code(told, expected):
     t, coord = termination(coordinator=Coordinator(chief=False, told=told), run=run)
     assert t.finish() == expected
     assert run.calls == []  # only worker 0 requeues
-    assert coord.calls == [("barrier", DEFAULT_WAIT), ("read", DEFAULT_WAIT)]
+    assert coord.calls == [("barrier", LEFT), ("read", LEFT)]
 
 
 @pytest.mark.parametrize("sig, code", [(USR1, REQUEUE_EXIT_CODE), (TERM, TERMINATED_EXIT_CODE)])
@@ -229,7 +239,9 @@ def test_a_save_a_peer_s_signal_started_goes_by_that_signal(announced, what):
 
 
 @pytest.mark.parametrize("grace, now, wait", [
-    pytest.param(None, 101.5, DEFAULT_WAIT, id="no grace period: the default"),
+    pytest.param(None, 101.5, DEFAULT_WAIT - 1.5, id="no grace period: the default's rest"),
+    pytest.param(None, 128.0, 2.0, id="no grace period, 28 s gone: 2 s"),
+    pytest.param(None, 127.0, 3.0, id="no grace period, 27 s gone: 3 s"),
     pytest.param(120, 101.5, 118.5, id="what is left of it"),
     pytest.param(120, 218.0, 2.0, id="118 s gone: 2 s left"),
     pytest.param(120, 219.0, 2.0, id="119 s gone: still 2 s"),
@@ -325,3 +337,88 @@ def test_watch_warns_once_per_signal_whoever_took_it_next(caplog):
     t.watch()
     assert [r.getMessage().split(" is now handled by ")[1].split(",")[0]
             for r in caplog.records] == ["libnccl.so.2 (/opt/nccl/lib/libnccl.so.2)"]
+
+
+ENDS = ("SIGTERM came during the save and Slurm ends the job (scancel, or Slurm's requeue or "
+        "preemption, which requeues it itself)")
+
+
+@pytest.mark.parametrize("slurm, code, what", [
+    pytest.param(Scontrol("COMPLETING"), TERMINATED_EXIT_CODE,
+                 f"checkpoint saved on SIGUSR1; not requeued: {ENDS}",
+                 id="scancel during the warning's save: not requeued, 143"),
+    pytest.param(Scontrol("COMPLETING", "TimeLimit"), REQUEUE_EXIT_CODE,
+                 f"checkpoint saved on SIGUSR1; {REQUEUED}",
+                 id="the time limit during the warning's save: requeued as the warning asked"),
+    pytest.param(Scontrol("RUNNING"), REQUEUE_EXIT_CODE,
+                 f"checkpoint saved on SIGUSR1; {REQUEUED}",
+                 id="scancel --signal=TERM alone: the job runs on, requeued"),
+    pytest.param(Scontrol(error=FileNotFoundError()), TERMINATED_EXIT_CODE,
+                 "checkpoint saved on SIGUSR1; not requeued: scontrol could not say why "
+                 "SIGTERM came", id="scontrol cannot say: not requeued"),
+])
+def test_sigterm_on_top_of_the_warning_asks_why(slurm, code, what):
+    slurm.calls.clear()
+    t, _ = termination(USR1, also=TERM, run=slurm)
+    assert t.finish() == (code, what)
+    assert slurm.calls[0] == ["show", "job", "-o", "12"]
+
+
+def test_the_warning_alone_never_asks_scontrol_why():
+    slurm = Scontrol("COMPLETING")
+    t, _ = termination(USR1, run=slurm)
+    assert t.finish()[0] == REQUEUE_EXIT_CODE
+    assert slurm.calls == [["requeue", "12"]]
+
+
+def test_a_time_limit_requeue_outside_a_job_is_a_line_not_an_exception():
+    t, _ = termination(TERM, on_time_limit=True, env={})
+    code, what = t.finish()
+    assert code == TERMINATED_EXIT_CODE
+    assert what.startswith("checkpoint saved on SIGTERM; not requeued: SLURM_JOB_ID=None: not "
+                           "in a Slurm job")
+
+
+@pytest.mark.parametrize("requeue, code", [
+    pytest.param((0, ""), REQUEUE_EXIT_CODE, id="requeued: 75"),
+    pytest.param((1, "Requested operation is presently disabled for job 12"),
+                 TERMINATED_EXIT_CODE, id="not requeued after the time limit: 143"),
+])
+def test_after_the_time_limit_75_only_where_the_requeue_worked(requeue, code):
+    t, _ = termination(TERM, on_time_limit=True, run=Scontrol("COMPLETING", "TimeLimit",
+                                                             requeue=requeue))
+    assert t.finish()[0] == code
+
+
+def test_a_failed_warning_requeue_is_still_75_for_the_batch_script():
+    slurm = Scontrol(requeue=(1, "Requested operation is presently disabled for job 12"))
+    assert termination(USR1, run=slurm)[0].finish()[0] == REQUEUE_EXIT_CODE
+
+
+def test_a_failed_save_is_said_and_the_job_still_requeued(caplog):
+    t, coord = termination(USR1, grace=12.0, now=105.0)
+    assert t.finish(40, "No space left on device") == (REQUEUE_EXIT_CODE, (
+        "the save on SIGUSR1 failed (No space left on device): the job resumes from the last "
+        f"checkpoint that restores; {REQUEUED}"))
+    assert not caplog.records  # no slow-save warning for a save that did not happen
+
+
+def test_each_save_meets_under_its_own_step():
+    t, coord = termination(coordinator=Coordinator(chief=False, told="75 x"))
+    t.finish(40)
+    assert coord.calls == [("barrier", LEFT, "_40"), ("read", LEFT, "_40")]
+    t, coord = termination()
+    code, what = t.finish(7)
+    assert coord.calls[-1] == ("publish", f"{code} {what}", "_7")
+
+
+def test_every_wait_shares_one_deadline():
+    """The clock moves 1 s at each reading: each wait gets what is left, not a fresh bound."""
+    ticks = iter(range(101, 200))
+    slurm = Scontrol("COMPLETING", "TimeLimit")
+    t, coord = termination(TERM, grace=None, on_time_limit=True, run=slurm,
+                           clock=lambda: float(next(ticks)))
+    t.finish()
+    waits = [c[1] for c in coord.calls if c[0] == "barrier"] + slurm.timeouts
+    assert waits == sorted(waits, reverse=True) and len(set(waits)) == len(waits)
+    assert len(waits) == 3 and waits[0] < DEFAULT_WAIT - 1

@@ -190,3 +190,15 @@ def test_a_newer_watcher_of_the_package_is_not_a_displacement(watcher):
     newer = SignalWatcher([USR1])
     newer.install()
     assert watcher.displaced() == []
+
+
+def test_every_signal_that_came_is_known_not_only_the_first(watcher):
+    assert not watcher.came(signal.SIGUSR1) and not watcher.came(signal.SIGUSR2)
+    os.kill(os.getpid(), signal.SIGUSR1)
+    assert wait_for(lambda: watcher.came(signal.SIGUSR1))
+    assert not watcher.came(signal.SIGUSR2)
+    os.kill(os.getpid(), signal.SIGUSR2)  # on top of the first: scancel during the save
+    assert wait_for(lambda: watcher.came(signal.SIGUSR2))
+    assert watcher.arrival.signal == USR1
+    watcher.forget()
+    assert not watcher.came(signal.SIGUSR1) and not watcher.came(signal.SIGUSR2)

@@ -1,0 +1,91 @@
+"""Which job's checkpoints a directory holds: a small manifest the chief writes beside them
+(the job, the step, the run's settings), and the rule for a directory another job wrote:
+taken over with a warning once that job has ended, refused while it runs (pure, but for
+``read_manifest`` and ``write_manifest``, the file edge)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from mpi_resolver.core.errors import ResolutionError
+
+__all__ = ["MANIFEST", "this_job", "manifest_for", "read_manifest", "write_manifest",
+           "foreign_warning", "owned_by"]
+
+MANIFEST = "mpi_resolver.json"
+#: Slurm's job states of a job that has not ended yet.
+_LIVE = {"RUNNING", "PENDING", "SUSPENDED", "REQUEUED", "CONFIGURING", "RESIZING",
+         "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT"}
+
+
+def this_job(env: Mapping[str, str]) -> Optional[str]:
+    """Returns this job as scontrol names it ('12', or '10_3' for an array task), None
+    outside a Slurm job."""
+    job = env.get("SLURM_JOB_ID", "").strip()
+    if not job.isdigit():
+        return None
+    array, task = (env.get(v, "").strip() for v in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"))
+    return f"{array}_{task}" if array.isdigit() and task.isdigit() else job
+
+
+def manifest_for(job: Optional[str], step: int, settings: Mapping[str, Any],
+                 clock: Callable[[], float] = time.time) -> Dict[str, Any]:
+    """Returns the manifest of a checkpoint at ``step`` written by ``job``."""
+    return {"job": job, "step": int(step), "host": socket.gethostname(),
+            "written": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(clock())),
+            "settings": dict(settings)}
+
+
+def read_manifest(directory: str) -> Optional[Dict[str, Any]]:
+    """Returns the manifest in ``directory``, None where there is none or it is not JSON."""
+    try:
+        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def write_manifest(directory: str, manifest: Mapping[str, Any]) -> None:
+    """Writes ``manifest`` into ``directory`` whole or not at all (a file beside it, then a
+    rename)."""
+    path = os.path.join(directory, MANIFEST)
+    part = f"{path}.{os.getpid()}.part"
+    with open(part, "w", encoding="utf-8") as f:
+        json.dump(dict(manifest), f, indent=1, sort_keys=True)
+    os.replace(part, path)
+
+
+def owned_by(manifest: Optional[Mapping[str, Any]], job: Optional[str]) -> bool:
+    """Returns True where ``job`` may delete the directory's checkpoints: no manifest, or
+    one that ``job`` wrote (outside Slurm: one written outside Slurm)."""
+    return manifest is None or manifest.get("job") == job
+
+
+def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
+                    job: Optional[str], state: Callable[[str], Optional[str]]) -> Optional[str]:
+    """Returns the warning where ``directory``'s checkpoints were written by another job that
+    has ended (this job goes on from them), None where they are this job's or there are none.
+    ``state(job)`` is the other job's JobState (None where scontrol cannot say).
+
+    Raises:
+      ResolutionError: the other job has not ended: two jobs must not share a directory.
+    """
+    other = None if manifest is None else manifest.get("job")
+    if manifest is None or other == job or other is None or job is None:
+        return None
+    where = (f"{directory} holds the checkpoint of job {other} (step {manifest.get('step')}, "
+             f"written {manifest.get('written')} on {manifest.get('host')})")
+    now = state(str(other))
+    if now in _LIVE:
+        raise ResolutionError(
+            f"{where}, which is {now}: two jobs must not share a checkpoint directory (each "
+            "would resume from, and delete, the other's files). Give each job its own, e.g. "
+            "--checkpoint-dir checkpoints/$SLURM_JOB_ID, as the templates do.")
+    return (f"{where}; job {job} resumes from it and takes the directory over (job {other} "
+            f"is {now or 'not known to scontrol'}). Give each job its own directory to start "
+            "afresh.")

@@ -1,0 +1,157 @@
+"""Periodic checkpoints (preemption.tf_handler), the last K kept and a torn checkpoint skipped
+(preemption.tf_checkpoints), a save that fails, the manifest and the handlers put back, with
+the installed TensorFlow in this process (one worker: preemption.tf_coordinator answers at
+once). Two workers, a worker killed and the step restarted: tests/cluster."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+import pytest
+
+from mpi_resolver.preemption.manifest import MANIFEST, read_manifest, write_manifest
+from tests.tf.test_preemption import model_and_step, train
+
+pytestmark = pytest.mark.tf
+
+
+def ckpts(directory):
+    return sorted(p.name.split(".")[0] for p in (directory / "chief").glob("ckpt-*.index"))
+
+
+def messages(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "mpi_resolver"]
+
+
+def test_every_n_steps_keeps_the_last_k_and_the_next_run_resumes(slurm_config, tmp_path,
+                                                                 caplog):
+    import tensorflow as tf
+
+    caplog.set_level(logging.INFO, "mpi_resolver")
+    checkpoint, step, weight = model_and_step(tf)
+    handler = slurm_config(checkpoint_every=10, keep=2).handler(None, checkpoint,
+                                                                str(tmp_path))
+    assert train(handler, step, weight, 35) == 35
+    assert ckpts(tmp_path) == ["ckpt-2", "ckpt-3"]  # steps 20 and 30; step 10's pruned
+    assert read_manifest(str(tmp_path))["step"] == 30
+    assert "mpi_resolver: periodic checkpoints every 10 steps; the last 2 kept" in \
+        messages(caplog)
+
+    checkpoint, step, weight = model_and_step(tf)  # a worker killed at step 35: the next run
+    slurm_config(checkpoint_every=10).handler(None, checkpoint, str(tmp_path))
+    assert int(step.numpy()) == 30 and float(weight.numpy()) == 31.0  # 5 steps lost
+
+
+def test_a_torn_newest_checkpoint_is_skipped_with_one_warning(slurm_config, tmp_path, caplog):
+    import tensorflow as tf
+
+    checkpoint, step, weight = model_and_step(tf)
+    handler = slurm_config(checkpoint_every=10, keep=2).handler(None, checkpoint,
+                                                                str(tmp_path))
+    train(handler, step, weight, 21)  # step 20's save comes at the start of step 21
+    data = next((tmp_path / "chief").glob("ckpt-2.data-*"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # a crash mid-write
+    caplog.clear()
+
+    checkpoint, step, weight = model_and_step(tf)
+    slurm_config(checkpoint_every=10).handler(None, checkpoint, str(tmp_path))
+    assert int(step.numpy()) == 10 and float(weight.numpy()) == 11.0
+    said = messages(caplog)
+    assert len(said) == 1 and said[0].startswith(
+        f"mpi_resolver: checkpoint ckpt-2 in {tmp_path / 'chief'} does not restore (")
+    assert said[0].endswith("): skipped; resuming from ckpt-1")
+
+
+def test_no_checkpoint_that_restores_is_step_0_and_one_warning(slurm_config, tmp_path, caplog):
+    import tensorflow as tf
+
+    checkpoint, step, weight = model_and_step(tf)
+    handler = slurm_config(checkpoint_every=10, keep=2).handler(None, checkpoint,
+                                                                str(tmp_path))
+    train(handler, step, weight, 21)  # step 20's save comes at the start of step 21
+    for index in (tmp_path / "chief").glob("ckpt-*.index"):
+        index.unlink()
+    caplog.clear()
+    checkpoint, step, weight = model_and_step(tf)
+    slurm_config().handler(None, checkpoint, str(tmp_path))
+    assert int(step.numpy()) == 0 and float(weight.numpy()) == 1.0
+    said = messages(caplog)
+    assert len(said) == 1 and "ckpt-2: " in said[0] and "ckpt-1: " in said[0]
+    assert said[0].endswith("): training starts from step 0")
+
+
+def test_a_save_that_fails_still_ends_in_the_exit_code(slurm_config, tmp_path, caplog,
+                                                        monkeypatch):
+    import tensorflow as tf
+
+    from mpi_resolver.preemption.tf_checkpoints import KeepingManager
+
+    config = slurm_config(requeue=False)
+    checkpoint, step, weight = model_and_step(tf)
+    handler = config.handler(None, checkpoint, str(tmp_path))
+
+    def full(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(KeepingManager, "save", full)
+    with pytest.raises(SystemExit) as end:
+        train(handler, step, weight, 100, signal_at=3)
+    assert end.value.code == 75
+    assert messages(caplog)[-1] == (
+        "mpi_resolver: the save on SIGUSR1 failed ([Errno 28] No space left on device): the "
+        "job resumes from the last checkpoint that restores; not requeued: requeue=False; "
+        "exit code 75")
+
+
+def test_a_periodic_save_that_fails_is_a_warning_and_training_goes_on(slurm_config, tmp_path,
+                                                                        caplog, monkeypatch):
+    import tensorflow as tf
+
+    from mpi_resolver.preemption.tf_checkpoints import KeepingManager
+
+    checkpoint, step, weight = model_and_step(tf)
+    handler = slurm_config(checkpoint_every=5).handler(None, checkpoint, str(tmp_path))
+    monkeypatch.setattr(KeepingManager, "save", lambda self, *a, **k: 1 / 0)
+    assert train(handler, step, weight, 12) == 12
+    assert messages(caplog) == ["mpi_resolver: the checkpoint at step 5 was not saved "
+                                "(division by zero); the last one that restores is kept",
+                                "mpi_resolver: the checkpoint at step 10 was not saved "
+                                "(division by zero); the last one that restores is kept"]
+
+
+def test_auto_saves_after_the_warmup_and_says_the_interval(slurm_config, tmp_path, caplog):
+    import tensorflow as tf
+
+    checkpoint, step, weight = model_and_step(tf)
+    handler = slurm_config(checkpoint_every="auto").handler(None, checkpoint, str(tmp_path))
+    train(handler, step, weight, 12)
+    assert ckpts(tmp_path) == ["ckpt-1"]  # at step 10, the save that gives Young's C
+    line = [m for m in messages(caplog) if "periodic checkpoints (auto)" in m]
+    assert len(line) == 1 and "(Young: sqrt(2 x C " in line[0] and "M 6000 h))" in line[0]
+
+
+def test_disarm_puts_the_handlers_back(slurm_config, tmp_path):
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR1)
+    config = slurm_config()
+    assert signal.getsignal(signal.SIGTERM) != before[0]
+    config.disarm()
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGUSR1)) == before
+
+
+def test_another_running_job_s_directory_is_refused(slurm_config, tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    from mpi_resolver.core.errors import ResolutionError
+    from mpi_resolver.preemption import tf_config
+
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    write_manifest(str(tmp_path), {"job": "11", "step": 5, "written": "t", "host": "h"})
+    monkeypatch.setattr(tf_config, "job_state", lambda job, timeout: "RUNNING")
+    checkpoint, _, _ = model_and_step(tf)
+    with pytest.raises(ResolutionError, match="which is RUNNING: two jobs must not share"):
+        slurm_config().handler(None, checkpoint, str(tmp_path))
+    monkeypatch.setattr(tf_config, "job_state", lambda job, timeout: "COMPLETED")
+    slurm_config().handler(None, checkpoint, str(tmp_path))  # an ended job's: taken over
+    assert os.path.exists(tmp_path / MANIFEST)

@@ -1,0 +1,95 @@
+"""preemption.manifest: which job wrote a checkpoint directory, and the rule for another
+job's: taken over with a warning once it ended, refused while it runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.preemption.manifest import (MANIFEST, foreign_warning, manifest_for, owned_by,
+                                              read_manifest, this_job, write_manifest)
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("env, job", [
+    ({"SLURM_JOB_ID": "12"}, "12"),
+    ({"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "3"}, "10_3"),
+    ({"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10"}, "12"),
+    ({"SLURM_JOB_ID": " 12 "}, "12"),
+    ({"SLURM_JOB_ID": "x"}, None),
+    ({}, None),
+])
+def test_this_job(env, job):
+    assert this_job(env) == job
+
+
+def test_a_manifest_is_written_whole_and_read_back(tmp_path):
+    m = manifest_for("12", 40, {"keep": 2}, clock=lambda: 0.0)
+    write_manifest(str(tmp_path), m)
+    assert read_manifest(str(tmp_path)) == m
+    assert m["job"] == "12" and m["step"] == 40 and m["settings"] == {"keep": 2}
+    assert [p.name for p in tmp_path.iterdir()] == [MANIFEST]
+
+
+@pytest.mark.parametrize("text", [None, "not json", "[1, 2]"])
+def test_no_manifest_or_a_broken_one_is_none(tmp_path, text):
+    if text is not None:
+        (tmp_path / MANIFEST).write_text(text)
+    assert read_manifest(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("manifest, job, owned", [
+    (None, "12", True), ({"job": "12"}, "12", True), ({"job": "11"}, "12", False),
+    ({"job": None}, None, True), ({"job": "11"}, None, False),
+])
+def test_who_may_delete(manifest, job, owned):
+    assert owned_by(manifest, job) is owned
+
+
+OTHER = {"job": "11", "step": 300, "written": "2026-11-26T10:00:00", "host": "node1"}
+WHERE = "/ckpt holds the checkpoint of job 11 (step 300, written 2026-11-26T10:00:00 on node1)"
+
+
+@pytest.mark.parametrize("manifest, job", [
+    (None, "12"), ({"job": "12"}, "12"), ({"job": None}, "12"), (OTHER, None),
+])
+def test_no_word_for_this_job_s_own_or_none(manifest, job):
+    asked = []
+    assert foreign_warning("/ckpt", manifest, job, asked.append) is None
+    assert asked == []
+
+
+@pytest.mark.parametrize("state, said", [
+    ("COMPLETED", "COMPLETED"), ("FAILED", "FAILED"), ("CANCELLED", "CANCELLED"),
+    ("TIMEOUT", "TIMEOUT"), ("NODE_FAIL", "NODE_FAIL"), (None, "not known to scontrol"),
+])
+def test_an_ended_job_s_directory_is_taken_over_with_a_warning(state, said):
+    assert foreign_warning("/ckpt", OTHER, "12", lambda job: state) == (
+        f"{WHERE}; job 12 resumes from it and takes the directory over (job 11 is {said}). "
+        "Give each job its own directory to start afresh.")
+
+
+@pytest.mark.parametrize("state", ["RUNNING", "PENDING", "SUSPENDED", "REQUEUED",
+                                   "CONFIGURING", "REQUEUE_HOLD", "SIGNALING", "STAGE_OUT",
+                                   "RESIZING", "REQUEUE_FED"])
+def test_a_live_job_s_directory_is_refused(state):
+    with pytest.raises(ResolutionError) as e:
+        foreign_warning("/ckpt", OTHER, "12", lambda job: state)
+    assert str(e.value) == (
+        f"{WHERE}, which is {state}: two jobs must not share a checkpoint directory (each "
+        "would resume from, and delete, the other's files). Give each job its own, e.g. "
+        "--checkpoint-dir checkpoints/$SLURM_JOB_ID, as the templates do.")
+
+
+def test_the_state_is_asked_of_the_other_job():
+    asked = []
+    foreign_warning("/ckpt", OTHER, "12", lambda job: asked.append(job))
+    assert asked == ["11"]
+
+
+def test_the_file_is_json(tmp_path):
+    write_manifest(str(tmp_path), {"job": "3", "step": 1})
+    assert json.loads((tmp_path / MANIFEST).read_text()) == {"job": "3", "step": 1}
