@@ -81,3 +81,11 @@ class SlurmBackupAndRestore(keras2().callbacks.BackupAndRestore):  # type: ignor
         state.preemption_handler = self.preemption_handler
         state._enable_save_before_preemption = True  # what Google Cloud's check would set
         self.model._preemption_handler = self.preemption_handler
+
+    def on_train_end(self, logs: Any = None) -> None:
+        """Removes the backup (as BackupAndRestore does), then puts the signals' handlers
+        back: from here on SIGTERM ends the process (evaluation, saving the model)."""
+        try:
+            super().on_train_end(logs)
+        finally:
+            self.termination_config.disarm()

@@ -194,6 +194,11 @@ def test_fit_saves_on_the_signal_and_resumes_at_the_next_batch(slurm_config, tmp
     assert first == ((stopped[0], stopped[1] + 1) if stopped[1] < 7 else (stopped[0] + 1, 0))
     assert seen[-1] == (1, 7)  # to the planned end
     assert not os.path.exists(tmp_path / "chief")  # removed once fit completed
+    from mpi_resolver.preemption.watcher import SignalWatcher
+
+    for number in (signal.SIGTERM, signal.SIGUSR1):  # disarmed at the end of training
+        assert not isinstance(getattr(signal.getsignal(number), "__self__", None),
+                              SignalWatcher)
 
 
 END_WITH = """
