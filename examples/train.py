@@ -360,13 +360,18 @@ def train_epochs(args, run, train_step, iterator, step, steps, global_batch, say
 
 def remove_backup(tf, directory: str, is_chief: bool, task_id: int, fit: bool) -> None:
     """Removes this worker's part of the preemption checkpoint in ``directory`` once training
-    completed, as Keras' BackupAndRestore does: the chief's ``chief/`` (under --fit Keras
-    removes it itself), another worker's ``workertemp_<id>/``. A later run of the same command
-    then starts afresh instead of going back to it."""
+    completed, as Keras' BackupAndRestore does: the chief's ``chief/`` and the manifest that
+    names the job (under --fit Keras and SlurmBackupAndRestore remove them), another worker's
+    ``workertemp_<id>/``. A later run of the same command then starts afresh instead of going
+    back to it."""
+    from mpi_resolver.preemption.manifest import remove_manifest
+
     part = "chief" if is_chief else f"workertemp_{task_id}"
     path = os.path.join(directory, part)
     if (not is_chief or not fit) and tf.io.gfile.exists(path):
         tf.io.gfile.rmtree(path)
+    if is_chief and not fit:
+        remove_manifest(directory)
 
 
 def tensorflow_version():

@@ -10,11 +10,14 @@ after every batch, saves one coordinated checkpoint, and resumes at the next bat
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Optional
 
 import tensorflow as tf
 
 from mpi_resolver.core.errors import MissingDependencyError
+from mpi_resolver.preemption.interval import DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS
+from mpi_resolver.preemption.manifest import remove_manifest
 from mpi_resolver.preemption.tf_config import SlurmTerminationConfig
 
 __all__ = ["SlurmBackupAndRestore", "keras2"]
@@ -43,14 +46,16 @@ class SlurmBackupAndRestore(keras2().callbacks.BackupAndRestore):  # type: ignor
     """Keras 2's BackupAndRestore with Slurm's signal: under ``model.fit`` with
     MultiWorkerMirroredStrategy, every worker saves one checkpoint at the same batch when
     Slurm's warning signal (or SIGTERM) comes, worker 0 requeues the job, and the next run's
-    ``fit`` resumes at the batch after it. Create it after the strategy, in the main thread.
+    ``fit`` resumes at the batch after it; with ``checkpoint_every``, also periodically, for
+    the endings nobody announces. The next run resumes from the newest checkpoint that reads
+    whole (a torn one skipped with a warning). Create it after the strategy, in the main
+    thread.
 
     Args:
       backup_dir: the directory every node sees (as BackupAndRestore's).
       termination_config: a SlurmTerminationConfig; default one with the arguments below.
-      signal, grace_period, requeue, requeue_on_time_limit: SlurmTerminationConfig's.
-      save_freq: also save every N batches, or at every 'epoch' (default False: only on
-        the signal).
+      signal, grace_period, requeue, requeue_on_time_limit, checkpoint_every, keep,
+        node_mtbf_hours: SlurmTerminationConfig's.
       delete_checkpoint: remove the backup when ``fit`` completes (as BackupAndRestore).
     """
 
@@ -58,34 +63,53 @@ class SlurmBackupAndRestore(keras2().callbacks.BackupAndRestore):  # type: ignor
                  termination_config: Optional[SlurmTerminationConfig] = None, *,
                  signal: Any = "USR1", grace_period: Optional[float] = None,
                  requeue: bool = True, requeue_on_time_limit: bool = False,
-                 save_freq: Any = False, delete_checkpoint: bool = True) -> None:
-        # save_before_preemption=True passes the constructor's check; it is turned off before
-        # Keras' training state sees it (its own preemption handler is Google Cloud's).
-        super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint,
+                 checkpoint_every: Any = None, keep: int = DEFAULT_KEEP,
+                 node_mtbf_hours: float = DEFAULT_NODE_MTBF_HOURS,
+                 delete_checkpoint: bool = True) -> None:
+        # save_before_preemption=True passes the constructor's check; Keras' own preemption
+        # handler (Google Cloud's) is never built: on_train_begin builds the training state.
+        super().__init__(backup_dir, save_freq=False, delete_checkpoint=delete_checkpoint,
                          save_before_preemption=True)
         self.save_before_preemption = False
         self.termination_config = termination_config or SlurmTerminationConfig(
             signal=signal, grace_period=grace_period, requeue=requeue,
-            requeue_on_time_limit=requeue_on_time_limit)
+            requeue_on_time_limit=requeue_on_time_limit, checkpoint_every=checkpoint_every,
+            keep=keep, node_mtbf_hours=node_mtbf_hours)
         self.preemption_handler: Any = None
 
     def on_train_begin(self, logs: Any = None) -> None:
-        """Restores the backup (Keras' training state), then builds the preemption handler
-        on the same checkpoint and directory and gives it to the training state."""
-        super().on_train_begin(logs)
-        state = self._training_state
-        manager = state.read_checkpoint_manager  # in backup_dir/chief, as handler() puts it
-        resolver = getattr(self.model.distribute_strategy, "cluster_resolver", None)
+        """Builds Keras' training state (the optimizer first, as Keras does) without its
+        restore, then the preemption handler on the same checkpoint, which restores the newest
+        checkpoint that reads whole and saves the last ``keep`` where Keras' state looks."""
+        model = self.model
+        optimizer: Any = getattr(model, "optimizer", None)
+        if model.built and callable(getattr(optimizer, "build", None)) and \
+                not getattr(optimizer, "_built", False):
+            optimizer.build(model.trainable_variables)
+        module = sys.modules[keras2().callbacks.BackupAndRestore.__module__]
+        state = module.worker_training_state.WorkerTrainingState(model, self.backup_dir,
+                                                                 False, False)
+        model._training_state = self._training_state = state
+        resolver = getattr(model.distribute_strategy, "cluster_resolver", None)
         self.preemption_handler = self.termination_config.handler(
-            resolver, manager.checkpoint, self.backup_dir)
+            resolver, state.read_checkpoint_manager.checkpoint, self.backup_dir)
+        saver = self.termination_config.saver
+        assert saver is not None  # handler() made it
+        kept = saver.manager
+        if state.write_checkpoint_manager is state.read_checkpoint_manager:  # the chief
+            state.write_checkpoint_manager = kept
+        state.read_checkpoint_manager = kept
         state.preemption_handler = self.preemption_handler
         state._enable_save_before_preemption = True  # what Google Cloud's check would set
-        self.model._preemption_handler = self.preemption_handler
+        model._preemption_handler = self.preemption_handler
 
     def on_train_end(self, logs: Any = None) -> None:
-        """Removes the backup (as BackupAndRestore does), then puts the signals' handlers
-        back: from here on SIGTERM ends the process (evaluation, saving the model)."""
+        """Removes the backup and its manifest (as BackupAndRestore does), then puts the
+        signals' handlers back: from here on SIGTERM ends the process (evaluation, saving
+        the model)."""
         try:
             super().on_train_end(logs)
+            if self.delete_checkpoint:
+                remove_manifest(self.backup_dir)
         finally:
             self.termination_config.disarm()

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 from mpi_resolver.core.errors import ResolutionError
 
 __all__ = ["MANIFEST", "this_job", "manifest_for", "read_manifest", "write_manifest",
-           "foreign_warning", "owned_by"]
+           "foreign_warning", "owned_by", "remove_manifest"]
 
 MANIFEST = "mpi_resolver.json"
 #: Slurm's job states of a job that has not ended yet.
@@ -58,6 +58,14 @@ def write_manifest(directory: str, manifest: Mapping[str, Any]) -> None:
     with open(part, "w", encoding="utf-8") as f:
         json.dump(dict(manifest), f, indent=1, sort_keys=True)
     os.replace(part, path)
+
+
+def remove_manifest(directory: str) -> None:
+    """Removes ``directory``'s manifest, if any (its checkpoints were removed)."""
+    try:
+        os.remove(os.path.join(directory, MANIFEST))
+    except FileNotFoundError:
+        pass
 
 
 def owned_by(manifest: Optional[Mapping[str, Any]], job: Optional[str]) -> bool:

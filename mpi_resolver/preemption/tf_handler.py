@@ -1,6 +1,8 @@
-"""TensorFlow's PreemptionCheckpointHandler with periodic saves: after every ``run`` the
-schedule says whether every worker saves now, and the chief prints the interval it chose (the
-TensorFlow edge; importing this module imports TensorFlow)."""
+"""TensorFlow's PreemptionCheckpointHandler with periodic saves and no polling delay: where it
+checks for a save (at the start of every ``run`` of a custom loop, after every batch of
+Keras 2's ``fit``), a signal that came is claimed at once (TensorFlow's own thread looks once
+a second) and the schedule says whether every worker saves now; the chief prints the interval
+it chose (the TensorFlow edge; importing this module imports TensorFlow)."""
 
 from __future__ import annotations
 
@@ -20,24 +22,29 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
     """PreemptionCheckpointHandler (a signal: one coordinated save, then the exit) that also
     saves every ``every`` (steps, a duration of the chief's clock, or 'auto'), each worker at
     the same step; ``make_schedule(start, every)`` builds the run's schedule at its first
-    step. A periodic save that fails is a warning and training goes on."""
+    check. A periodic save that fails is a warning and training goes on."""
 
     def __init__(self, cluster_resolver: Any, manager: Any, *, termination_config: Any,
                  saver: Saver, every: Optional[Every],
                  make_schedule: Callable[[int, Every], Schedule]) -> None:
         self._saver, self._every, self._make_schedule = saver, every, make_schedule
         self.schedule: Optional[Schedule] = None
+        self._claimed = False
         super().__init__(cluster_resolver, manager, termination_config=termination_config)
 
-    def run(self, distributed_train_function: Any, *args: Any, **kwargs: Any) -> Any:
-        """Runs one step as TensorFlow's handler does, after the save that is due before it
-        (the periodic one, as TensorFlow saves on a signal: at the start of the next step,
-        when the training script has counted the last); returns the step's result."""
+    def _check_preemption_and_maybe_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        """TensorFlow's check (the signal's save, then the exit), after the periodic save
+        that is due with the state of ``_run_counter`` steps, and after claiming a signal
+        that came since the last check."""
         done = int(self._run_counter)
         self._saver.step = done
         if self._every is not None:
             self._periodic(done, self._every)
-        return super().run(distributed_train_function, *args, **kwargs)
+        if not self._claimed and self._termination_watcher_fn():
+            self._claimed = True
+            if not self._received_own_sigterm.is_set():
+                self._maybe_set_received_own_sigterm()
+        super()._check_preemption_and_maybe_checkpoint(*args, **kwargs)
 
     def _periodic(self, step: int, every: Every) -> None:
         """Saves the state after ``step`` steps where the schedule says so."""
@@ -45,7 +52,6 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
             self.schedule = self._make_schedule(step, every)
         if not self.schedule.due(step):
             return
-        self._saver.step = step
         self._save_checkpoint()  # TensorFlow's: the run count into the checkpoint, then ours
         plans = len(self.schedule.plans)
         self.schedule.saved(step, self._saver.seconds or 0.0)

@@ -155,3 +155,55 @@ def test_another_running_job_s_directory_is_refused(slurm_config, tmp_path, monk
     monkeypatch.setattr(tf_config, "job_state", lambda job, timeout: "COMPLETED")
     slurm_config().handler(None, checkpoint, str(tmp_path))  # an ended job's: taken over
     assert os.path.exists(tmp_path / MANIFEST)
+
+
+def crashing_fit(tmp_path, crash_after, **options):
+    """Keras 2's fit, 2 epochs of 8 batches, with SlurmBackupAndRestore(**options); the
+    batch that ends ``crash_after``-th raises (a worker gone) before the backup sees it.
+    Returns the (epoch, batch) pairs that ran."""
+    import numpy as np
+
+    from mpi_resolver import SlurmBackupAndRestore
+    from mpi_resolver.preemption.keras_callback import keras2
+
+    keras = keras2()
+    seen = []
+
+    class Crash(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append((self.epoch, batch))
+            if len(seen) == crash_after:
+                raise RuntimeError("worker killed")
+
+    model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    x, y = np.zeros((64, 4), np.float32), np.zeros((64,), np.int32)
+    backup = SlurmBackupAndRestore(str(tmp_path), requeue=False, **options)
+    try:
+        model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[Crash(), backup])
+    except RuntimeError:
+        pass
+    return seen
+
+
+def test_fit_saves_every_n_batches_and_resumes_after_a_crash(slurm_config, tmp_path):
+    seen = crashing_fit(tmp_path, 13, checkpoint_every=5, keep=2)
+    assert seen[-1] == (1, 4)  # 13 batches; saves after 5 and 10
+    assert ckpts(tmp_path) == ["ckpt-1", "ckpt-2"]
+    seen = crashing_fit(tmp_path, 0)
+    assert seen[0] == (1, 2) and seen[-1] == (1, 7)  # after batch 10 = epoch 1's 2nd
+    assert not (tmp_path / "chief").exists() and not (tmp_path / MANIFEST).exists()
+
+
+def test_fit_skips_a_torn_checkpoint(slurm_config, tmp_path, caplog):
+    crashing_fit(tmp_path, 13, checkpoint_every=5, keep=2)
+    index = tmp_path / "chief" / "ckpt-2.index"
+    index.unlink()
+    caplog.clear()
+    seen = crashing_fit(tmp_path, 0)
+    assert seen[0] == (0, 5)  # after batch 5: the checkpoint before the torn one
+    assert any("checkpoint ckpt-2 in" in m and "skipped; resuming from ckpt-1" in m
+               for m in messages(caplog))
