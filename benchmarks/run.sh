@@ -2,7 +2,8 @@
 # Installs what is needed (scripts/setup.sh), then runs the benchmarks: a table of measured
 # figures with ratios to TensorFlow's resolver (bench.py), the MPI exchange at scale
 # (exchange.py), check --connect's dial pattern (connect_pattern.py), and long jobs on Slurm:
-# the signal to the checkpoint and the requeue, and the resumed run (preemption.py); figures
+# the signal to the checkpoint and the requeue, and the resumed run (preemption.py), periodic
+# checkpoints (periodic.py); figures
 # also written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
 # --quick: smaller jobs; --skip-slurm: no throw-away Slurm cluster (no preemption.py either);
 # other arguments go to bench.py.
@@ -35,6 +36,10 @@ echo "check --connect's dial pattern at scale, and real mpirun runs (benchmarks/
 "$PY" benchmarks/connect_pattern.py "${quick[@]}" --json "$results/connect_pattern.json"
 "${own_net[@]}" "$PY" benchmarks/connect_pattern.py "${quick[@]}" --mpirun \
   --json "$results/connect_mpirun.json"
+echo
+echo "Periodic checkpoints: the save's time, the overhead at 'auto', the write against dd," \
+     "a signal to the checkpoint on disk (benchmarks/periodic.py)"
+"$PY" benchmarks/periodic.py "${quick[@]}" --json "$results/periodic.json"
 if [ "$skip_slurm" = 0 ]; then
   echo
   echo "Long jobs: Slurm's signal to the checkpoint and the requeue, the resumed run" \

@@ -1,0 +1,39 @@
+"""benchmarks/periodic.py for real with small settings: both models, every figure measured and
+consistent (the interval is Young's of the measured C, the signal's parts add up), the table
+printed as the JSON says; the figures themselves are not judged here."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.tf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_periodic_benchmark_measures_and_prints(tmp_path):
+    from mpi_resolver.preemption.interval import job_mtbf
+
+    out = tmp_path / "periodic.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "periodic.py"), "--mib",
+                          "4", "--steps", "12", "--every", "4", "--json", str(out)],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert [r["model"] for r in rows] == ["example", "large"]
+    for r in rows:
+        assert r["saves"] == 3 and r["C_s"] > 0 and r["dd_s"] > 0
+        assert r["auto_interval_s"] == pytest.approx(math.sqrt(2 * r["C_s"] * job_mtbf(2)))
+        parts = r["step_in_flight"] + r["next_step"] + r["write"]
+        assert parts == pytest.approx(r["signal_to_disk"], abs=1e-6)
+        assert r["step_in_flight"] >= 0 and r["next_step"] >= 0 and r["write"] > 0
+    assert 3.5 < rows[1]["MiB"] < 4.5
+    line = next(ln for ln in run.stdout.splitlines() if ln.startswith("| C_s |"))
+    assert line == "| C_s | " + " | ".join(f"{r['C_s']:.4g}" for r in rows) + " |"
+    assert "example: overhead at auto" in run.stdout and "large: overhead at auto" in run.stdout
