@@ -20,6 +20,8 @@ address and GPUs, and whether Slurm and MPI agree. Run it the way you run traini
   mpirun -n 4 mpi-resolver show           the ClusterSpec and every rank's task and GPUs
   eval "$(mpi-resolver tf-config --export)"   TF_CONFIG and GPUs for this rank (Keras users)
   srun --mpi=pmix mpi-resolver exec -- python train.py   the same, without eval
+  mpi-resolver supervise -- srun --mpi=pmix python train.py   in a batch script: run the
+                                          step again where a task fails (--max-restarts)
 
 show and check print once, from rank 0; tf-config prints on every rank (its own TF_CONFIG).
 Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be resolved.
@@ -54,6 +56,40 @@ def _checkpoint_dir(text: str) -> str:
         return os.path.abspath(os.path.expanduser(checkpoint_dir(text)))
     except FormatError as e:
         raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _max_restarts(text: str) -> int:
+    """Returns --max-restarts as an int >= 0; argparse reports the error otherwise."""
+    from mpi_resolver.preemption.restarts import parse_max_restarts
+
+    try:
+        return parse_max_restarts(text)
+    except FormatError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _supervise(sub: Any) -> None:
+    """Adds supervise: its --max-restarts and the command after --."""
+    from mpi_resolver.preemption.restarts import DEFAULT_MAX_RESTARTS
+
+    run = sub.add_parser(
+        "supervise", help="run a step (srun ..., mpirun ...) again where a task fails",
+        description="Runs COMMAND (the batch script's `srun ...`, or `mpirun ...` without "
+                    "Slurm) and, where a task of it fails (a signal such as SIGKILL or "
+                    "SIGSEGV, or an exit code other than 0 and 75), prints one line naming "
+                    "the task, its node and how it ended (from srun's or mpirun's own "
+                    "report), and runs it again in the same allocation, up to --max-restarts "
+                    "times. Never restarted: exit 0, exit 75 (worker 0 requeued the job), "
+                    "SIGTERM (the job's end: time limit, scancel, requeue; passed on to the "
+                    "step). A node that failed twice is left out of the next srun "
+                    "(--exclude) where the job has more nodes than the step's -N. Exit "
+                    "status: the step's own; the last failure's once the restarts are used "
+                    "up.")
+    run.add_argument("--max-restarts", type=_max_restarts, default=DEFAULT_MAX_RESTARTS,
+                     metavar="N", help="runs after the first, at most (default "
+                                       f"{DEFAULT_MAX_RESTARTS}; 0: never restart)")
+    run.add_argument("step", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]",
+                     help="the step to run, after --")
 
 
 def _common() -> argparse.ArgumentParser:
@@ -167,6 +203,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="leave CUDA_VISIBLE_DEVICES out (as auto_set_gpu=False does)")
     run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
                      help="the program to run, after --")
+    _supervise(sub)
     return parser
 
 
@@ -184,4 +221,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         args.program = args.program[1:] if args.program[:1] == ["--"] else args.program
         if not args.program:
             parser.error("exec needs a program: mpi-resolver exec -- python train.py")
+    if args.command == "supervise":
+        args.step = args.step[1:] if args.step[:1] == ["--"] else args.step
+        if not args.step:
+            parser.error("supervise needs a command: mpi-resolver supervise [--max-restarts "
+                         "N] -- srun --mpi=pmix python train.py (or mpirun ...)")
     return args

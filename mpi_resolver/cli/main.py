@@ -1,5 +1,5 @@
 """mpi-resolver show / check / tf-config / exec: the resolver's answer without importing
-TensorFlow."""
+TensorFlow; supervise (cli/supervise) without resolving anything."""
 
 from __future__ import annotations
 
@@ -218,6 +218,10 @@ def _tf_config_line(args: argparse.Namespace, res: Resolution) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line; returns the exit status (0, 1 mismatch, 2 error)."""
     args = parse_args(argv)
+    if args.command == "supervise":  # no resolution, no MPI: it runs in the batch script
+        from mpi_resolver.cli.supervise import main as supervise
+
+        return supervise(args.step, args.max_restarts)
     env = snapshot()
     launch = detect_launch(env)
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
