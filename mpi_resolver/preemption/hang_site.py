@@ -1,0 +1,106 @@
+"""Where a worker whose step hangs is, read from its own threads' Python stacks: stuck in its
+own code, or waiting inside TensorFlow's step for a peer (pure: frames in, a verdict out).
+
+A worker whose main thread is inside TensorFlow's step function (the all-reduce, the
+strategy's run) is waiting, for a peer or for TensorFlow itself: from its own stack it cannot
+tell which. A worker whose main thread is in its own code, or in its input pipeline (tf.data),
+or that has a thread in Python code TensorFlow runs for the step (a tf.data generator, a
+py_function), is the one that did not arrive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+__all__ = ["Frame", "Site", "hang_site", "where", "STUCK", "WAITING", "UNKNOWN"]
+
+#: A frame as traceback.extract_stack gives it: (file, line, function).
+Frame = Tuple[str, int, str]
+#: Site.verdict: this worker did not arrive; it waits for another; its stack does not say.
+STUCK, WAITING, UNKNOWN = "stuck", "waiting", "unknown"
+
+#: TensorFlow running Python for a graph: tf.data's from_generator, py_function.
+_CALLS_PYTHON = "/tensorflow/python/ops/script_ops.py"
+_INPUT = "/tensorflow/python/data/"
+_TENSORFLOW = ("/tensorflow/", "/tf_keras/", "/keras/src/")
+_PACKAGES = ("/site-packages/", "/dist-packages/")
+_FROZEN = "<frozen "
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where the process is: its ``verdict`` (STUCK, WAITING, UNKNOWN), the frame that says
+    so (None where there is none), and the words for the line."""
+
+    verdict: str
+    frame: Optional[Frame]
+    words: str
+
+
+def hang_site(main: Sequence[Frame], others: Sequence[Sequence[Frame]],
+              library: Sequence[str]) -> Site:
+    """Returns where the process is, from its main thread's frames and its other threads'
+    (each outermost first); ``library``: the standard library's directories, whose frames
+    (threading's waits, queue's) are passed over for their callers'."""
+    for stack in (main, *others):
+        site = _python_run_by_tensorflow(stack, library)
+        if site is not None:
+            return site
+    frame = _innermost(main, library, skip=())
+    if frame is None:
+        return Site(UNKNOWN, main[-1] if main else None,
+                    "cannot tell where: its main thread shows no frame outside Python's own "
+                    "library")
+    if not _is_tensorflow(frame[0]):
+        return Site(STUCK, frame, f"stuck in {where(frame)}")
+    if _INPUT in frame[0]:
+        return Site(STUCK, frame, f"stuck in its input pipeline (tf.data, {where(frame)})")
+    return Site(WAITING, frame,
+                f"in TensorFlow's step ({where(frame)}): waiting for another worker, or busy "
+                "in TensorFlow; its own stack cannot tell which")
+
+
+def where(frame: Frame) -> str:
+    """Returns 'file:line function', the file's path cut after site-packages."""
+    path = frame[0]
+    for mark in _PACKAGES:
+        if mark in path:
+            path = path.split(mark)[-1]
+    return f"{path}:{frame[1]} {frame[2]}"
+
+
+def _python_run_by_tensorflow(stack: Sequence[Frame],
+                              library: Sequence[str]) -> Optional[Site]:
+    """Returns STUCK at the innermost frame of code TensorFlow runs for a graph in
+    ``stack`` (below its last script_ops frame); None where it runs none."""
+    calls = [i for i, f in enumerate(stack) if f[0].endswith(_CALLS_PYTHON)]
+    if not calls:
+        return None
+    inner = stack[calls[-1] + 1:]
+    frame = _innermost(inner, library, skip=_TENSORFLOW) or stack[-1]
+    return Site(STUCK, frame, f"stuck in {where(frame)}, Python that TensorFlow runs for the "
+                "step (a tf.data generator or a py_function)")
+
+
+def _innermost(stack: Sequence[Frame], library: Sequence[str],
+               skip: Sequence[str]) -> Optional[Frame]:
+    """Returns the innermost frame of ``stack`` outside ``library`` and ``skip``, else None."""
+    for frame in reversed(stack):
+        path = frame[0]
+        if not _in_library(path, library) and not any(s in path for s in skip):
+            return frame
+    return None
+
+
+def _in_library(path: str, library: Sequence[str]) -> bool:
+    """Returns whether ``path`` is in Python's own library (not in its installed packages),
+    frozen modules ('<frozen importlib._bootstrap>') included."""
+    return path.startswith(_FROZEN) or (any(path.startswith(d.rstrip("/") + "/") for d in library)
+            and not any(mark in path for mark in _PACKAGES))
+
+
+def _is_tensorflow(path: str) -> bool:
+    """Returns whether ``path`` is TensorFlow's or Keras' code."""
+    return any(mark in path for mark in _TENSORFLOW)
+

@@ -1,0 +1,187 @@
+"""The step watchdog's rule: when a training step has taken so long that its worker, or a
+peer it waits for, is stuck (pure: numbers in, a verdict out; step_watchdog is the edge).
+
+A step is stuck when it has run longer than ``factor`` times the median of the last
+``window`` counted steps and longer than ``minimum`` seconds. The first ``warmup`` steps
+(tracing the step function, building the collectives' groups, the first all-reduce) neither
+count nor trigger; nor does a step before any counted step is done (there is no median yet).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional, Sequence
+
+from mpi_resolver.core.errors import FormatError
+
+__all__ = ["StepRule", "median", "parse_factor", "parse_minimum", "step_rule",
+           "DEFAULT_FACTOR", "DEFAULT_MINIMUM", "DEFAULT_WARMUP", "DEFAULT_WINDOW",
+           "FACTOR_VARIABLE", "MINIMUM_VARIABLE", "EXIT_STATUS", "OFF"]
+
+#: k: a step may take this many times the median step. Healthy jitter (garbage collection,
+#: a slow node, a periodic save folded into a step) stays within a few times the median.
+DEFAULT_FACTOR = 10.0
+#: T: and never less than this many seconds, whatever the median (tiny steps jitter more).
+DEFAULT_MINIMUM = 300.0
+#: Steps at the start whose times neither count nor trigger (tracing, the first all-reduce).
+DEFAULT_WARMUP = 2
+#: The median is over this many of the latest counted steps.
+DEFAULT_WINDOW = 100
+#: The variables read where the caller passes nothing.
+FACTOR_VARIABLE = "MPI_RESOLVER_STEP_TIMEOUT_FACTOR"
+MINIMUM_VARIABLE = "MPI_RESOLVER_STEP_TIMEOUT_MIN"
+#: The value of either that turns the watchdog off.
+OFF = "off"
+#: A stuck step's exit status: GNU timeout's "timed out" (a failure that `supervise` reruns;
+#: not 75, the requeue's, nor 143 = 128 + SIGTERM, nor any 128 + signal).
+EXIT_STATUS = 124
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DECIMAL = r"(\d+(?:\.\d*)?|\.\d+)"
+_DURATION = re.compile(_DECIMAL + r"\s*([smh]?)")
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """The rule's settings (checked by ``step_rule``): factor k, minimum T in seconds, the
+    warm-up steps and the median's window."""
+
+    factor: float = DEFAULT_FACTOR
+    minimum: float = DEFAULT_MINIMUM
+    warmup: int = DEFAULT_WARMUP
+    window: int = DEFAULT_WINDOW
+
+    def counts(self, step: int) -> bool:
+        """Returns whether the duration of ``step`` (the first is 1) counts for the median."""
+        return step > self.warmup
+
+    def limit(self, counted: Sequence[float]) -> Optional[float]:
+        """Returns the seconds the current step may take, given the durations of the counted
+        steps so far (oldest first); None where none is counted yet (no limit applies)."""
+        if not counted:
+            return None
+        return max(self.minimum, self.factor * median(counted[-self.window:]))
+
+    def is_stuck(self, counted: Sequence[float], elapsed: float) -> bool:
+        """Returns whether a step that has run ``elapsed`` seconds is past its limit."""
+        limit = self.limit(counted)
+        return limit is not None and elapsed > limit
+
+
+def median(values: Sequence[float]) -> float:
+    """Returns the median of ``values`` (the mean of the middle two for an even count).
+
+    Raises:
+      ValueError: ``values`` is empty.
+    """
+    if not values:
+        raise ValueError("the median of no values")
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def parse_factor(value: object, argument: str = "factor") -> Optional[float]:
+    """Returns k from a number or text ('10', '2.5'); None for 'off'.
+
+    Raises:
+      FormatError: naming ``argument``: not a finite number of at least 1.
+    """
+    fix = (f"expected a number of at least 1 (a step may take this many times the median "
+           f"step), or '{OFF}'; e.g. {argument}=10")
+    if _is_off(value):
+        return None
+    number = _number(value)
+    if number is None or not number >= 1:
+        raise FormatError(f"{argument}={value!r}: {fix}.")
+    return number
+
+
+def parse_minimum(value: object, argument: str = "minimum") -> Optional[float]:
+    """Returns T in seconds from a number of seconds or text ('300', '300s', '5m', '1.5h');
+    None for 'off'.
+
+    Raises:
+      FormatError: naming ``argument``: not a positive, finite duration.
+    """
+    fix = (f"expected a duration above 0: seconds ('300', '300s'), minutes ('5m') or hours "
+           f"('1h'), or '{OFF}'; e.g. {argument}=5m")
+    if _is_off(value):
+        return None
+    seconds = _seconds(value)
+    if seconds is None or not seconds > 0:
+        raise FormatError(f"{argument}={value!r}: {fix}.")
+    return seconds
+
+
+def step_rule(factor: object = None, minimum: object = None, *,
+              warmup: int = DEFAULT_WARMUP, window: int = DEFAULT_WINDOW,
+              environ: Optional[Mapping[str, str]] = None) -> Optional[StepRule]:
+    """Returns the rule from the arguments; where one is None, from FACTOR_VARIABLE or
+    MINIMUM_VARIABLE in ``environ``, else the default. None where either is 'off'.
+
+    Raises:
+      FormatError: naming the argument or the variable, for a bad value.
+    """
+    environ = environ or {}
+    k = _setting(factor, "factor", FACTOR_VARIABLE, environ, DEFAULT_FACTOR, parse_factor)
+    t = _setting(minimum, "minimum", MINIMUM_VARIABLE, environ, DEFAULT_MINIMUM,
+                 parse_minimum)
+    _check_count(warmup, "warmup", 0)
+    _check_count(window, "window", 1)
+    if k is None or t is None:
+        return None
+    return StepRule(factor=k, minimum=t, warmup=warmup, window=window)
+
+
+def _setting(value: object, argument: str, variable: str, environ: Mapping[str, str],
+             default: float, parse: Callable[[object, str], Optional[float]]
+             ) -> Optional[float]:
+    """Returns ``parse`` of the argument, else of the variable where set, else ``default``."""
+    if value is not None:
+        return parse(value, argument)
+    text = environ.get(variable)
+    if text is None or not text.strip():
+        return default
+    return parse(text, variable)
+
+
+def _check_count(value: object, argument: str, least: int) -> None:
+    """Raises FormatError naming ``argument`` unless ``value`` is an int >= ``least``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise FormatError(f"{argument}={value!r}: expected a whole number of at least {least} "
+                          f"(int); e.g. {argument}={max(least, 2)}.")
+
+
+def _is_off(value: object) -> bool:
+    """Returns whether ``value`` is the text 'off' (any case, blanks around it)."""
+    return isinstance(value, str) and value.strip().lower() == OFF
+
+
+def _number(value: object) -> Optional[float]:
+    """Returns ``value`` (an int, a float or decimal text) as a finite float, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str) and re.fullmatch(_DECIMAL, value.strip()):
+        number = float(value.strip())
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _seconds(value: object) -> Optional[float]:
+    """Returns ``value`` (a number of seconds, or '300', '300s', '5m', '1.5h') in seconds,
+    else None."""
+    if not isinstance(value, str):
+        return _number(value)
+    m = _DURATION.fullmatch(value.strip().lower())
+    if m is None:
+        return None
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    return seconds if math.isfinite(seconds) else None

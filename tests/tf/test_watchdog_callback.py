@@ -1,0 +1,93 @@
+"""StepWatchdogCallback (preemption.watchdog_callback) under Keras 2's model.fit, for real, in
+child processes (the watchdog ends its process): a Python generator that stops yielding, and a
+user's callback that hangs after a slow validation that must not count. T is 3 s: a step at an
+epoch's start (a new iterator) took over 1 s on this loaded 2-core machine."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.tf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CHILD = """
+import itertools, os, sys, threading, time
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+from mpi_resolver.preemption.watchdog_callback import StepWatchdogCallback
+
+def batches(hang_at=None, pause=0.0):
+    for i in itertools.count():
+        if i == hang_at:
+            threading.Event().wait()  # an input pipeline that never yields
+        time.sleep(pause)
+        yield np.ones((4, 3), "float32"), np.ones((4, 1), "float32")
+
+class Hangs(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if self.params and batch == 5 and self.epoch == 1:
+            threading.Event().wait()  # user code that deadlocks
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+model = keras.Sequential([keras.layers.Dense(1, input_shape=(3,))])
+model.compile("sgd", "mse")
+watchdog = StepWatchdogCallback(factor=2, minimum=3, warmup=2, interval=0.05, grace=0,
+                                name="fit")
+if sys.argv[1] == "generator":
+    model.fit(batches(hang_at=12), steps_per_epoch=20, epochs=1, verbose=0,
+              callbacks=[watchdog])
+else:  # a 4.5-s validation (not watched), then the callback hangs in the second epoch
+    model.fit(batches(), steps_per_epoch=10, epochs=2, verbose=0,
+              validation_data=batches(pause=1.5), validation_steps=3,
+              callbacks=[Hangs(), watchdog])
+print("fit returned", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """{case: (exit status, stdout, stderr, seconds)} of the two children, run side by side."""
+    script = tmp_path_factory.mktemp("fit") / "fit_hang.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    began = time.monotonic()
+    children = {case: subprocess.Popen([sys.executable, str(script), case], env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)
+                for case in ("generator", "callback")}
+    out = {}
+    for case, p in children.items():
+        stdout, stderr = p.communicate(timeout=120)
+        out[case] = (p.returncode, stdout, stderr, time.monotonic() - began)
+    return out
+
+
+@pytest.mark.parametrize("case, site", [
+    pytest.param("generator", r"stuck in \S+fit_hang\.py:12 batches, Python that TensorFlow "
+                 r"runs for the step \(a tf\.data generator or a py_function\)", id="generator"),
+    pytest.param("callback", r"stuck in \S+fit_hang\.py:19 on_train_batch_end", id="callback"),
+])
+def test_fit_with_a_hang_ends_with_the_stacks_and_the_line(runs, case, site):
+    status, stdout, stderr, seconds = runs[case]
+    assert status == 124, stderr
+    assert "fit returned" not in stdout
+    assert re.search(r'^  File "\S+fit_hang\.py", line (12 in batches|19 in on_train_batch_end)$',
+                     stderr, re.M), stderr
+    line = stderr.splitlines()[-1]
+    assert re.fullmatch(r"mpi_resolver: step watchdog: fit: step \d+ has run 3\.\d\d s, past its "
+                        r"limit of 3\.00 s \(2 x the median step \S+ s over \d+ steps, at least "
+                        r"3 s\); " + site + r"\. Python stacks above\. Exit 124 now\.",
+                        line), line
+    assert seconds < 90
