@@ -325,8 +325,14 @@ def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, s
     iterator = iter(strategy.distribute_datasets_from_function(
         lambda ctx: dataset_fn(ctx).skip(steps.resumed)))
     run = handler.run if handler is not None else (lambda f, *a: f(*a))
+    from mpi_resolver import StepWatchdog
+
     try:
-        train_epochs(args, run, train_step, iterator, step, steps, global_batch, say)
+        # A worker alive but stuck (an input pipeline that never yields, a deadlock) ends the
+        # step with its stacks and exit 124 instead of holding every worker for ever.
+        with StepWatchdog(resolver=resolver) as watchdog:
+            train_epochs(args, run, train_step, iterator, step, steps, global_batch, say,
+                         watchdog.tick)
     except SystemExit:  # the handler saved on Slurm's signal, and exits
         say(steps.line())
         raise
@@ -335,11 +341,13 @@ def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, s
     return model, steps
 
 
-def train_epochs(args, run, train_step, iterator, step, steps, global_batch, say):
+def train_epochs(args, run, train_step, iterator, step, steps, global_batch, say,
+                 tick=lambda: None):
     """The loop by hand, not model.fit: Keras 3's fit fails under MultiWorkerMirroredStrategy
     with TensorFlow 2.21 ("Attempt to convert a value (PerReplica...)", keras-team/keras#20585).
     Runs from ``steps.done`` to the planned total, one ``run`` (the preemption handler's) per
-    step; ``step`` is the checkpoint's count, one more after each."""
+    step; ``step`` is the checkpoint's count, one more after each; ``tick`` after each step
+    (the step watchdog's)."""
     start = time.monotonic()
     for epoch in range(steps.done // args.steps_per_epoch + 1, args.epochs + 1):
         total_loss = total_correct = 0.0
@@ -348,6 +356,7 @@ def train_epochs(args, run, train_step, iterator, step, steps, global_batch, say
             loss, correct = run(train_step, iterator)
             step.assign_add(1)
             steps.done += 1
+            tick()
             total_loss += float(loss)
             total_correct += float(correct)
             if args.log_every and steps.done % args.log_every == 0:
@@ -448,7 +457,9 @@ def fit(args, keras, strategy, dataset_fn, say):
             say(f"epoch {epoch + 1}/{args.epochs}: loss {logs['loss']:.4f}  train accuracy "
                 f"{logs['accuracy']:.4f}  ({time.monotonic() - start:.1f} s)")
 
-    callbacks = [Progress()]
+    from mpi_resolver import StepWatchdogCallback
+
+    callbacks = [Progress(), StepWatchdogCallback()]  # a stuck worker: its stacks, exit 124
     if args.checkpoint_dir:
         from mpi_resolver import SlurmBackupAndRestore
 

@@ -2,8 +2,8 @@
 
 ``import mpi_resolver`` neither imports TensorFlow nor starts MPI: TensorFlow is imported the
 first time ``mpi_resolver.MPIClusterResolver`` (or one of the long-job names,
-``SlurmTerminationConfig`` and ``SlurmBackupAndRestore``) is used, mpi4py only when MPI is
-needed.
+``SlurmTerminationConfig``, ``SlurmBackupAndRestore`` and ``StepWatchdogCallback``) is used,
+mpi4py only when MPI is needed; ``StepWatchdog`` imports neither.
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ from mpi_resolver.core.errors import (ExchangeTimeout, FormatError, MismatchErro
 
 __all__ = ["MPIClusterResolver", "ResolutionError", "FormatError", "MismatchError",
            "MissingDependencyError", "ExchangeTimeout", "SlurmTerminationConfig",
-           "SlurmBackupAndRestore"]
+           "SlurmBackupAndRestore", "StepWatchdog", "StepWatchdogCallback"]
 __version__ = "0.1.0"
 
 
-#: The names that import TensorFlow, and the modules they are in.
+#: The names imported on first use (all but StepWatchdog import TensorFlow), and their modules.
 _LAZY = {"MPIClusterResolver": ".resolve.tf_resolver",
          "SlurmTerminationConfig": ".preemption.tf_config",
-         "SlurmBackupAndRestore": ".preemption.keras_callback"}
+         "SlurmBackupAndRestore": ".preemption.keras_callback",
+         "StepWatchdog": ".preemption.step_watchdog",
+         "StepWatchdogCallback": ".preemption.watchdog_callback"}
 
 
 def __getattr__(name: str) -> Any:

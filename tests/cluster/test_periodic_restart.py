@@ -1,0 +1,119 @@
+"""Workers lost without warning, for real: examples/train.py with periodic checkpoints on two
+emulated nodes, run by `mpi-resolver supervise` in front of `srun --mpi=pmix`; one task's
+Python process gets SIGKILL (as from the kernel's OOM killer) or SIGSTOP (a worker that stops
+answering) mid-training. The step ends, supervise says which task ended how on which node and
+runs it again, and the next run resumes from the last periodic checkpoint: the steps lost are
+at most one interval plus the step in flight, and the run ends at the planned total. The same
+for the chief, for Keras 2's `fit`, and for TensorFlow 2.15.1. Then a torn newest checkpoint:
+both workers of the next run resume from the one before it, with one warning naming it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import PY, ROOT
+from tests.cluster.test_jobs import Step
+from tests.cluster.test_lost_worker import START, TRAIN, release, task_pids
+from tests.harness.slurm_cluster import SlurmCluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+EVERY = 10
+OLDEST = str(ROOT / ".venv-tf215" / "bin" / "python")
+
+
+def train_argv(python: str, port: int, ckpt: Path, *extra: str) -> list:
+    return ["srun", "-N2", "--ntasks-per-node=1", "--mpi=pmix", "--label",
+            "--kill-on-bad-exit=1", python, TRAIN, "--epochs", "3", "--steps-per-epoch", "20",
+            "--log-every", "1", "--checkpoint-dir", str(ckpt), "--checkpoint-every",
+            str(EVERY), "--port-base", str(port), *extra]
+
+
+def last_step(text: str) -> int:
+    """Returns the last step the chief printed (--log-every 1), or by --fit's progress."""
+    return max(map(int, re.findall(r"^\s*0:   step (\d+): loss", text, re.M)))
+
+
+CASES = [
+    pytest.param(1, "SIGKILL", (), PY, 24720, id="worker-SIGKILL"),
+    pytest.param(0, "SIGKILL", (), PY, 24721, id="chief-SIGKILL"),
+    pytest.param(1, "SIGSTOP", (), PY, 24722, id="worker-SIGSTOP"),
+    pytest.param(1, "SIGKILL", ("--fit",), PY, 24723, id="fit-worker-SIGKILL"),
+    pytest.param(1, "SIGKILL", (), OLDEST, 24724, id="tf2.15.1-worker-SIGKILL"),
+]
+
+
+@pytest.mark.parametrize("rank, signame, extra, python, port", CASES)
+def test_a_lost_worker_costs_at_most_one_interval_and_the_step_restarts(
+        cluster: SlurmCluster, rank: int, signame: str, extra: tuple, python: str,
+        port: int) -> None:
+    if not Path(python).exists():
+        pytest.fail(f"{python} is missing: run `bash scripts/setup_versions.sh`")
+    ckpt = Path(cluster.workdir) / f"periodic-{port}"
+    step = Step(cluster, [PY, "-m", "mpi_resolver", "supervise", "--max-restarts", "2", "--",
+                          *train_argv(python, port, ckpt, *extra)])
+    pids: dict = {}
+    try:
+        step.wait_for(r"^\s*0:   step 25: loss ", START)
+        pids = task_pids(cluster, port)
+        assert sorted(pids) == [0, 1], f"{pids}{step.context()}"
+        os.kill(pids[rank], getattr(signal, signame))
+        hit = time.monotonic()
+        last = last_step(step.text)
+        resumed = step.wait_for(r"^\s*0: resumed from the checkpoint in .* at step (\d+)$",
+                                START)
+        back = time.monotonic() - hit
+        rc = step.finish(START)
+    finally:
+        step.kill()
+        release(list(pids.values()))
+    where = step.context()
+    assert rc == 0, where
+    k = int(resumed.group(1))
+    assert k % EVERY == 0 and last - EVERY - 1 <= k <= last + 1, f"resumed at {k}, {where}"
+    assert re.search(rf"^\s*0: steps done: 60 \(resumed from {k}\)$", step.text, re.M), where
+    err = "".join(step.stderr)
+    node = "node2" if rank == 1 else "node1"
+    # SIGKILL: srun names the killed task. SIGSTOP: the survivor notices (TensorFlow's
+    # heartbeat) and exits 1 first, and srun names it; the stopped one is ended after it.
+    named = (rf"task {rank} on {node}: Killed" if signame == "SIGKILL" else
+             r"task 0 on node1: Exited with exit code 1")
+    assert len(re.findall(rf"supervise: {named}\b.*restart 1 of 2$", err, re.M)) == 1, where
+    assert "restart 2 of 2" not in err, where
+    print(f"{signame} of task {rank} after step {last} (at least): the next run resumed at "
+          f"step {k} ({last - k} steps lost, interval {EVERY}), its first line {back:.1f} s "
+          "after the signal")
+
+
+def test_a_torn_newest_checkpoint_is_skipped_by_every_worker(cluster: SlurmCluster) -> None:
+    port = 24725
+    ckpt = Path(cluster.workdir) / f"periodic-{port}"
+    first = Step(cluster, train_argv(PY, port, ckpt))
+    pids: dict = {}
+    try:
+        first.wait_for(r"^\s*0:   step 25: loss ", START)
+        pids = task_pids(cluster, port)
+        os.kill(pids[1], signal.SIGKILL)  # after the saves at steps 10 and 20
+        first.finish(START)
+    finally:
+        first.kill()
+        release(list(pids.values()))
+    chief = ckpt / "chief"
+    newest = sorted(chief.glob("ckpt-*.index"))[-1].name.split(".")[0]
+    data = next(chief.glob(f"{newest}.data-*"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])  # a crash mid-write
+    second = Step(cluster, train_argv(PY, port, ckpt))
+    rc = second.finish(START)
+    where = second.context()
+    assert rc == 0, where
+    err = "".join(second.stderr)
+    warned = re.findall(rf"checkpoint {newest} in {chief} does not restore \(.*\): skipped; "
+                        r"resuming from (ckpt-\d+)", err)
+    assert warned == ["ckpt-1"] and newest == "ckpt-2", where  # one line: worker 0's
+    assert re.search(r"^\s*0: steps done: 60 \(resumed from 10\)$", second.text, re.M), where
