@@ -10,4 +10,11 @@ unset MPI_RESOLVER_ALLOW_SKIP
 export TF_CPP_MIN_LOG_LEVEL=3 PYTHONDONTWRITEBYTECODE=1
 # The oldest supported TensorFlow and mpi4py, in .venv-tf215, for tests/test_versions.py.
 bash scripts/setup_versions.sh
-exec "${MPI_RESOLVER_VENV:-.venv}/bin/python" -m pytest -ra --color=no --durations=25 "$@"
+PYTEST=("${MPI_RESOLVER_VENV:-.venv}/bin/python" -m pytest -ra --color=no --durations=25)
+if [ $# -gt 0 ]; then
+  exec "${PYTEST[@]}" "$@"
+fi
+# The whole suite in two pytest runs side by side: tests/cluster (on throw-away clusters of
+# its own; its tests mostly wait: Slurm, TensorFlow's start-up, heartbeats, timeouts) beside
+# everything else. The cluster run's output follows the other's; the last line counts both.
+exec "${MPI_RESOLVER_VENV:-.venv}/bin/python" scripts/side_by_side.py -- "${PYTEST[@]}"

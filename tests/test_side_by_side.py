@@ -1,0 +1,78 @@
+"""scripts/side_by_side.py: the suite as two pytest runs (tests/cluster beside the rest):
+the closing line counts both, and a failure in either makes the exit status non-zero."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import side_by_side as sbs  # noqa: E402 - scripts/ is not a package
+
+XML = ('<testsuites><testsuite tests="{t}" failures="{f}" errors="{e}" skipped="{s}"/>'
+       "</testsuites>")
+
+
+@pytest.mark.parametrize("t, f, e, s, expected", [
+    (10, 0, 0, 0, {"passed": 10, "failed": 0, "skipped": 0}),
+    (10, 1, 0, 0, {"passed": 9, "failed": 1, "skipped": 0}),
+    (10, 1, 2, 0, {"passed": 7, "failed": 3, "skipped": 0}),
+    (10, 0, 0, 2, {"passed": 8, "failed": 0, "skipped": 2}),
+])
+def test_counts(tmp_path, t, f, e, s, expected):
+    report = tmp_path / "r.xml"
+    report.write_text(XML.format(t=t, f=f, e=e, s=s))
+    assert sbs.counts(report) == expected
+
+
+@pytest.mark.parametrize("text", [None, "<not xml"])
+def test_a_missing_or_broken_report_is_a_failure(tmp_path, text):
+    report = tmp_path / "r.xml"
+    if text is not None:
+        report.write_text(text)
+    assert sbs.counts(report) == {"passed": 0, "failed": 1, "skipped": 0}
+
+
+@pytest.mark.parametrize("parts, line", [
+    ([{"passed": 3, "failed": 0, "skipped": 0}, {"passed": 2, "failed": 0, "skipped": 0}],
+     "suite: 5 passed, 0 failed"),
+    ([{"passed": 3, "failed": 1, "skipped": 0}, {"passed": 2, "failed": 2, "skipped": 1}],
+     "suite: 5 passed, 3 failed, 1 skipped"),
+])
+def test_summary(parts, line):
+    assert sbs.summary(parts) == line
+
+
+@pytest.mark.parametrize("codes, code", [([0, 0], 0), ([1, 0], 1), ([0, 1], 1), ([0, 5], 5),
+                                         ([2, 1], 2)])
+def test_status(codes, code):
+    assert sbs.status(codes) == code
+
+
+@pytest.mark.parametrize("cluster_body, code, last", [
+    ("def test_ok():\n    pass\n", 0, "suite: 2 passed, 0 failed"),
+    ("def test_bad():\n    assert False\n", 1, "suite: 1 passed, 1 failed"),
+])
+def test_a_real_run_of_two_suites(tmp_path, cluster_body, code, last):
+    (tmp_path / "tests" / "cluster").mkdir(parents=True)
+    (tmp_path / "tests" / "test_other.py").write_text("def test_other():\n    pass\n")
+    (tmp_path / "tests" / "cluster" / "test_c.py").write_text(cluster_body)
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "side_by_side.py"), "--",
+                          sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--rootdir", str(tmp_path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == code, run.stdout + run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert lines[-1] == last
+    assert "======== tests/cluster, run beside the tests above ========" in lines
+
+
+def test_usage():
+    assert sbs.main([]) == 2 and sbs.main(["pytest"]) == 2
