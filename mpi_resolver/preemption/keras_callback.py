@@ -54,8 +54,8 @@ class SlurmBackupAndRestore(keras2().callbacks.BackupAndRestore):  # type: ignor
     Args:
       backup_dir: the directory every node sees (as BackupAndRestore's).
       termination_config: a SlurmTerminationConfig; default one with the arguments below.
-      signal, grace_period, requeue, requeue_on_time_limit, checkpoint_every, keep,
-        node_mtbf_hours: SlurmTerminationConfig's.
+      signal, grace_period, requeue, requeue_on_time_limit: SlurmTerminationConfig's.
+      checkpoint_every, keep, node_mtbf_hours: SlurmTerminationConfig's.
       delete_checkpoint: remove the backup when ``fit`` completes (as BackupAndRestore).
     """
 

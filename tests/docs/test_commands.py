@@ -46,11 +46,14 @@ def test_pip_install_names_extras_the_package_has():
 
 def test_the_test_command_passes_its_arguments_to_pytest_and_the_markers_exist():
     """bash scripts/test.sh is the suite itself (it cannot run inside it): it passes its
-    arguments to pytest, and `-m unit` names a marker the suite has."""
+    arguments to pytest (without any, the suite runs as two pytest runs side by side:
+    tests/test_side_by_side.py), and `-m unit` names a marker the suite has."""
     assert command("readme-setup", "bash scripts/test.sh") == "bash scripts/test.sh"
     assert commands("test-suite") == ["bash scripts/test.sh", "bash scripts/test.sh -m unit"]
     script = (ROOT / "scripts" / "test.sh").read_text()
-    assert re.search(r'-m pytest .*"\$@"\s*$', script), script
+    assert re.search(r'PYTEST=\(.* -m pytest .*\)', script), script
+    assert re.search(r'if \[ \$# -gt 0 \]; then\n  exec "\$\{PYTEST\[@\]\}" "\$@"', script), script
+    assert re.search(r'scripts/side_by_side\.py -- "\$\{PYTEST\[@\]\}"\s*$', script), script
     assert '"unit: ' in (ROOT / "pyproject.toml").read_text()
 
 
