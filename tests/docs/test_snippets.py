@@ -33,8 +33,12 @@ def test_the_smallest_use_runs_on_two_ranks():
     and hosts from MPI), in a network namespace of its own (the default ports 8888, 8889)."""
     snippet = block("smallest-use")
     assert block("readme-smallest-use") == snippet
-    script = snippet + ("\nimport json\nprint(json.dumps([resolver.task_id, "
-                        "resolver.cluster_spec().as_dict(), strategy.num_replicas_in_sync]))\n")
+    # One write per rank's line: print() writes the text and the newline apart, and mpirun
+    # forwards each write as it comes, so two ranks' lines could interleave on one line (seen
+    # under load: "Extra data" from json).
+    script = snippet + ("\nimport json, sys\nsys.stdout.write(json.dumps([resolver.task_id, "
+                        "resolver.cluster_spec().as_dict(), strategy.num_replicas_in_sync]) "
+                        "+ '\\n')\nsys.stdout.flush()\n")
     proc = subprocess.run(own_network(["mpirun", "-n", "2", sys.executable, "-c", script]),
                           capture_output=True, text=True, timeout=300, env=mpirun_env())
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

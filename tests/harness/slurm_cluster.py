@@ -228,7 +228,8 @@ class SlurmCluster:
     def __init__(self, nodes: Sequence[str] = ("node1", "node2"), *, cpus_per_node: int = 8,
                  workdir: str | None = None, gpus: Mapping[str, int] | None = None,
                  gres: Mapping[str, int] | None = None, port: int | None = None,
-                 private_shm: bool = True, kill_wait: int = 5) -> None:
+                 private_shm: bool = True, kill_wait: int = 5,
+                 slurmd_timeout: int | None = None) -> None:
         """Describe the cluster; nothing runs until start().
 
         Args:
@@ -244,6 +245,9 @@ class SlurmCluster:
                 scripts/mpich_pmi2_loop.py --shared-dev-shm).
             kill_wait: Slurm's KillWait, the seconds between SIGTERM and SIGKILL when a job
                 ends (5: quick for tests; Slurm's default, which long jobs save within, 30).
+            slurmd_timeout: Slurm's SlurmdTimeout, the seconds without an answer from a
+                node's slurmd before slurmctld sets the node DOWN (None: not written,
+                Slurm's default 300).
         """
         if not nodes or len(set(nodes)) != len(nodes):
             raise ValueError(f"nodes must be distinct and non-empty: {list(nodes)}")
@@ -260,6 +264,7 @@ class SlurmCluster:
         self.node_names: list[str] = list(nodes)
         self.private_shm = private_shm
         self.kill_wait = kill_wait
+        self.slurmd_timeout = slurmd_timeout
         self.cpus_per_node = cpus_per_node
         self.gpus: dict[str, int] = dict(gpus or {})
         self.gres: dict[str, int] = dict(gres or {})
@@ -531,6 +536,8 @@ class SlurmCluster:
                           + (f" Gres=gpu:{self.gres[n]}" if n in self.gres else "")
                           + " State=UNKNOWN" for n in self.node_names)
         ctl = socket.gethostname().split(".")[0]
+        slurmd_timeout = ("" if self.slurmd_timeout is None
+                          else f"SlurmdTimeout={self.slurmd_timeout}\n")
         conf = f"""\
 ClusterName=mpir{self.tag.replace('-', 'x')}
 SlurmctldHost={ctl}({self.bridge_addr})
@@ -564,7 +571,7 @@ MpiDefault=none
 ReturnToService=2
 InactiveLimit=0
 KillWait={self.kill_wait}
-MinJobAge=60
+{slurmd_timeout}MinJobAge=60
 MailProg=/bin/true
 {"GresTypes=gpu" if self.gres else "# no GresTypes: no GRES"}
 {nodes}
