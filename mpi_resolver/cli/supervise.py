@@ -101,6 +101,10 @@ def _wait(child: subprocess.Popen, stop: _Stop, stop_timeout: float) -> int:
             deadline = float("inf")
 
 
+#: Seconds to read what the step wrote after it ended (its report is in the pipe by then).
+READER_GRACE = 5.0
+
+
 def run_once(argv: Sequence[str], stop: _Stop, stop_timeout: float) -> RunEnd:
     """Returns how one run of the step ended.
 
@@ -121,7 +125,9 @@ def run_once(argv: Sequence[str], stop: _Stop, stop_timeout: float) -> RunEnd:
     reader = threading.Thread(target=_copy, args=(child.stderr, report), daemon=True)
     reader.start()
     status = _wait(child, stop, stop_timeout)
-    reader.join()
+    # A process the step left behind (a daemon, mpirun's helpers) may hold the pipe open:
+    # what srun and mpirun report is read by then; do not wait for it to close.
+    reader.join(READER_GRACE)
     child.stderr.close()
     return RunEnd(status, report.first, stop.signal, time.monotonic() - started)
 

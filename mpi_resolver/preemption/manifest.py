@@ -1,7 +1,8 @@
 """Which job's checkpoints a directory holds: a small manifest the chief writes beside them
 (the job, the step, the run's settings), and the rule for a directory another job wrote:
-taken over with a warning once that job has ended, refused while it runs (pure, but for
-``read_manifest`` and ``write_manifest``, the file edge)."""
+taken over with a warning once that job has ended, refused while it runs or where scontrol
+cannot say (pure, but for ``read_manifest``, ``write_manifest`` and ``remove_manifest``, the
+file edge)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.preemption.requeue import requeue_target
 
 __all__ = ["MANIFEST", "this_job", "manifest_for", "read_manifest", "write_manifest",
-           "foreign_warning", "owned_by", "remove_manifest"]
+           "foreign_warning", "remove_manifest"]
 
 MANIFEST = "mpi_resolver.json"
 #: Slurm's job states of a job that has not ended yet.
@@ -25,11 +27,10 @@ _LIVE = {"RUNNING", "PENDING", "SUSPENDED", "REQUEUED", "CONFIGURING", "RESIZING
 def this_job(env: Mapping[str, str]) -> Optional[str]:
     """Returns this job as scontrol names it ('12', or '10_3' for an array task), None
     outside a Slurm job."""
-    job = env.get("SLURM_JOB_ID", "").strip()
-    if not job.isdigit():
+    try:
+        return requeue_target(env)
+    except ResolutionError:
         return None
-    array, task = (env.get(v, "").strip() for v in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"))
-    return f"{array}_{task}" if array.isdigit() and task.isdigit() else job
 
 
 def manifest_for(job: Optional[str], step: int, settings: Mapping[str, Any],
@@ -53,6 +54,7 @@ def read_manifest(directory: str) -> Optional[Dict[str, Any]]:
 def write_manifest(directory: str, manifest: Mapping[str, Any]) -> None:
     """Writes ``manifest`` into ``directory`` whole or not at all (a file beside it, then a
     rename)."""
+    os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, MANIFEST)
     part = f"{path}.{os.getpid()}.part"
     with open(part, "w", encoding="utf-8") as f:
@@ -66,12 +68,6 @@ def remove_manifest(directory: str) -> None:
         os.remove(os.path.join(directory, MANIFEST))
     except FileNotFoundError:
         pass
-
-
-def owned_by(manifest: Optional[Mapping[str, Any]], job: Optional[str]) -> bool:
-    """Returns True where ``job`` may delete the directory's checkpoints: no manifest, or
-    one that ``job`` wrote (outside Slurm: one written outside Slurm)."""
-    return manifest is None or manifest.get("job") == job
 
 
 def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
@@ -89,11 +85,12 @@ def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
     where = (f"{directory} holds the checkpoint of job {other} (step {manifest.get('step')}, "
              f"written {manifest.get('written')} on {manifest.get('host')})")
     now = state(str(other))
-    if now in _LIVE:
+    if now is None or now in _LIVE:
+        said = (f"which is {now}" if now else "and scontrol cannot say whether that job has "
+                f"ended (if it has, remove {os.path.join(directory, MANIFEST)})")
         raise ResolutionError(
-            f"{where}, which is {now}: two jobs must not share a checkpoint directory (each "
-            "would resume from, and delete, the other's files). Give each job its own, e.g. "
+            f"{where}, {said}: two jobs must not share a checkpoint directory (each would "
+            "resume from, and delete, the other's files). Give each job its own, e.g. "
             "--checkpoint-dir checkpoints/$SLURM_JOB_ID, as the templates do.")
     return (f"{where}; job {job} resumes from it and takes the directory over (job {other} "
-            f"is {now or 'not known to scontrol'}). Give each job its own directory to start "
-            "afresh.")
+            f"is {now}). Give each job its own directory to start afresh.")

@@ -157,7 +157,7 @@ class Termination:
             return code, what
         told = coord.read(self._left(), tag)
         if told is None:
-            return self._default_code(event), "worker 0 did not say whether it requeued the job"
+            return self.default_code(event), "worker 0 did not say whether it requeued the job"
         number, _, what = told.partition(" ")
         return int(number), what
 
@@ -171,7 +171,9 @@ class Termination:
         """Returns the seconds a wait may take: what is left until the deadline."""
         return max(self._deadline - self._clock(), _MIN_WAIT)
 
-    def _default_code(self, event: str) -> int:
+    def default_code(self, event: str) -> int:
+        """Returns the exit code where worker 0 said nothing: 75 after the warning signal,
+        143 after SIGTERM."""
         warned = event == self.policy.warning.name
         return REQUEUE_EXIT_CODE if warned else TERMINATED_EXIT_CODE
 

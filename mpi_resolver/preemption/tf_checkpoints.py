@@ -101,24 +101,31 @@ class Saver:
             return
         self.seconds = self._clock() - start
 
+    def claim(self, step: int) -> None:
+        """Writes the manifest (the chief; this job's from now on, at ``step``) before the
+        first save, so that another job started on the directory meanwhile is told."""
+        if self.scratch is None:
+            write_manifest(os.path.dirname(self.manager.directory.rstrip("/")),
+                           manifest_for(self.job, step, self.settings))
+
     def _write(self, *args: Any, **kwargs: Any) -> None:
         if self.scratch is None:  # the chief
             self.manager.save(*args, **kwargs)
-            write_manifest(os.path.dirname(self.manager.directory.rstrip("/")),
-                           manifest_for(self.job, self.step, self.settings))
+            self.claim(self.step)
             return
         self.scratch.save(*args, **kwargs)
         shutil.rmtree(os.path.dirname(self.scratch.directory), ignore_errors=True)
 
 
 def check_directory(checkpoint_dir: str, job: Optional[str],
-                    state: Callable[[str], Optional[str]], chief: bool) -> None:
-    """Says (chief) which job's checkpoints ``checkpoint_dir`` holds where another job wrote
-    them; raises where that job still runs.
+                    state: Callable[[str], Optional[str]]) -> None:
+    """Says which job's checkpoints ``checkpoint_dir`` holds where another job that has
+    ended wrote them (worker 0: one line for the job).
 
     Raises:
-      ResolutionError: another job that has not ended wrote the directory's manifest.
+      ResolutionError: another job that has not ended, or whose end scontrol cannot
+        confirm, wrote the directory's manifest.
     """
     warning = foreign_warning(checkpoint_dir, read_manifest(checkpoint_dir), job, state)
-    if warning and chief:
+    if warning:
         log_once(warning)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import logging
 import os
 import sys
@@ -17,6 +18,7 @@ from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.distribute.failure_handling import failure_handling_util
 from tensorflow.python.eager import context
 
+from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once, logger
 from mpi_resolver.core.values import whole_number
 from mpi_resolver.preemption.interval import (DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS, job_mtbf,
@@ -111,6 +113,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         job_mtbf(1, node_mtbf_hours)  # its check
         self.cluster_resolver = cluster_resolver
         self.saver: Optional[Saver] = None
+        self._user_save_fn = save_fn
         self.watcher = SignalWatcher([warning, WarningSignal(SIGTERM, "TERM")])
         self.watcher.install()
         self.termination = Termination(
@@ -139,14 +142,15 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         signals are ignored (more come: the requeue's SIGTERM, srun's copy of it), and the
         process ends with ``code`` within EXIT_WITHIN seconds, skipping at-exit handlers and
         TensorFlow's teardown (measured: seconds, and a hang past KillWait after a requeue)."""
-        saver = self.saver
+        saver, chief = self.saver, True
         try:
+            chief = self.termination.coordinator().chief
             code, what = self.termination.finish(
                 saver.step if saver else None, saver.failed if saver else None)
         except Exception as e:  # noqa: BLE001 - the exit must come whatever went wrong
-            code, what = self.termination._default_code(self.policy.warning.name), (
-                f"the exit after the save went wrong ({type(e).__name__}: {e})")
-        if self.termination.coordinator().chief:
+            code = self.termination.default_code(self.policy.warning.name)
+            what = f"the exit after the save went wrong ({type(e).__name__}: {e})"
+        if chief:
             logger.warning("mpi_resolver: %s; exit code %d", what, code)
         self.watcher.ignore()
         end_with(code, EXIT_WITHIN)
@@ -182,29 +186,53 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
 
         if self.cluster_resolver is None:
             self.cluster_resolver = cluster_resolver
+        if not self.watcher.installed:  # disarmed by an earlier fit in this process
+            self.watcher.install()
         self.take_back_from_tensorflow()
-        chief, job = _chief(cluster_resolver, os.environ), this_job(os.environ)
-        check_directory(checkpoint_dir, job, lambda j: job_state(j, timeout=10.0), chief)
+        chief, job, coord = _chief(cluster_resolver, os.environ), this_job(os.environ), \
+            self.coordinator_now()
+        key = f"mpi_resolver_{next(_HANDLERS)}"  # every worker builds its handlers in turn
+        self._check_directory(checkpoint_dir, job, coord, key)
         directory = chief_directory(checkpoint_dir)
         warning = missing_checkpoint(os.environ, directory, tf.train.latest_checkpoint(directory))
         if warning and chief:  # one line for the job
             log_once(warning)
-        coord = self.coordinator_now()
-        manager = KeepingManager(checkpoint, directory, self.keep, chief=chief,
-                                 agree=lambda prefix: coord.agree(_RESTORED, prefix))
+        manager = KeepingManager(checkpoint, directory, self.keep, chief=chief, agree=lambda p: (
+            coord.agree(f"{key}_restored", p, "which checkpoint it restored")))
         self.saver = Saver(manager, None if chief else _scratch(checkpoint, checkpoint_dir,
                                                                 cluster_resolver),
                            job=job, settings=self._settings())
-        if getattr(self, "save_fn", None) is None:
-            self.save_fn = self.saver
+        self.save_fn = self._user_save_fn or self.saver
         self._say_schedule(chief)
         _quiet_total_run_calls()
         with no_gce_probe():
-            return SlurmCheckpointHandler(
+            handler = SlurmCheckpointHandler(
                 cluster_resolver, manager, termination_config=self, saver=self.saver,
                 every=self.every, make_schedule=lambda start, every: Schedule(
-                    every, start, chief=coord.chief, agree=_plan_agreement(coord),
+                    every, start, chief=coord.chief, agree=_plan_agreement(coord, key),
                     nodes=_nodes(cluster_resolver), node_mtbf_hours=self.node_mtbf_hours))
+        self.saver.claim(int(handler._run_counter))  # the directory is this job's from now
+        return handler
+
+    def _check_directory(self, checkpoint_dir: str, job: Optional[str], coord: TfCoordinator,
+                         key: str) -> None:
+        """Worker 0 decides whether ``checkpoint_dir`` may be used (another job's manifest)
+        and tells the others, so that every worker goes on or every worker raises.
+
+        Raises:
+          ResolutionError: another job that has not ended, or whose end scontrol cannot
+            confirm, wrote the directory.
+        """
+        verdict = ""
+        if coord.chief:
+            try:
+                check_directory(checkpoint_dir, job, lambda j: job_state(j, timeout=10.0))
+            except ResolutionError as e:
+                verdict = str(e)
+        verdict = coord.agree(f"{key}_directory", verdict, "whether the checkpoint directory "
+                                                           "may be used")
+        if verdict:
+            raise ResolutionError(verdict)
 
     def coordinator_now(self) -> TfCoordinator:
         """Returns the termination's coordinator (built on first use)."""
@@ -219,17 +247,18 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
     def _say_schedule(self, chief: bool) -> None:
         if chief and self.every is not None and self.every.steps is not None:
             log_once(f"periodic checkpoints every {self.every.steps} steps; the last "
-                     f"{self.keep} kept", logging.INFO)
+                     f"{self.keep} kept")
 
 
-_RESTORED = "mpi_resolver_restored"
+#: Numbers the handlers this process builds (a second fit): each has its own keys.
+_HANDLERS = itertools.count()
 
 
-def _plan_agreement(coord: TfCoordinator) -> Callable[[int, Optional[int]], int]:
+def _plan_agreement(coord: TfCoordinator, key: str) -> Callable[[int, Optional[int]], int]:
     """Returns the schedule's agreement over ``coord``: the chief's next save step."""
     def agree(index: int, value: Optional[int]) -> int:
-        return int(coord.agree(f"mpi_resolver_plan_{index}", "" if value is None else
-                               str(value)))
+        return int(coord.agree(f"{key}_plan_{index}", "" if value is None else str(value),
+                               "the step of the next periodic checkpoint"))
     return agree
 
 

@@ -52,8 +52,10 @@ class TfCoordinator:
     def read(self, seconds: float, tag: str = "") -> Optional[str]:
         return self._get(_EXIT + tag, seconds)
 
-    def agree(self, key: str, value: str, seconds: float = AGREE_WITHIN) -> str:
-        """Returns the chief's ``value`` for ``key`` on every worker (the chief's own).
+    def agree(self, key: str, value: str, what: str, seconds: float = AGREE_WITHIN) -> str:
+        """Returns the chief's ``value`` for ``key`` on every worker (the chief's own);
+        ``what`` says what it is, for the message. Each key is set once: callers make keys
+        of their own.
 
         Raises:
           ResolutionError: the chief's value did not come within ``seconds``.
@@ -65,8 +67,8 @@ class TfCoordinator:
             return value
         told = self._get(key, seconds)
         if told is None:
-            raise ResolutionError(f"worker 0 did not say its {key} within {seconds:g} s: is "
-                                  "it still running?")
+            raise ResolutionError(f"worker 0 did not say {what} within {seconds:g} s: is it "
+                                  "still running? Its output says why it stopped.")
         return told
 
     def _get(self, key: str, seconds: float) -> Optional[str]:

@@ -50,8 +50,8 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
         """Saves the state after ``step`` steps where the schedule says so."""
         if self.schedule is None:
             self.schedule = self._make_schedule(step, every)
-        if not self.schedule.due(step):
-            return
+        if not self.schedule.due(step) or self._received_checkpoint_step.is_set():
+            return  # not due, or the signal's save comes now or next: one save is enough
         self._save_checkpoint()  # TensorFlow's: the run count into the checkpoint, then ours
         plans = len(self.schedule.plans)
         self.schedule.saved(step, self._saver.seconds or 0.0)

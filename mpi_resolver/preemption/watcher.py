@@ -79,6 +79,11 @@ class SignalWatcher:
             signal.signal(s.number, self._on_signal)
         self._c_handler = handler_address(self.signals[0].number) if self.signals else None
 
+    @property
+    def installed(self) -> bool:
+        """Returns True between install() and uninstall()."""
+        return bool(self._previous)
+
     def uninstall(self) -> None:
         """Puts back the handlers install() replaced (main thread); from then on the watcher
         reports no displacement (TensorFlow's thread may still ask it, once a second)."""
@@ -109,7 +114,7 @@ class SignalWatcher:
         """Returns the watched signals whose handler another piece of code installed since:
         another Python handler, or another library's at the C level; none before install()
         or after uninstall()."""
-        if not self._previous:  # what install() replaced, until uninstall()
+        if not self.installed:
             return []
         out = []
         for s in self.signals:

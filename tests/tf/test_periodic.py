@@ -115,7 +115,9 @@ def test_a_periodic_save_that_fails_is_a_warning_and_training_goes_on(slurm_conf
     handler = slurm_config(checkpoint_every=5).handler(None, checkpoint, str(tmp_path))
     monkeypatch.setattr(KeepingManager, "save", lambda self, *a, **k: 1 / 0)
     assert train(handler, step, weight, 12) == 12
-    assert messages(caplog) == ["mpi_resolver: the checkpoint at step 5 was not saved "
+    assert messages(caplog) == ["mpi_resolver: periodic checkpoints every 5 steps; the last 2 "
+                                "kept",
+                                "mpi_resolver: the checkpoint at step 5 was not saved "
                                 "(division by zero); the last one that restores is kept",
                                 "mpi_resolver: the checkpoint at step 10 was not saved "
                                 "(division by zero); the last one that restores is kept"]
@@ -157,10 +159,23 @@ def test_another_running_job_s_directory_is_refused(slurm_config, tmp_path, monk
     assert os.path.exists(tmp_path / MANIFEST)
 
 
-def crashing_fit(tmp_path, crash_after, **options):
+def test_the_directory_is_claimed_before_the_first_save(slurm_config, tmp_path,
+                                                       monkeypatch):
+    """Another job started on the directory before this job's first save is told."""
+    import tensorflow as tf
+
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    checkpoint, _, _ = model_and_step(tf)
+    slurm_config(checkpoint_every="auto").handler(None, checkpoint, str(tmp_path))
+    manifest = read_manifest(str(tmp_path))
+    assert manifest["job"] == "12" and manifest["step"] == 0
+    assert manifest["settings"] == {"checkpoint_every": "auto", "keep": 2, "signal": "USR1"}
+
+
+def crashing_fit(tmp_path, crash_after, signal_after=0, **options):
     """Keras 2's fit, 2 epochs of 8 batches, with SlurmBackupAndRestore(**options); the
-    batch that ends ``crash_after``-th raises (a worker gone) before the backup sees it.
-    Returns the (epoch, batch) pairs that ran."""
+    batch that ends ``crash_after``-th raises (a worker gone) before the backup sees it, and
+    after the ``signal_after``-th USR1 comes. Returns the (epoch, batch) pairs that ran."""
     import numpy as np
 
     from mpi_resolver import SlurmBackupAndRestore
@@ -177,6 +192,8 @@ def crashing_fit(tmp_path, crash_after, **options):
             seen.append((self.epoch, batch))
             if len(seen) == crash_after:
                 raise RuntimeError("worker killed")
+            if len(seen) == signal_after:
+                os.kill(os.getpid(), signal.SIGUSR1)
 
     model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
@@ -207,3 +224,13 @@ def test_fit_skips_a_torn_checkpoint(slurm_config, tmp_path, caplog):
     assert seen[0] == (0, 5)  # after batch 5: the checkpoint before the torn one
     assert any("checkpoint ckpt-2 in" in m and "skipped; resuming from ckpt-1" in m
                for m in messages(caplog))
+
+
+def test_a_second_fit_in_one_process_is_armed_again(slurm_config, tmp_path):
+    """The first fit disarms at its end; the second arms again (its own coordination keys),
+    and the signal saves and exits as in the first."""
+    assert crashing_fit(tmp_path / "a", 0)[-1] == (1, 7)
+    with pytest.raises(SystemExit) as end:
+        crashing_fit(tmp_path / "b", 0, signal_after=3)
+    assert end.value.code == 75
+    assert ckpts(tmp_path / "b") == ["ckpt-1"]

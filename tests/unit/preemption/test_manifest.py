@@ -8,8 +8,9 @@ import json
 import pytest
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.preemption.manifest import (MANIFEST, foreign_warning, manifest_for, owned_by,
-                                              read_manifest, this_job, write_manifest)
+from mpi_resolver.preemption.manifest import (MANIFEST, foreign_warning, manifest_for,
+                                              read_manifest, remove_manifest, this_job,
+                                              write_manifest)
 
 pytestmark = pytest.mark.unit
 
@@ -41,12 +42,11 @@ def test_no_manifest_or_a_broken_one_is_none(tmp_path, text):
     assert read_manifest(str(tmp_path)) is None
 
 
-@pytest.mark.parametrize("manifest, job, owned", [
-    (None, "12", True), ({"job": "12"}, "12", True), ({"job": "11"}, "12", False),
-    ({"job": None}, None, True), ({"job": "11"}, None, False),
-])
-def test_who_may_delete(manifest, job, owned):
-    assert owned_by(manifest, job) is owned
+def test_the_manifest_goes_with_the_checkpoints(tmp_path):
+    write_manifest(str(tmp_path / "new"), {"job": "3"})  # the directory made where missing
+    remove_manifest(str(tmp_path / "new"))
+    remove_manifest(str(tmp_path / "new"))  # gone already: nothing to do
+    assert list((tmp_path / "new").iterdir()) == []
 
 
 OTHER = {"job": "11", "step": 300, "written": "2026-11-26T10:00:00", "host": "node1"}
@@ -64,7 +64,7 @@ def test_no_word_for_this_job_s_own_or_none(manifest, job):
 
 @pytest.mark.parametrize("state, said", [
     ("COMPLETED", "COMPLETED"), ("FAILED", "FAILED"), ("CANCELLED", "CANCELLED"),
-    ("TIMEOUT", "TIMEOUT"), ("NODE_FAIL", "NODE_FAIL"), (None, "not known to scontrol"),
+    ("TIMEOUT", "TIMEOUT"), ("NODE_FAIL", "NODE_FAIL"), ("PREEMPTED", "PREEMPTED"),
 ])
 def test_an_ended_job_s_directory_is_taken_over_with_a_warning(state, said):
     assert foreign_warning("/ckpt", OTHER, "12", lambda job: state) == (
@@ -84,9 +84,21 @@ def test_a_live_job_s_directory_is_refused(state):
         "--checkpoint-dir checkpoints/$SLURM_JOB_ID, as the templates do.")
 
 
+def test_a_job_scontrol_cannot_place_is_refused_with_the_way_out():
+    """No scontrol (a container), the controller busy, the job forgotten: the other job may
+    still run, and taking its directory over would delete its files."""
+    with pytest.raises(ResolutionError) as e:
+        foreign_warning("/ckpt", OTHER, "12", lambda job: None)
+    assert str(e.value) == (
+        f"{WHERE}, and scontrol cannot say whether that job has ended (if it has, remove "
+        "/ckpt/mpi_resolver.json): two jobs must not share a checkpoint directory (each would "
+        "resume from, and delete, the other's files). Give each job its own, e.g. "
+        "--checkpoint-dir checkpoints/$SLURM_JOB_ID, as the templates do.")
+
+
 def test_the_state_is_asked_of_the_other_job():
     asked = []
-    foreign_warning("/ckpt", OTHER, "12", lambda job: asked.append(job))
+    foreign_warning("/ckpt", OTHER, "12", lambda job: asked.append(job) or "COMPLETED")
     assert asked == ["11"]
 
 

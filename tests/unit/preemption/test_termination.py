@@ -161,6 +161,7 @@ NOT_ASKED = ("SIGTERM ends the job (the time limit, scancel, Slurm's requeue or 
 ])
 def test_worker_0_decides(sig, warning, requeue, on_time_limit, slurm, code, what, calls):
     slurm.calls.clear()  # the table's stand-in outlives a run of the test (mutmut runs twice)
+    slurm.timeouts.clear()
     t, coord = termination(sig, warning=warning, requeue=requeue, on_time_limit=on_time_limit,
                            run=slurm)
     assert t.finish() == (code, what)
@@ -359,6 +360,7 @@ ENDS = ("SIGTERM came during the save and Slurm ends the job (scancel, or Slurm'
 ])
 def test_sigterm_on_top_of_the_warning_asks_why(slurm, code, what):
     slurm.calls.clear()
+    slurm.timeouts.clear()
     t, _ = termination(USR1, also=TERM, run=slurm)
     assert t.finish() == (code, what)
     assert slurm.calls[0] == ["show", "job", "-o", "12"]
