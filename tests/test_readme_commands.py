@@ -95,7 +95,9 @@ def test_benchmark_script_prints_measured_ratios(tmp_path):
         high = (ours_ms + 0.005) / max(theirs_ms - 0.005, 1e-9) + 0.005
         assert low <= float(ratio) <= high, (measure, ours, theirs, ratio)
         assert target.startswith("<= ") and met in ("yes", "NO"), measure
-        assert (met == "yes") == (float(ratio) <= float(target[3:])), measure
+        # The verdict is the unrounded ratio's: a printed 1.00 may be 1.004 (seen: NO).
+        if abs(float(ratio) - float(target[3:])) > 0.005:
+            assert (met == "yes") == (float(ratio) <= float(target[3:])), measure
     assert (tmp_path / "latest.json").exists()
     # The exchange at scale: its own verdicts follow its figures too.
     exchange = json.loads((tmp_path / "exchange.json").read_text())

@@ -205,6 +205,7 @@ END_WITH = """
 import sys, time
 from mpi_resolver.preemption.tf_config import end_with
 end_with(75, float(sys.argv[1]))
+print(time.monotonic(), flush=True)  # armed (the clock is the machine's, as the test's)
 if sys.argv[2] == "hang":
     time.sleep(60)  # stands for a teardown that does not end
 """
@@ -217,11 +218,14 @@ def test_the_process_ends_with_the_code_at_exit_or_after_the_bound(seconds, then
     import subprocess
     import sys
 
-    start = time.monotonic()
-    p = subprocess.run([sys.executable, "-c", END_WITH, str(seconds), then], timeout=90,
-                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    p = subprocess.run([sys.executable, "-c", END_WITH, str(seconds), then], timeout=150,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, stdout=subprocess.PIPE,
+                       text=True)
+    ended = time.monotonic()
     assert p.returncode == 75
-    assert time.monotonic() - start < 30  # not the 60 s hang
+    # From end_with, not from the start: importing TensorFlow took a minute once on a loaded
+    # machine (the suite's two runs and mutmut's beside them), and that is not the bound.
+    assert ended - float(p.stdout.split()[0]) < 30  # not the 60 s hang
 
 
 def test_a_save_that_outlasts_the_grace_period_is_a_warning_with_both_numbers(slurm_config,

@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -521,16 +522,24 @@ def test_a_full_file_system_has_no_space(tmp_path):
 
 def test_another_user_cannot_write_there():
     """As root every permission is granted: the write runs as nobody (setpriv), in a
-    directory of root's that everyone may look into (pytest's tmp_path is root's alone)."""
+    directory of root's that everyone may look into (pytest's tmp_path is root's alone), with
+    a copy of the package that nobody may read (the checkout may sit where only root may
+    enter, as in root's home)."""
     directory = tempfile.mkdtemp(prefix="mpir-ckpt-")
+    package = tempfile.mkdtemp(prefix="mpir-pkg-")
     os.chmod(directory, 0o755)
+    os.chmod(package, 0o755)
+    shutil.copytree(ROOT / "mpi_resolver", os.path.join(package, "mpi_resolver"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
     try:
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                sys.executable, "-c", WRITE, directory],
-                              capture_output=True, text=True, timeout=60, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              capture_output=True, text=True, timeout=60, cwd=package,
+                              env={**os.environ, "PYTHONPATH": package,
+                                   "PYTHONDONTWRITEBYTECODE": "1"})
     finally:
         os.rmdir(directory)
+        shutil.rmtree(package)
     assert proc.returncode == 0, proc.stderr
     w, files = written_in(proc.stdout)
     assert files == []
