@@ -3,7 +3,7 @@
 # figures with ratios to TensorFlow's resolver (bench.py), the MPI exchange at scale
 # (exchange.py), check --connect's dial pattern (connect_pattern.py), and long jobs on Slurm:
 # the signal to the checkpoint and the requeue, and the resumed run (preemption.py), periodic
-# checkpoints (periodic.py); figures
+# checkpoints (periodic.py), a worker killed and the step restarted (restart.py); figures
 # also written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
 # --quick: smaller jobs; --skip-slurm: no throw-away Slurm cluster (no preemption.py either);
 # other arguments go to bench.py.
@@ -47,4 +47,9 @@ if [ "$skip_slurm" = 0 ]; then
   # Not in a namespace of its own: its throw-away cluster's nodes are network namespaces on a
   # bridge of the host's (each node's workers pick free ports there, --port-base auto).
   "$PY" benchmarks/preemption.py "${quick[@]}" --json "$results/preemption.json"
+  echo
+  echo "A worker killed without warning: the restart by supervise and the resume from the" \
+       "periodic checkpoint (benchmarks/restart.py)"
+  "$PY" benchmarks/restart.py --repeat "$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 3)" \
+    --json "$results/restart.json"
 fi
