@@ -531,6 +531,8 @@ def test_another_user_cannot_write_there():
     os.chmod(package, 0o755)
     shutil.copytree(ROOT / "mpi_resolver", os.path.join(package, "mpi_resolver"),
                     ignore=shutil.ignore_patterns("__pycache__"))
+    # mutmut's copy of the package finds its settings in the working directory's file
+    shutil.copy(ROOT / "pyproject.toml", package)
     try:
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                sys.executable, "-c", WRITE, directory],
