@@ -54,9 +54,7 @@ def parse_every(text: Union[str, int, None], argument: str = "checkpoint_every")
     """
     if text is None:
         return None
-    if isinstance(text, bool) or not isinstance(text, (str, int)):
-        raise FormatError(f"{argument}={text!r}: expected {_FORMS}.")
-    word = str(text).strip().lower()
+    word = str(text).strip().lower()  # anything else (True, 1.5) is no form below
     if word == AUTO:
         return Every(auto=True)
     if word.isascii() and word.isdigit():
@@ -85,8 +83,7 @@ def parse_keep(value: object, argument: str = "keep") -> int:
     Raises:
       FormatError: naming ``argument``: 0, negative, not a whole number.
     """
-    text = str(value).strip() if isinstance(value, (int, str)) and \
-        not isinstance(value, bool) else ""
+    text = str(value).strip()  # True, 1.0, None: not digits
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise FormatError(f"{argument}={value!r}: expected a whole number of checkpoints to "
                           f"keep, at least 1 (default {DEFAULT_KEEP}: a torn newest one still "

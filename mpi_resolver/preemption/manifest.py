@@ -58,7 +58,7 @@ def write_manifest(directory: str, manifest: Mapping[str, Any]) -> None:
     path = os.path.join(directory, MANIFEST)
     part = f"{path}.{os.getpid()}.part"
     with open(part, "w", encoding="utf-8") as f:
-        json.dump(dict(manifest), f, indent=1, sort_keys=True)
+        json.dump(dict(manifest), f)
     os.replace(part, path)
 
 

@@ -57,7 +57,7 @@ class Schedule:
         self.every, self.start, self.chief = every, start, chief
         self._agree, self._clock, self._warmup = agree, clock, warmup
         self.mtbf = job_mtbf(nodes, node_mtbf_hours)
-        self._next: Optional[int] = None if every.steps is None else -1
+        self._next: Optional[int] = None  # a duration's or auto's next save step
         self._decisions = 0
         self._mark: Optional[tuple] = None  # (step, clock) the step time is measured from
         self._started = clock()

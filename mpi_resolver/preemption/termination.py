@@ -100,7 +100,7 @@ class Termination:
         self.host = host or socket.gethostname()
         self._announced = False
         self._reported: set = set()
-        self._deadline = clock() + DEFAULT_WAIT
+        self._deadline: float  # finish() sets it: the signal's time plus the budget
 
     def coordinator(self) -> Coordinator:
         if self._coordinator is None:

@@ -132,3 +132,19 @@ def test_young_s_interval_is_where_the_overhead_is_least():
 ])
 def test_steps_for(seconds, step, steps):
     assert steps_for(seconds, step) == steps
+
+
+def test_the_default_argument_names_are_the_keywords():
+    with pytest.raises(FormatError, match=r"^checkpoint_every='0': "):
+        parse_every("0")
+    with pytest.raises(FormatError, match=r"^keep=0: "):
+        parse_keep(0)
+
+
+@pytest.mark.parametrize("hours", [0.5, 1.0, 1e-3])
+def test_a_node_mtbf_below_an_hour_is_still_a_rate(hours):
+    assert job_mtbf(1, hours) == hours * 3600.0
+
+
+def test_an_interval_under_a_second_still_costs_its_saves():
+    assert overhead(0.1, 0.5, 1000.0) == pytest.approx(0.2 + 0.00025)

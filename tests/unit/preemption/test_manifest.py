@@ -105,3 +105,13 @@ def test_the_state_is_asked_of_the_other_job():
 def test_the_file_is_json(tmp_path):
     write_manifest(str(tmp_path), {"job": "3", "step": 1})
     assert json.loads((tmp_path / MANIFEST).read_text()) == {"job": "3", "step": 1}
+
+
+def test_the_manifest_s_fields():
+    import datetime
+    import socket
+
+    m = manifest_for("10_3", 7, {"keep": 2}, clock=lambda: 1e9)
+    assert m == {"job": "10_3", "step": 7, "host": socket.gethostname(),
+                 "written": datetime.datetime.fromtimestamp(1e9).isoformat(timespec="seconds"),
+                 "settings": {"keep": 2}}

@@ -108,9 +108,11 @@ def test_requeue_and_the_job_s_state_take_the_time_they_are_given():
                  id="no answer in time"),
 ])
 def test_job_state(run, state):
-    run.timeouts.clear()  # the table's stand-in outlives a run of the test (mutmut runs twice)
+    run.timeouts.clear()  # the table's stand-ins outlive a run of the test (mutmut runs twice)
+    run.calls.clear()
     assert rq.job_state("7", run) == state
     assert run.timeouts == [rq.SCONTROL_TIMEOUT]
+    assert run.calls == [["show", "job", "-o", "7"]]
 
 
 def test_requeue_reads_stderr_too():

@@ -103,3 +103,12 @@ def test_an_error_without_words_is_named_by_its_type():
 
     assert restore_newest(["/c/ckpt-1"], fail, "/c")[1] == [
         "no checkpoint in /c restores (ckpt-1: OSError): training starts from step 0"]
+
+
+def test_a_long_error_is_cut_to_200_characters():
+    def fail(prefix):
+        raise OSError("x" * 300 + "\nsecond line")
+
+    warning = restore_newest(["/c/ckpt-1"], fail, "/c")[1][0]
+    assert warning == f"no checkpoint in /c restores (ckpt-1: {'x' * 200}): training starts " \
+                      "from step 0"

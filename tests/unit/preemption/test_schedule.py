@@ -147,3 +147,51 @@ def test_a_save_of_another_step_does_not_move_the_next():
     due_steps(s, 12)
     s.saved(12, 0.1)
     assert len(board.asked) == 1 and s.save_seconds == 0.1
+
+
+def test_the_first_step_is_not_a_step_s_time():
+    """Step 1 traces the graph (10 s here), step 2 is slower (2 s): the time is measured from
+    the end of step 1, over the steps after it."""
+    clock = Clock()
+    s = schedule(Every(seconds=100.0), clock=clock)
+    for step in range(1, WARMUP_STEPS + 1):
+        clock.now += {1: 10.0, 2: 2.0}.get(step, 1.0)
+        s.due(step)
+    assert s.plans[0].step_seconds == pytest.approx(10.0 / 9)
+
+
+@pytest.mark.parametrize("step_time, steps", [(0.25, 2), (0.1, 20)])
+def test_steps_faster_than_a_second_are_timed_as_they_are(step_time, steps):
+    """3 s: the warm-up's 10 steps took 2.5 s (then 0.5 s is 2 steps more), or 1 s (then
+    2 s is 20 steps more)."""
+    clock = Clock()
+    s = schedule(Every(seconds=3.0), clock=clock)
+    due_steps(s, WARMUP_STEPS + 1, clock, step_time=step_time)
+    assert s.plans[0].step_seconds == pytest.approx(step_time)
+    assert s.plans[0].steps == steps
+
+
+def test_an_interval_spent_in_the_warmup_with_fast_steps_saves_at_the_next_step():
+    clock = Clock()
+    s = schedule(Every(seconds=1.0), clock=clock)
+    assert due_steps(s, WARMUP_STEPS + 1, clock, step_time=0.25) == [WARMUP_STEPS + 1]
+
+
+def test_an_interval_of_one_step_times_that_step():
+    clock = Clock()
+    s = schedule(Every(seconds=0.5), clock=clock)
+    due_steps(s, WARMUP_STEPS + 3, clock, step_time=1.0)
+    assert [p.steps for p in s.plans][:2] == [1, 1]
+    assert [p.step_seconds for p in s.plans][:2] == [1.0, 1.0]
+
+
+def test_auto_with_a_save_that_took_no_time_saves_every_step():
+    clock = Clock()
+    s = schedule(Every(auto=True), clock=clock)
+    due_steps(s, WARMUP_STEPS + 1, clock, step_time=1.0, save_time=0.0)
+    assert s.plans[0].seconds == 0.0 and s.plans[0].steps == 1
+
+
+def test_the_node_mtbf_given_is_the_one_used():
+    s = schedule(Every(auto=True), nodes=4, mtbf=1000.0)
+    assert s.mtbf == 250 * HOURS
