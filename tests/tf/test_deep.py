@@ -82,12 +82,14 @@ def test_a_worker_whose_peer_never_starts_is_reported_within_the_timeout():
         assert "Timeout (0:00:42)!" in p.stderr and "_initialize_multi_worker" in p.stderr
         assert took < 42 + 15, took
         return
-    report, took = deep(2, 12.0)
+    # 30 s, of which importing TensorFlow takes its share first: 12 s were too few once,
+    # the suite's two runs side by side (rank 0 was still importing TensorFlow at the end).
+    report, took = deep(2, 30.0)
     (own,) = report["outcomes"]
     assert report["ok"] is False and report["gathered"] is False, report
     assert (own["state"], own["stage"]) == ("stuck", "MultiWorkerMirroredStrategy"), own
     assert "waits for every worker" in own["fix"], own
-    assert took < 12.0 + 10, took  # the process's start-up and exit around the deadline
+    assert took < 30.0 + 10, took  # the process's start-up and exit around the deadline
 
 
 def test_the_rehearsal_s_resolver_takes_every_option_of_the_command_line():
