@@ -4,20 +4,21 @@ to the checkpoint on disk in its parts.
 
     python benchmarks/periodic.py [--mib 100] [--steps 60] [--every 10] [--quick] [--json FILE]
 
-In this process (one worker, TensorFlow's CPU build, no Slurm), for examples/train.py's model
-('example') and one of about --mib MiB of variables ('large', SGD: the checkpoint is the
-variables): --steps steps through SlurmTerminationConfig's handler without periodic saves,
-then the same steps with a save every --every steps; the save's time C is what the package
-measures (Saver.seconds, the chief's write: the median of the saves), and the difference of
-the two runs over the saves is printed beside it (noisy where steps vary), with TensorFlow's
-own Checkpoint.write of the same variables. 'auto' is Young's interval sqrt(2 C M), M the
-default failure rate of a 2-node job (interval.DEFAULT_NODE_MTBF_HOURS / 2); its overhead is
-C / T + T / 2M (goal: <= 2 %). `dd if=/dev/zero bs=1M conv=fsync` writes the
-checkpoint's bytes to the same directory (the physical limit; goal: the write at >= 0.5 of
-its speed). Then USR1 is sent to this process in the middle of a step: from the signal to
-the checkpoint file on disk, in parts: the step in flight, the claim (the package looks at
-the start of the next step; TensorFlow's own thread once a second), the write. The figures
-are measured in this run; nothing is hard-coded.
+In this process (one worker, TensorFlow's CPU build, no Slurm), for examples/train.py's
+model ('example') and one of about --mib MiB of variables ('large', SGD: the checkpoint is
+the variables): --steps steps through SlurmTerminationConfig's handler without periodic
+saves, then the same steps with a save every --every steps; the save's time C is what the
+package measures (Saver.seconds, the chief's write: the median of the saves), and the
+difference of the two runs over the saves is printed beside it (noisy where steps vary).
+'auto' is Young's interval sqrt(2 C M), M the default failure rate of a 2-node job
+(interval.DEFAULT_NODE_MTBF_HOURS / 2); its overhead is C / T + T / 2M (goal: <= 2 %). The
+package's save, TensorFlow's own write and `dd bs=1M conv=fsync` copying the checkpoint's
+data file to the same directory (the physical limit) are taken in turn, seven times, medians
+(goal: the save at >= 0.5 of dd's speed, for a checkpoint of a MiB or more). Then USR1 is
+sent to this process in the middle of a step: from the signal to the checkpoint file on disk
+(goal: a step + 0.2 s + the write), in parts: the step in flight, the claim (the package
+looks at the start of the next step; TensorFlow's own thread once a second), the write. The
+figures are measured in this run; nothing is hard-coded.
 """
 
 from __future__ import annotations
@@ -96,13 +97,13 @@ def timed_run(tf: Any, config: Any, parts: tuple, directory: str, steps: int) ->
     return {"seconds": time.perf_counter() - start, "saves": saves}
 
 
-def dd_seconds(directory: str, nbytes: int) -> float:
-    """Returns the seconds `dd conv=fsync` takes to write ``nbytes`` in ``directory``."""
+def dd_seconds(source: str, directory: str) -> float:
+    """Returns the seconds `dd bs=1M conv=fsync` takes to copy the file ``source`` (the
+    checkpoint's own bytes, in the page cache) into ``directory``."""
     path = os.path.join(directory, "dd.bin")
-    count = max(1, math.ceil(nbytes / 2 ** 20))
     start = time.perf_counter()
-    subprocess.run(["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={count}",
-                    "conv=fsync"], check=True, capture_output=True)
+    subprocess.run(["dd", f"if={source}", f"of={path}", "bs=1M", "conv=fsync"],
+                   check=True, capture_output=True)
     took = time.perf_counter() - start
     os.remove(path)
     return took
@@ -171,32 +172,45 @@ def measure(tf: Any, name: str, width: int, depth: int, args: argparse.Namespace
                                                       checkpoint_every=args.every),
                            build(tf, width, depth), os.path.join(base, "saving"), args.steps)
         nbytes = newest_bytes(os.path.join(base, "saving"))
-        dd = dd_seconds(base, nbytes)
         sig = signal_to_disk(tf, build(tf, width, depth), os.path.join(base, "signal"))
-        raw = raw_write(build(tf, width, depth)[0], os.path.join(base, "raw"))
+        raw = write_against_dd(build(tf, width, depth)[0], os.path.join(base, "raw"))
     saves = saving["saves"]
     c = sorted(saves)[len(saves) // 2]
     per_save = (saving["seconds"] - plain["seconds"]) / max(len(saves), 1)
     t = young_interval(c, mtbf)
     return {"model": name, "MiB": nbytes / 2 ** 20, "step_s": plain["seconds"] / args.steps,
             "saves": len(saves), "C_s": c, "runs_differ_per_save_s": per_save,
-            "tf_write_s": raw, "auto_interval_s": t,
-            "auto_overhead_pct": 100 * overhead(c, t, mtbf), "dd_s": dd,
-            "write_vs_dd": dd / c if c else math.inf, **sig}
+            "auto_interval_s": t, "auto_overhead_pct": 100 * overhead(c, t, mtbf), **raw,
+            "write_vs_dd": raw["dd_s"] / raw["save_s"], **sig}
 
 
-def raw_write(checkpoint: Any, directory: str) -> float:
-    """Returns the median seconds of TensorFlow's own Checkpoint.write of ``checkpoint``."""
-    took = []
-    for i in range(3):
+def write_against_dd(checkpoint: Any, directory: str, rounds: int = 7) -> Dict[str, float]:
+    """Returns the median seconds of the package's save (the chief's KeepingManager, as in
+    training), of TensorFlow's own Checkpoint.write and of dd writing the same bytes to the
+    same directory, the three taken in turn ``rounds`` times: this machine's disk is slower
+    by turns (the same 100 MiB take 0.06 s or 0.25 s), and side by side all three meet the
+    same turns."""
+    from mpi_resolver.preemption.tf_checkpoints import KeepingManager
+
+    manager = KeepingManager(checkpoint, os.path.join(directory, "chief"), 2, chief=True,
+                             agree=lambda prefix: prefix)
+    save_s, tf_s, dd_s = [], [], []
+    for i in range(rounds):
         start = time.perf_counter()
-        checkpoint.write(os.path.join(directory, f"raw-{i}"))
-        took.append(time.perf_counter() - start)
-    return sorted(took)[1]
+        prefix = manager.save(checkpoint_number=i)
+        save_s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        checkpoint.write(os.path.join(directory, "raw"))
+        tf_s.append(time.perf_counter() - start)
+        dd_s.append(sum(dd_seconds(str(d), directory)
+                        for d in Path(prefix).parent.glob(Path(prefix).name + ".data-*")))
+    middle = rounds // 2
+    return {"save_s": sorted(save_s)[middle], "tf_write_s": sorted(tf_s)[middle],
+            "dd_s": sorted(dd_s)[middle]}
 
 
 def table(rows: List[Dict]) -> str:
-    keys = ["MiB", "step_s", "saves", "C_s", "runs_differ_per_save_s", "tf_write_s",
+    keys = ["MiB", "step_s", "saves", "C_s", "runs_differ_per_save_s", "save_s", "tf_write_s",
             "auto_interval_s",
             "auto_overhead_pct", "dd_s", "write_vs_dd", "signal_to_disk", "step_in_flight",
             "next_step", "write"]
@@ -205,6 +219,25 @@ def table(rows: List[Dict]) -> str:
     for k in keys:
         out.append(f"| {k} | " + " | ".join(f"{r[k]:.4g}" for r in rows) + " |")
     return "\n".join(out)
+
+
+def goal_line(r: Dict) -> str:
+    """Returns the line that says whether ``r`` meets the goals: the overhead at 'auto'
+    <= 2 %; from the signal to the disk within a step + 0.2 s + the write; the save at
+    >= 0.5 of dd's speed where the checkpoint has a MiB or more (below, both are fixed costs:
+    dd's start, TensorFlow's index and renames, not a speed)."""
+    bound = r["step"] + 0.2 + r["write"]
+    ok = r["auto_overhead_pct"] <= 2.0 and r["signal_to_disk"] <= bound
+    line = (f"{r['model']}: overhead at auto {r['auto_overhead_pct']:.3f} % (goal <= 2 %), "
+            f"signal to disk {r['signal_to_disk']:.3f} s (goal <= a step + 0.2 s + the write "
+            f"= {bound:.3f} s), ")
+    if r["MiB"] >= 1:
+        ok = ok and r["write_vs_dd"] >= 0.5
+        line += f"the save at {r['write_vs_dd']:.2f} of dd's speed (goal >= 0.5)"
+    else:
+        line += (f"the save {1000 * r['save_s']:.1f} ms against dd's {1000 * r['dd_s']:.1f} ms "
+                 f"for {1024 * r['MiB']:.0f} KiB (fixed costs, not a speed)")
+    return f"{line}: {'met' if ok else 'NOT met'}"
 
 
 def main(argv=None) -> int:
@@ -223,10 +256,7 @@ def main(argv=None) -> int:
           "at the default failure rate:")
     print(table(rows))
     for r in rows:
-        ok = r["auto_overhead_pct"] <= 2.0 and r["write_vs_dd"] >= 0.5
-        print(f"{r['model']}: overhead at auto {r['auto_overhead_pct']:.3f} % (goal <= 2 %), "
-              f"write at {r['write_vs_dd']:.2f} of dd (goal >= 0.5): "
-              f"{'met' if ok else 'NOT met'}")
+        print(goal_line(r))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -37,3 +37,30 @@ def test_the_periodic_benchmark_measures_and_prints(tmp_path):
     line = next(ln for ln in run.stdout.splitlines() if ln.startswith("| C_s |"))
     assert line == "| C_s | " + " | ".join(f"{r['C_s']:.4g}" for r in rows) + " |"
     assert "example: overhead at auto" in run.stdout and "large: overhead at auto" in run.stdout
+
+
+def _row(**changes):
+    row = {"model": "large", "MiB": 100.0, "auto_overhead_pct": 0.02, "signal_to_disk": 0.5,
+           "step": 0.1, "write": 0.2, "write_vs_dd": 0.5, "save_s": 0.06, "dd_s": 0.03}
+    return {**row, **changes}
+
+
+@pytest.mark.parametrize("changes, verdict", [
+    ({}, "met"),
+    ({"auto_overhead_pct": 2.0}, "met"),
+    ({"auto_overhead_pct": 2.001}, "NOT met"),
+    ({"signal_to_disk": 0.501}, "NOT met"),
+    ({"write_vs_dd": 0.499}, "NOT met"),
+    ({"MiB": 1.0, "write_vs_dd": 0.499}, "NOT met"),
+    ({"MiB": 0.99, "write_vs_dd": 0.2}, "met"),
+])
+def test_the_goals_are_judged_at_their_limits(changes, verdict):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from periodic import goal_line
+
+    line = goal_line(_row(**changes))
+    assert line.endswith(": " + verdict), line
+    if _row(**changes)["MiB"] < 1:
+        assert "fixed costs, not a speed" in line and "of dd's speed" not in line
+    else:
+        assert "of dd's speed (goal >= 0.5)" in line
