@@ -178,7 +178,8 @@ def test_an_interval_spent_in_the_warmup_with_fast_steps_saves_at_the_next_step(
 
 
 def test_an_interval_of_one_step_times_that_step():
-    """The third decision comes one step after the save that set its mark: one step of 1 s."""
+    """From the third decision on, each comes one step after the save that set its mark: one
+    step of 1 s."""
     clock = Clock()
     s = schedule(Every(seconds=0.5), clock=clock)
     due_steps(s, WARMUP_STEPS + 3, clock, step_time=1.0)
