@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from typing import IO, List, Optional, Sequence
+from typing import IO, List, Mapping, Optional, Sequence
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.preemption.restarts import (FAILURES_TO_LEAVE_OUT, STOP_TIMEOUT, Action,
-                                              RunEnd, decide, left_out, say)
+from mpi_resolver.preemption.requeue import (SCONTROL_TIMEOUT, Runner, job_ending, requeue,
+                                             requeue_target, run_scontrol)
+from mpi_resolver.preemption.restarts import (FAILURES_TO_LEAVE_OUT, REQUEUED_EXIT,
+                                              SIGTERM_EXIT, STOP_TIMEOUT, SUPERVISED_ENV,
+                                              Action, RunEnd, decide, left_out,
+                                              requeue_refusal, say)
 from mpi_resolver.preemption.srun_options import job_nodes, read_srun
 from mpi_resolver.preemption.step_report import StepReport
 
@@ -44,6 +49,7 @@ class _Stop:
 
     def __init__(self) -> None:
         self.signal: Optional[int] = None
+        self.at: Optional[float] = None  # when it came (time.monotonic)
         self.child: Optional[subprocess.Popen] = None
 
     def handle(self, number: int, _frame: object) -> None:
@@ -51,7 +57,8 @@ class _Stop:
         SIGUSR1 and SIGUSR2 change nothing."""
         if number in (signal.SIGUSR1, signal.SIGUSR2):
             return
-        self.signal = self.signal or number
+        if self.signal is None:
+            self.signal, self.at = number, time.monotonic()
         if number != signal.SIGINT:
             self.forward(number)
 
@@ -114,7 +121,8 @@ def run_once(argv: Sequence[str], stop: _Stop, stop_timeout: float) -> RunEnd:
     started = time.monotonic()
     report = StepReport()
     try:
-        child = subprocess.Popen(list(argv), stderr=subprocess.PIPE)
+        child = subprocess.Popen(list(argv), stderr=subprocess.PIPE,
+                                 env={**os.environ, SUPERVISED_ENV: "1"})
     except OSError as e:
         raise ResolutionError(f"supervise could not run {argv[0]!r}: {e.strerror}; check "
                               "the command's name and PATH.") from e
@@ -147,11 +155,46 @@ def supervise(command: Sequence[str], max_restarts: int, *,
         end = run_once(argv, stop, stop_timeout)
         decision = decide(end, restarts, max_restarts)
         _say(say(decision, end, max_restarts, os.path.basename(command[0]), restarts))
+        if decision.action is Action.REQUEUED:
+            return requeue_job(end.stop_signal, stop.at, os.environ)
         if decision.action is not Action.RESTART:
             return decision.status
         failed.append(end.failure.node if end.failure is not None else None)
         argv = _next_argv(command, failed, spare)
         restarts = decision.restart
+
+
+#: Seconds from Slurm's SIGTERM to its SIGKILL where nothing says (KillWait's default).
+KILL_WAIT = 30.0
+
+
+def requeue_job(stop_signal: Optional[int], since: Optional[float], env: Mapping[str, str],
+                run: Runner = run_scontrol) -> int:
+    """Requeues the job after the step's exit 75 where the policy allows (``stop_signal``:
+    the signal that came to supervise, at ``since`` on time.monotonic; after SIGTERM
+    scontrol is asked why, within what is left of KillWait); says what it did; returns the
+    exit status: 75 (to run again), or 143 where the job ends."""
+    try:
+        target = requeue_target(env)
+    except ResolutionError:  # mpirun without Slurm: nobody to requeue the job
+        _say(f"the step asks to run again; SLURM_JOB_ID={env.get('SLURM_JOB_ID')!r}: not in a "
+             f"Slurm job, so no job is requeued: exit {REQUEUED_EXIT}")
+        return REQUEUED_EXIT
+
+    def left() -> float:
+        if since is None:
+            return SCONTROL_TIMEOUT
+        return max(KILL_WAIT - (time.monotonic() - since), 2.0)
+
+    ending = job_ending(target, run, left()) if stop_signal == signal.SIGTERM else None
+    refusal = requeue_refusal(stop_signal, ending)
+    if refusal is not None:
+        _say(f"job {target} is not requeued: {refusal}: exit {SIGTERM_EXIT}")
+        return SIGTERM_EXIT
+    outcome = requeue(target, socket.gethostname(), REQUEUED_EXIT, run, left(),
+                      fallback=False)
+    _say(f"{outcome.message}: exit {REQUEUED_EXIT}")
+    return REQUEUED_EXIT
 
 
 def _next_argv(command: Sequence[str], failed: Sequence[Optional[str]], spare: int) -> List[str]:

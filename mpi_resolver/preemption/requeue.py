@@ -1,6 +1,6 @@
-"""Requeueing the job from worker 0: which job (an array task by its own name), scontrol's
-answer read into one line with its fix, and whether SIGTERM came from the time limit (pure,
-but for ``run_scontrol``, the subprocess edge)."""
+"""Requeueing the job (worker 0 in the step, or supervise in the batch step): which job (an
+array task by its own name), scontrol's answer read into one line with its fix, and whether
+SIGTERM came from the time limit (pure, but for ``run_scontrol``, the subprocess edge)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,13 @@ __all__ = ["RequeueOutcome", "requeue_target", "requeue", "read_requeue", "job_f
 
 #: Seconds scontrol may take (it retries an unreachable controller for MessageTimeout).
 SCONTROL_TIMEOUT = 30.0
-_FALLBACK = ("the batch script can requeue it instead when srun returns exit code "
-             "{code} (examples/train.sbatch does)")
+_FALLBACK = ("or run the step under `mpi-resolver supervise` (the templates do), which "
+             "requeues the job from the batch step when the step exits {code}")
+
+
+def _then(code: int, fallback: bool) -> str:
+    """Returns the fallback's words (after '; '), or '' where the caller is the fallback."""
+    return "; " + _FALLBACK.format(code=code) if fallback else ""
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,11 @@ def requeue_target(env: Mapping[str, str]) -> str:
     return job
 
 
-def read_requeue(target: str, returncode: int, output: str, code: int) -> RequeueOutcome:
+def read_requeue(target: str, returncode: int, output: str, code: int, *,
+                 fallback: bool = True) -> RequeueOutcome:
     """Returns what ``scontrol requeue target`` answering ``returncode`` and ``output``
-    means; ``code`` is the exit code the batch script sees (named in the fixes)."""
+    means; ``code`` is the step's exit code, named in supervise's fallback (said where
+    ``fallback``: worker 0 requeues, not supervise)."""
     command = f"scontrol requeue {target}"
     text = " ".join(output.split())
     if returncode == 0:
@@ -61,20 +68,20 @@ def read_requeue(target: str, returncode: int, output: str, code: int) -> Requeu
     if "presently disabled" in text:
         return RequeueOutcome(False, (
             f"job {target} cannot be requeued ({command}: {text}): submit it with "
-            "'#SBATCH --requeue' (this cluster's JobRequeue is 0); "
-            + _FALLBACK.format(code=code)))
+            "'#SBATCH --requeue' (this cluster's JobRequeue is 0)"))
     return RequeueOutcome(False, (
-        f"{command} failed (exit {returncode}: {text or 'no output'}); "
-        + _FALLBACK.format(code=code)))
+        f"{command} failed (exit {returncode}: {text or 'no output'})"
+        + _then(code, fallback)))
 
 
-def missing_scontrol(target: str, host: str, code: int) -> RequeueOutcome:
+def missing_scontrol(target: str, host: str, code: int, *,
+                     fallback: bool = True) -> RequeueOutcome:
     """Returns the outcome where scontrol is not on this node (a container without Slurm's
     commands)."""
     return RequeueOutcome(False, (
         f"job {target} was not requeued: scontrol is not on {host}'s PATH (inside a container "
         "without Slurm's commands?): make scontrol, slurm.conf and munge's socket available "
-        "there, or " + _FALLBACK.format(code=code)))
+        "there" + _then(code, fallback)))
 
 
 Runner = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]
@@ -100,17 +107,18 @@ def run_scontrol(args: Sequence[str],
 
 
 def requeue(target: str, host: str, code: int, run: Runner = run_scontrol,
-            timeout: float = SCONTROL_TIMEOUT) -> RequeueOutcome:
+            timeout: float = SCONTROL_TIMEOUT, *, fallback: bool = True) -> RequeueOutcome:
     """Requeues job ``target`` with scontrol within ``timeout`` seconds; returns the outcome
-    (never raises)."""
+    (never raises). ``fallback``: name supervise's requeue in the fixes (worker 0's)."""
     try:
         done = run(["requeue", target], timeout)
     except FileNotFoundError:
-        return missing_scontrol(target, host, code)
+        return missing_scontrol(target, host, code, fallback=fallback)
     except (OSError, subprocess.SubprocessError) as e:
-        return RequeueOutcome(False, f"scontrol requeue {target} could not run ({e}); "
-                                     + _FALLBACK.format(code=code))
-    return read_requeue(target, done.returncode, done.stdout + done.stderr, code)
+        return RequeueOutcome(False, f"scontrol requeue {target} could not run ({e})"
+                                     + _then(code, fallback))
+    return read_requeue(target, done.returncode, done.stdout + done.stderr, code,
+                        fallback=fallback)
 
 
 def job_fields(text: str) -> Dict[str, str]:

@@ -2,8 +2,9 @@
 restarted in the same allocation, which never is, how many times, and which node is left out
 of the next run; and the one line said about each.
 
-A run ends one of five ways (``Action``): a normal end (exit 0); worker 0 requeued the job
-(exit 75, REQUEUED: the next run is Slurm's, after the queue); the job's own end (SIGTERM
+A run ends one of five ways (``Action``): a normal end (exit 0); the checkpoint saved and the
+job to run again (exit 75, REQUEUED: supervise requeues the job where ``requeue_refusal``
+allows, and the next run is Slurm's, after the queue); the job's own end (SIGTERM
 from Slurm at the time limit, scancel or requeue, to supervise or to a task: ENDING); a
 failure that is restarted; a failure after every restart is used up (USED_UP).
 """
@@ -17,14 +18,19 @@ from typing import Dict, List, Optional, Sequence
 
 from mpi_resolver.core.errors import FormatError
 from mpi_resolver.core.values import whole_number
+from mpi_resolver.preemption.requeue import ENDING, RUNNING, TIME_LIMIT
 from mpi_resolver.preemption.step_report import TaskEnd
 
 __all__ = ["Action", "RunEnd", "Decision", "decide", "parse_max_restarts", "left_out",
-           "DEFAULT_MAX_RESTARTS", "REQUEUED_EXIT", "FAILURES_TO_LEAVE_OUT", "STOP_TIMEOUT"]
+           "DEFAULT_MAX_RESTARTS", "REQUEUED_EXIT", "FAILURES_TO_LEAVE_OUT", "STOP_TIMEOUT",
+           "SUPERVISED_ENV", "requeue_refusal"]
 
+#: Set to "1" by supervise in its step's environment: the tasks then leave the requeue to
+#: supervise (exit 75: run again; 143: stop) and run no scontrol themselves.
+SUPERVISED_ENV = "MPI_RESOLVER_SUPERVISED"
 #: Restarts in the same allocation before supervise gives up (--max-restarts).
 DEFAULT_MAX_RESTARTS = 3
-#: The tasks' exit status once worker 0 requeued the job (examples/train.py, termination).
+#: The tasks' exit status after a save where the job is to run again (termination).
 REQUEUED_EXIT = 75
 #: A task's exit status after Slurm's SIGTERM: 128 + 15, by the signal or by the tasks' own
 #: exit after their save (termination's 143).
@@ -106,6 +112,23 @@ def decide(end: RunEnd, restarts: int, max_restarts: int) -> Decision:
     return Decision(Action.RESTART, cause, restarts + 1)
 
 
+def requeue_refusal(stop_signal: Optional[int], ending: Optional[str]) -> Optional[str]:
+    """Returns None where supervise requeues the job after the step's exit 75, else why not.
+    ``stop_signal``: the signal that came to supervise (None: the warning signal's save, the
+    job runs on); ``ending``: scontrol's word after SIGTERM (requeue.job_ending): the time
+    limit, or a job that runs on, is requeued; an end by scancel, Slurm's requeue or
+    preemption is not, nor one scontrol cannot explain."""
+    if stop_signal is None or (stop_signal == signal.SIGTERM and ending in (TIME_LIMIT,
+                                                                             RUNNING)):
+        return None
+    if stop_signal != signal.SIGTERM:
+        return f"{signal.Signals(stop_signal).name} came to supervise"
+    if ending == ENDING:
+        return ("Slurm ends the job (scancel, or Slurm's requeue or preemption, which requeues "
+                "it itself)")
+    return "scontrol could not say why SIGTERM came"
+
+
 def left_out(failed: Sequence[Optional[str]], spare: int) -> List[str]:
     """Returns the nodes to leave out of the next run: those among ``failed`` (each failed
     run's node, oldest first; None where no node was named) that failed
@@ -149,8 +172,8 @@ def say(decision: Decision, end: RunEnd, max_restarts: int, program: str,
     if action is Action.DONE:
         return f"the step completed after {_restarts(restarts)}" if restarts else None
     if action is Action.REQUEUED:
-        return (f"{_what(end, program)}: the job is requeued (the checkpoint saved); "
-                f"not restarted here: exit {status}")
+        return (f"{_what(end, program)}: the checkpoint is saved and the job is to run again "
+                "(not restarted here)")
     if action is Action.ENDING:
         return f"the job is ending ({_ending(end, program)}): not restarted: exit {status}"
     if action is Action.USED_UP:

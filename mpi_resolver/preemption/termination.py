@@ -1,6 +1,7 @@
 """What happens between Slurm's signal and the end of the process, without TensorFlow: the
 watcher TensorFlow polls, and the exit after the coordinated save (every worker saved, worker
-0 requeues where asked, every worker exits with one code). TensorFlow's parts (the
+0 requeues where asked, every worker exits with one code; under `mpi-resolver supervise` the
+code alone: 75 run again, 143 stop, and supervise requeues). TensorFlow's parts (the
 coordination service, the TerminationConfig) come in through ``Coordinator`` (.tf_config)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.preemption.requeue import (ENDING, RUNNING, TIME_LIMIT, RequeueOutcome, Runner,
                                              job_ending, requeue, requeue_target, run_scontrol)
+from mpi_resolver.preemption.restarts import SUPERVISED_ENV
 from mpi_resolver.preemption.signals import SIGTERM, WarningSignal
 from mpi_resolver.preemption.watcher import Arrival, Displaced, SignalWatcher
 
@@ -178,13 +180,16 @@ class Termination:
         return REQUEUE_EXIT_CODE if warned else TERMINATED_EXIT_CODE
 
     def _decide(self, event: str, saved: bool, failed: Optional[str]) -> Tuple[int, str]:
-        """Returns worker 0's (exit code, what happened), requeueing the job where asked."""
+        """Returns worker 0's (exit code, what happened), requeueing the job where asked
+        (under supervise, which requeues: the code alone)."""
         prefix = f"checkpoint saved on SIG{event}"
         if failed:
             prefix = (f"the save on SIG{event} failed ({failed}): the job resumes from the "
                       "last checkpoint that restores")
         elif not saved:
             prefix += " (not every worker said it had saved: worker 0's checkpoint is whole)"
+        if self.env.get(SUPERVISED_ENV) == "1":
+            return self._leave_to_supervise(event, prefix)
         reason = self._requeue_reason(event)
         warned = event == self.policy.warning.name
         if isinstance(reason, str):
@@ -196,6 +201,16 @@ class Termination:
         # could not; after the time limit's SIGTERM the batch script ends too: 143.
         code = REQUEUE_EXIT_CODE if outcome.done or warned else TERMINATED_EXIT_CODE
         return code, f"{prefix}; {outcome.message.rstrip('.')}"
+
+    def _leave_to_supervise(self, event: str, prefix: str) -> Tuple[int, str]:
+        """Returns the code and line where supervise runs the step and decides: 75 (run
+        again) after the warning signal, and after SIGTERM with requeue_on_time_limit
+        (supervise asks scontrol whether the time limit ended the job); else 143."""
+        warned = event == self.policy.warning.name
+        if warned or self.policy.requeue_on_time_limit:
+            return REQUEUE_EXIT_CODE, f"{prefix}; supervise requeues the job"
+        return (TERMINATED_EXIT_CODE, f"{prefix}; not requeued: SIGTERM ends the job "
+                "(requeue_on_time_limit=True requeues after the time limit)")
 
     def _requeue_reason(self, event: str) -> Optional[str]:
         """Returns None where the job is to be requeued, else why not."""

@@ -38,6 +38,22 @@ echo "== job $SLURM_JOB_ID (run $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )))"
 srun --mpi=pmix --kill-on-bad-exit=1 python {train} --epochs 1 --steps-per-epoch 10000000 \\
   --log-every 1000 --port-base 25170 --checkpoint-dir {ckpt} --requeue-on-time-limit
 """
+#: The time limit's job under supervise, with the templates' traps and wait.
+SUPERVISED_TIME_LIMIT_SCRIPT = """#!/bin/bash
+echo "== job $SLURM_JOB_ID (run $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )))"
+trap 'interrupted=1' TERM
+python -m mpi_resolver supervise -- srun --mpi=pmix --kill-on-bad-exit=1 python {train} \\
+  --epochs 1 --steps-per-epoch 10000000 --log-every 1000 --port-base 25190 \\
+  --checkpoint-dir {ckpt} --requeue-on-time-limit &
+pid=$!
+while :; do
+  interrupted=0
+  status=0
+  wait "$pid" || status=$?
+  [ "$interrupted" -eq 1 ] || break
+done
+exit "$status"
+"""
 #: train.py as a container without Slurm's commands would run it: no scontrol on PATH.
 NO_SCONTROL = """import os, runpy, sys
 os.environ["PATH"] = os.path.dirname(sys.executable)
@@ -96,6 +112,14 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     driver.add(Job("time limit", ["-N2", "--ntasks-per-node=1", "--time=1", str(script)],
                    [TIME_LIMIT, CANCEL], tmp / "time-limit" / "out.txt",
                    env(tmp, "time limit"), later_time_limit=10))  # the 2nd run ends by scancel
+    (tmp / "time-limit-supervised").mkdir()
+    script = tmp / "time-limit-supervised" / "job.sh"
+    script.write_text(SUPERVISED_TIME_LIMIT_SCRIPT.format(
+        train=TRAIN, ckpt=tmp / "time-limit-supervised" / "ckpt"))
+    driver.add(Job("time limit, supervised", ["-N2", "--ntasks-per-node=1", "--time=1",
+                                              str(script)],
+                   [TIME_LIMIT, CANCEL], tmp / "time-limit-supervised" / "out.txt",
+                   env(tmp, "time limit, supervised"), later_time_limit=10))
     driver.run()
     return {job.name: job for job in driver.jobs}
 
@@ -122,15 +146,18 @@ def the_last_line_of_each_run_is_the_chief_s_steps_line(job: Job) -> None:
 
 def test_usr1_saves_requeues_and_the_next_run_finishes(jobs):
     """The warning signal as `#SBATCH --signal=USR1@N` sends it, twice in a row (the second
-    while the workers save): one checkpoint, worker 0's requeue, every task exits 75, and the
-    next run resumes at the saved step, appended to the same output file."""
+    while the workers save): one checkpoint, every task exits 75, supervise requeues the job
+    (the tasks run no scontrol), and the next run resumes at the saved step, appended to the
+    same output file."""
     job = jobs["twice in a row"]
     assert job.error is None, job.context()
     resumed_runs(job, 2)
     the_last_line_of_each_run_is_the_chief_s_steps_line(job)
     first = job.runs()[0]
     assert first.count("checkpoint saved on SIGUSR1") == 1, job.context()
-    assert f"requeued job {job.job_id} (scontrol requeue {job.job_id}); exit code 75" in first
+    assert "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75" in first
+    assert (f"mpi-resolver supervise: requeued job {job.job_id} (scontrol requeue "
+            f"{job.job_id}): exit 75") in first, job.context()
     assert len(EXITED_75.findall(first)) == 2, job.context()  # both tasks
     assert job.states == ["PENDING BeginTime Restarts=1", "COMPLETED None Restarts=1"], \
         job.context()
@@ -175,16 +202,15 @@ def test_tensorflow_2_15_1(jobs):
         job.context()
 
 
-def test_without_scontrol_the_template_requeues(jobs):
-    """Worker 0 cannot requeue (no scontrol on the node, as in a container): one line naming
-    the fix, the checkpoint saved all the same, srun returns 75, and the batch script
-    requeues the job."""
+def test_without_scontrol_in_the_step_supervise_requeues(jobs):
+    """The tasks have no scontrol (as in a container) and need none: they save and exit 75,
+    and supervise, in the batch step, requeues the job."""
     job = jobs["no scontrol"]
     assert job.error is None, job.context()
     resumed_runs(job, 2)
     first = job.runs()[0]
-    assert "was not requeued: scontrol is not on node1's PATH (inside a container" in first
-    assert "== the checkpoint is saved; requeueing the job from the batch script" in first
+    assert "scontrol is not on" not in first, job.context()
+    assert f"mpi-resolver supervise: requeued job {job.job_id} " in first, job.context()
     assert job.states[-1] == "COMPLETED None Restarts=1", job.context()
 
 
@@ -196,7 +222,8 @@ def test_an_array_task_is_requeued_by_its_own_name(jobs):
     assert job.error is None, job.context()
     resumed_runs(job, 2)
     array = job.job_id
-    assert f"requeued job {array}_1 (scontrol requeue {array}_1)" in job.runs()[0]
+    assert (f"mpi-resolver supervise: requeued job {array}_1 (scontrol requeue {array}_1)"
+            in job.runs()[0]), job.context()
     text = (job.output.parent / "out-0.txt").read_text()  # the other task, not interrupted
     assert len(re.findall(r"^== job \d+ \(run \d+\)", text, re.M)) == 1, text
     assert re.findall(r"^steps done: .*$", text, re.M) == [f"steps done: {TOTAL} (resumed "
@@ -218,6 +245,28 @@ def test_the_time_limit_requeues_where_asked_and_scancel_ends_the_job(jobs):
     assert "checkpoint saved on SIGTERM; not requeued: Slurm ends the job" in second, \
         job.context()
     assert "Exited with exit code 143" in second or "exit code 143" in second, job.context()
+    assert job.states == ["PENDING BeginTime Restarts=1", "CANCELLED None Restarts=1"], \
+        job.context()
+
+
+def test_under_supervise_the_time_limit_requeues_and_scancel_ends_the_job(jobs):
+    """The same under supervise: the tasks run no scontrol (exit 75 after the time limit's
+    SIGTERM, as --requeue-on-time-limit asks); supervise, signalled too, asks scontrol why:
+    the time limit → requeued; the user's scancel in the next run → not requeued, exit 143."""
+    job = jobs["time limit, supervised"]
+    assert job.error is None, job.context()
+    (first_done, first_from), (second_done, second_from) = job.steps()
+    assert first_from == 0 and second_from == first_done > 0, job.context()
+    assert second_done > first_done, job.context()
+    first, second = job.runs()
+    assert "checkpoint saved on SIGTERM; supervise requeues the job; exit code 75" in first, \
+        job.context()
+    assert (f"mpi-resolver supervise: requeued job {job.job_id} (scontrol requeue "
+            f"{job.job_id}): exit 75") in first, job.context()
+    assert (f"mpi-resolver supervise: job {job.job_id} is not requeued: Slurm ends the job "
+            "(scancel") in second, job.context()
+    assert "scontrol" not in "".join(ln for ln in (first + second).splitlines()
+                                     if "supervise:" not in ln), job.context()
     assert job.states == ["PENDING BeginTime Restarts=1", "CANCELLED None Restarts=1"], \
         job.context()
 

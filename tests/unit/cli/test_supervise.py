@@ -33,6 +33,8 @@ echo "out of run $n"
 exit "$code"
 """
 KILLED = "srun: error: node2: task 1: Killed"
+NO_JOB = (r"the step asks to run again; SLURM_JOB_ID=None: not in a Slurm job, so no job is "
+          r"requeued: exit 75")
 EXIT3 = "srun: error: node1: task 0: Exited with exit code 3"
 
 
@@ -90,10 +92,10 @@ def test_the_step_s_output_passes_through_unchanged_and_a_normal_end_says_nothin
         id="no task named: srun's own status"),
     pytest.param("3", {"REPORT_1": "srun: error: node2: task 1: Exited with exit code 75",
                        "EXIT_1": "143"}, 75, 1, [
-        r"task 1 on node2: Exited with exit code 75: the job is requeued \(the checkpoint "
-        r"saved\); not restarted here: exit 75"], id="exit 75 from a task: never restarted"),
-    pytest.param("3", {"EXIT_1": "75"}, 75, 1, [r"srun exited 75: the job is requeued"],
-                 id="exit 75 from srun"),
+        r"task 1 on node2: Exited with exit code 75: the checkpoint is saved and the job is "
+        r"to run again \(not restarted here\)", NO_JOB], id="exit 75 from a task: never restarted"),
+    pytest.param("3", {"EXIT_1": "75"}, 75, 1, [r"srun exited 75: the checkpoint is saved",
+                                                NO_JOB], id="exit 75 from srun"),
     pytest.param("3", {"REPORT_1": "srun: error: node1: task 0: Terminated",
                        "EXIT_1": "143"}, 143, 1, [
         r"the job is ending \(task 0 on node1: Terminated \(signal 15\)\): not restarted: "
@@ -234,3 +236,64 @@ def test_usage_errors_are_argparse_s_exit_2(argv: List[str], message: str,
         parse_args(argv)
     assert info.value.code == 2
     assert message in " ".join(capsys.readouterr().err.split())
+
+
+#: scontrol's stand-in: records each call's arguments in calls.txt; `show job` prints
+#: $JOB_LINE, `requeue` answers $REQUEUE_OUT with exit $REQUEUE_EXIT.
+SCONTROL = """#!/bin/sh
+echo "$*" >> "$(dirname "$0")/calls.txt"
+case "$1" in
+  show) echo "$JOB_LINE" ;;
+  requeue) [ -n "$REQUEUE_OUT" ] && echo "$REQUEUE_OUT" >&2; exit "${REQUEUE_EXIT:-0}" ;;
+esac
+"""
+#: A step that says whether supervise marked it, then ends 75 at once, or on SIGTERM (its
+#: handler in place before it says anything: the test signals once it has).
+STEP_75 = """import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(75))
+print("supervised:", os.environ.get("MPI_RESOLVER_SUPERVISED"), flush=True)
+if {wait}:
+    time.sleep(60)
+sys.exit(75)
+"""
+TIME_LIMIT = "JobId=12 JobState=RUNNING Reason=TimeLimit Restarts=0"
+CANCELLED = "JobId=12 JobState=CANCELLED Reason=None Restarts=0"
+
+
+@pytest.mark.parametrize("sigterm, job_line, requeue_exit, status, calls, line", [
+    pytest.param(False, CANCELLED, "0", 75, ["requeue 12"],
+                 "requeued job 12 (scontrol requeue 12): exit 75",
+                 id="the warning signal's save: requeued, nothing asked"),
+    pytest.param(True, TIME_LIMIT, "0", 75, ["show job -o 12", "requeue 12"],
+                 "requeued job 12 (scontrol requeue 12): exit 75", id="the time limit"),
+    pytest.param(True, CANCELLED, "0", 143, ["show job -o 12"],
+                 "job 12 is not requeued: Slurm ends the job (scancel, or Slurm's requeue or "
+                 "preemption, which requeues it itself): exit 143", id="scancel"),
+    pytest.param(False, CANCELLED, "1", 75, ["requeue 12"],
+                 "scontrol requeue 12 failed (exit 1: Invalid job id specified): exit 75",
+                 id="a requeue that fails: the fix alone, no fallback"),
+])
+def test_supervise_requeues_after_75(tmp_path: Path, sigterm: bool, job_line: str,
+                                     requeue_exit: str, status: int, calls: List[str],
+                                     line: str) -> None:
+    """The step's 75 asks to run again: supervise requeues the job itself (the step marked
+    MPI_RESOLVER_SUPERVISED=1 runs no scontrol), asking scontrol why only where SIGTERM came
+    to supervise too."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(SCONTROL)
+    (bin_dir / "scontrol").chmod(0o755)
+    extra = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "12",
+             "JOB_LINE": job_line, "REQUEUE_EXIT": requeue_exit,
+             "REQUEUE_OUT": "Invalid job id specified" if requeue_exit != "0" else ""}
+    proc = subprocess.Popen([sys.executable, "-m", "mpi_resolver", "supervise", "--",
+                             sys.executable, "-c", STEP_75.format(wait=sigterm)],
+                            env=env(**extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"supervised: 1\n"
+    if sigterm:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == status, err
+    assert (bin_dir / "calls.txt").read_text().splitlines() == calls
+    assert said(err)[-1] == line

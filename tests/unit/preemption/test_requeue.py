@@ -12,8 +12,8 @@ from mpi_resolver.preemption import requeue as rq
 
 pytestmark = pytest.mark.unit
 
-FALLBACK = ("the batch script can requeue it instead when srun returns exit code 75 "
-            "(examples/train.sbatch does)")
+FALLBACK = ("or run the step under `mpi-resolver supervise` (the templates do), which "
+            "requeues the job from the batch step when the step exits 75")
 
 
 @pytest.mark.parametrize("env, target", [
@@ -55,7 +55,7 @@ def test_no_job_to_requeue_is_an_error_that_says_so(job):
     pytest.param(1, "Requested operation is presently disabled for job 12", False,
                  "job 12 cannot be requeued (scontrol requeue 12: Requested operation is "
                  "presently disabled for job 12): submit it with '#SBATCH --requeue' (this "
-                 f"cluster's JobRequeue is 0); {FALLBACK}", id="not requeueable"),
+                 "cluster's JobRequeue is 0)", id="not requeueable"),
     pytest.param(1, "Invalid job id specified", False,
                  f"scontrol requeue 12 failed (exit 1: Invalid job id specified); {FALLBACK}",
                  id="another error"),
@@ -124,7 +124,7 @@ def test_scontrol_missing_names_the_node_the_fix_and_the_fallback():
     outcome = rq.requeue("12", "node1", 75, Scontrol(error=FileNotFoundError("scontrol")))
     assert outcome == rq.RequeueOutcome(False, (
         "job 12 was not requeued: scontrol is not on node1's PATH (inside a container without "
-        "Slurm's commands?): make scontrol, slurm.conf and munge's socket available there, or "
+        "Slurm's commands?): make scontrol, slurm.conf and munge's socket available there; "
         f"{FALLBACK}"))
 
 
@@ -182,3 +182,17 @@ def test_job_ending(state, reason, ending):
 ])
 def test_job_ending_unknown(run):
     assert rq.job_ending("12", run) is None
+
+
+@pytest.mark.parametrize("run, message", [
+    (Scontrol(error=FileNotFoundError("scontrol")),
+     "job 12 was not requeued: scontrol is not on head's PATH (inside a container without "
+     "Slurm's commands?): make scontrol, slurm.conf and munge's socket available there"),
+    (Scontrol(error=PermissionError("denied")), "scontrol requeue 12 could not run (denied)"),
+    (Scontrol(1, stderr="Invalid job id specified"),
+     "scontrol requeue 12 failed (exit 1: Invalid job id specified)"),
+], ids=["missing", "cannot run", "failed"])
+def test_supervise_s_own_requeue_names_no_fallback(run, message):
+    """supervise is the fallback: its failures end with the fix alone."""
+    outcome = rq.requeue("12", "head", 75, run, fallback=False)
+    assert outcome == rq.RequeueOutcome(False, message)

@@ -10,6 +10,7 @@ import pytest
 
 from mpi_resolver.core.errors import FormatError
 from mpi_resolver.preemption.restarts import (DEFAULT_MAX_RESTARTS, Action, Decision, RunEnd,
+                                              requeue_refusal,
                                               decide, left_out, parse_max_restarts, say)
 from mpi_resolver.preemption.step_report import TaskEnd
 
@@ -133,10 +134,11 @@ def test_left_out(failed: Sequence[Optional[str]], spare: int, out: List[str]) -
      "task 1 on node2: Killed (signal 9), 1.0 s into the run; its 1 restart is used up "
      "(--max-restarts 1): exit 137"),
     (RunEnd(143, EXIT75), Decision(Action.REQUEUED, 75), 3, 0,
-     "task 1 on node2: Exited with exit code 75: the job is requeued (the checkpoint saved); "
-     "not restarted here: exit 75"),
+     "task 1 on node2: Exited with exit code 75: the checkpoint is saved and the job is to "
+     "run again (not restarted here)"),
     (RunEnd(75), Decision(Action.REQUEUED, 75), 3, 0,
-     "srun exited 75: the job is requeued (the checkpoint saved); not restarted here: exit 75"),
+     "srun exited 75: the checkpoint is saved and the job is to run again (not restarted "
+     "here)"),
     (RunEnd(143, KILLED, stop_signal=TERM), Decision(Action.ENDING, 137), 3, 0,
      "the job is ending (SIGTERM came to supervise): not restarted: exit 137"),
     (RunEnd(143, EXIT143), Decision(Action.ENDING, 143), 3, 0,
@@ -147,3 +149,18 @@ def test_left_out(failed: Sequence[Optional[str]], spare: int, out: List[str]) -
 def test_say(end: RunEnd, decision: Decision, max_restarts: int, restarts: int,
              line: Optional[str]) -> None:
     assert say(decision, end, max_restarts, "srun", restarts) == line
+
+
+@pytest.mark.parametrize("stop_signal, ending, refusal", [
+    (None, None, None),  # the warning signal's save: the job runs on
+    (None, "ending", None),  # not asked without SIGTERM
+    (TERM, "time limit", None),
+    (TERM, "running", None),  # SIGTERM as a signal alone (scancel --batch --signal=TERM)
+    (TERM, "ending", "Slurm ends the job (scancel, or Slurm's requeue or preemption, which "
+                     "requeues it itself)"),
+    (TERM, None, "scontrol could not say why SIGTERM came"),
+    (signal.SIGHUP, "time limit", "SIGHUP came to supervise"),
+    (signal.SIGINT, None, "SIGINT came to supervise"),
+])
+def test_requeue_refusal(stop_signal, ending, refusal):
+    assert requeue_refusal(stop_signal, ending) == refusal

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.unit
 
 USR1, TERM = parse_signal("USR1"), parse_signal("TERM")
 JOB = {"SLURM_JOB_ID": "12"}
-FALLBACK = ("the batch script can requeue it instead when srun returns exit code 75 "
-            "(examples/train.sbatch does)")
+FALLBACK = ("or run the step under `mpi-resolver supervise` (the templates do), which "
+            "requeues the job from the batch step when the step exits 75")
 
 
 class Watcher:
@@ -174,15 +174,52 @@ def test_worker_0_decides(sig, warning, requeue, on_time_limit, slurm, code, wha
     pytest.param(Scontrol(requeue=(1, "Requested operation is presently disabled for job 12")),
                  "job 12 cannot be requeued (scontrol requeue 12: Requested operation is "
                  "presently disabled for job 12): submit it with '#SBATCH --requeue' (this "
-                 f"cluster's JobRequeue is 0); {FALLBACK}", id="not requeueable"),
+                 "cluster's JobRequeue is 0)", id="not requeueable"),
     pytest.param(Scontrol(error=FileNotFoundError("scontrol")),
                  "job 12 was not requeued: scontrol is not on node1's PATH (inside a container "
                  "without Slurm's commands?): make scontrol, slurm.conf and munge's socket "
-                 f"available there, or {FALLBACK}", id="no scontrol in the container"),
+                 f"available there; {FALLBACK}", id="no scontrol in the container"),
 ])
 def test_a_requeue_that_fails_says_the_fix_and_still_75(slurm, message):
+    slurm.calls.clear()
     t, _ = termination(run=slurm)
     assert t.finish() == (REQUEUE_EXIT_CODE, f"checkpoint saved on SIGUSR1; {message}")
+
+
+SUPERVISED = {**JOB, "MPI_RESOLVER_SUPERVISED": "1"}
+TO_SUPERVISE = "supervise requeues the job"
+
+
+@pytest.mark.parametrize("sig, requeue, on_time_limit, also, code, what", [
+    (USR1, True, False, None, REQUEUE_EXIT_CODE,
+     f"checkpoint saved on SIGUSR1; {TO_SUPERVISE}"),
+    (USR1, False, False, None, REQUEUE_EXIT_CODE,
+     f"checkpoint saved on SIGUSR1; {TO_SUPERVISE}"),
+    (USR1, True, False, TERM, REQUEUE_EXIT_CODE,  # SIGTERM on top: supervise asks why
+     f"checkpoint saved on SIGUSR1; {TO_SUPERVISE}"),
+    (TERM, True, True, None, REQUEUE_EXIT_CODE, f"checkpoint saved on SIGTERM; {TO_SUPERVISE}"),
+    (TERM, True, False, None, TERMINATED_EXIT_CODE,
+     "checkpoint saved on SIGTERM; not requeued: SIGTERM ends the job (requeue_on_time_limit="
+     "True requeues after the time limit)"),
+])
+def test_under_supervise_the_code_alone_and_no_scontrol(sig, requeue, on_time_limit, also,
+                                                        code, what):
+    """supervise sets MPI_RESOLVER_SUPERVISED=1: worker 0 runs no scontrol, and the code says
+    what follows (75: run again, supervise requeues; 143: stop)."""
+    slurm = Scontrol("COMPLETING", "TimeLimit")
+    t, coord = termination(sig, requeue=requeue, on_time_limit=on_time_limit, run=slurm,
+                           env=SUPERVISED, also=also)
+    assert t.finish() == (code, what)
+    assert slurm.calls == []
+    assert coord.calls == [("barrier", LEFT), ("publish", f"{code} {what}")]
+
+
+@pytest.mark.parametrize("value", ["0", "", "yes"])
+def test_only_supervise_s_own_word_leaves_the_requeue_to_it(value):
+    slurm = Scontrol()
+    t, _ = termination(run=slurm, env={**JOB, "MPI_RESOLVER_SUPERVISED": value})
+    assert t.finish() == (REQUEUE_EXIT_CODE, f"checkpoint saved on SIGUSR1; {REQUEUED}")
+    assert slurm.calls == [["requeue", "12"]]
 
 
 def test_not_in_a_job_is_a_requeue_that_could_not_be_done():
