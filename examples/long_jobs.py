@@ -9,6 +9,7 @@ TensorFlow starts.
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def add_long_job_options(p: argparse.ArgumentParser, checkpoint_help: str,
@@ -18,10 +19,11 @@ def add_long_job_options(p: argparse.ArgumentParser, checkpoint_help: str,
     where ``periodic``, --checkpoint-every, --keep and --node-mtbf-hours (train_ps.py has its
     own periodic checkpoints)."""
     long = p.add_argument_group("long jobs: save on Slurm's signal, requeue, resume")
-    long.add_argument("--checkpoint-dir", metavar="DIR", help=checkpoint_help)
-    long.add_argument("--signal", default="USR1", metavar="NAME[@SECONDS]",
+    long.add_argument("--checkpoint-dir", metavar="DIR",
+                      help=checkpoint_help + " (default: $MPI_RESOLVER_CHECKPOINT_DIR)")
+    long.add_argument("--signal", metavar="NAME[@SECONDS]",
                       help="Slurm's warning signal, as #SBATCH --signal names it (default "
-                           "USR1); @SECONDS gives the grace period")
+                           "$MPI_RESOLVER_SIGNAL, else USR1); @SECONDS gives the grace period")
     long.add_argument("--grace-period", type=float, metavar="SECONDS",
                       help="seconds between the warning signal and the end (--signal's "
                            "@SECONDS): a save that leaves too little of it is a warning")
@@ -37,29 +39,38 @@ def add_long_job_options(p: argparse.ArgumentParser, checkpoint_help: str,
                            "('90s', '10m', '2h'), or 'auto' (Young's interval from the "
                            "measured save time and the job's failure rate): for the endings "
                            "nobody announces (a worker killed, a node lost)")
-    long.add_argument("--keep", type=int, default=2, metavar="K",
-                      help="checkpoints kept (default 2: a torn newest one leaves one to "
-                           "resume from)")
+    long.add_argument("--keep", type=int, metavar="K",
+                      help="checkpoints kept (default $MPI_RESOLVER_KEEP, else 2: a torn "
+                           "newest one leaves one to resume from)")
     long.add_argument("--node-mtbf-hours", type=float, default=None, metavar="HOURS",
                       help="a node's mean time between failures, for --checkpoint-every auto "
-                           "(default 6000, from Meta's Llama 3 report)")
+                           "(default $MPI_RESOLVER_NODE_MTBF_HOURS, else 6000, from Meta's "
+                           "Llama 3 report)")
 
 
 def check_long_job_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """--signal must name a signal Slurm's --signal takes; --grace-period is seconds >= 0,
-    and the same as --signal's @SECONDS where both are given (the package's own rules)."""
+    and the same as --signal's @SECONDS where both are given (the package's own rules).
+    What is not given comes from the batch script's MPI_RESOLVER_* variables (the templates
+    set them) as the package reads them, and is filled into ``args``."""
     from mpi_resolver import ResolutionError
-    from mpi_resolver.preemption.interval import (DEFAULT_NODE_MTBF_HOURS, job_mtbf, parse_every,
-                                                  parse_keep)
+    from mpi_resolver.preemption.interval import job_mtbf, parse_every, parse_keep
+    from mpi_resolver.preemption.job_settings import job_settings
     from mpi_resolver.preemption.signals import grace_seconds, parse_signal
 
     periodic = hasattr(args, "keep")
-    if periodic and args.node_mtbf_hours is None:
-        args.node_mtbf_hours = DEFAULT_NODE_MTBF_HOURS
+    args.checkpoint_dir = args.checkpoint_dir or \
+        os.environ.get("MPI_RESOLVER_CHECKPOINT_DIR", "").strip() or None
     try:
+        given = job_settings(os.environ, signal=args.signal,
+                             **({"checkpoint_every": args.checkpoint_every, "keep": args.keep,
+                                 "node_mtbf_hours": args.node_mtbf_hours} if periodic else {}))
+        args.signal = given.signal
         grace_seconds(args.grace_period, parse_signal(args.signal, "--signal"),
                       "--grace-period", "--signal")
         if periodic:
+            args.checkpoint_every, args.keep = given.checkpoint_every, given.keep
+            args.node_mtbf_hours = given.node_mtbf_hours
             parse_every(args.checkpoint_every, "--checkpoint-every")
             parse_keep(args.keep, "--keep")
             job_mtbf(1, args.node_mtbf_hours)

@@ -35,7 +35,7 @@ What it shows:
 
 The data set (1797 8x8 images of digits) ships with scikit-learn: no download. Runs are
 seeded and repeatable. On a machine shared by several workers, give each TensorFlow a few
-threads only (--threads, default 1), or they fight over the cores.
+threads only (--threads, default $OMP_NUM_THREADS, else 1), or they fight over the cores.
 """
 
 from __future__ import annotations
@@ -48,6 +48,12 @@ import tempfile
 import time
 
 SEED = 1234
+
+
+def threads_default() -> int:
+    """Returns OMP_NUM_THREADS where it is a whole number >= 1, else 1."""
+    text = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(text) if text.isdigit() and int(text) >= 1 else 1
 
 
 def port_base(text: str):
@@ -71,18 +77,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--learning-rate", type=float, default=0.01, help="Adam's (default 0.01)")
     p.add_argument("--save", metavar="PATH.keras",
                    help="where the chief saves the trained model (Keras format, .keras)")
-    p.add_argument("--port-base", type=port_base, default=8888,
-                   help="first gRPC port of TensorFlow's workers on each node (default 8888); "
-                        "'auto' picks ports free on each node, for jobs that share nodes")
+    p.add_argument("--port-base", type=port_base,
+                   help="first gRPC port of TensorFlow's workers on each node (default "
+                        "$MPI_RESOLVER_PORT_BASE, else 8888); 'auto' picks ports free on each "
+                        "node, for jobs that share nodes")
     p.add_argument("--address", default="host", metavar="RULE",
                    help="what the ClusterSpec names each node by: host (default), fqdn, ip, "
                         "iface:NAME (e.g. iface:ib0) or a name with {host}, e.g. '{host}-ib0'")
     p.add_argument("--gpus-per-node", type=int, metavar="N",
                    help="GPUs on each node (default: 0 with a CPU build of TensorFlow, else "
                         "CUDA_VISIBLE_DEVICES or nvidia-smi, as the resolver finds them)")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=int, default=threads_default(),
                    help="TensorFlow threads per worker (intra-op and inter-op); keep it low "
-                        "when several workers share a machine (default 1)")
+                        "when several workers share a machine (default $OMP_NUM_THREADS, as "
+                        "the GPU template sets it from --cpus-per-task, else 1)")
     p.add_argument("--collective", choices=("auto", "ring", "nccl"), default="auto",
                    help="MultiWorkerMirroredStrategy's all-reduce: nccl on GPUs (one GPU per "
                         "task, not shared), ring (gRPC, CPU too), or auto (default)")

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Union
 
 from mpi_resolver.placement.addresses import DEFAULT_ADDRESS, AddressRule, parse_address
+from mpi_resolver.core import settings
 from mpi_resolver.core.errors import FormatError, ResolutionError
+from mpi_resolver.core.settings import number_text, setting
 from mpi_resolver.placement.hostlist import check_host_name
 from mpi_resolver.core.values import (MAX_GPUS, PORT_MAX, PORT_MIN, check_whole, is_port,
                                       whole_number)
@@ -112,17 +114,26 @@ def _gpus(value: Any, name: str) -> Optional[int]:
     return count
 
 
-def make_options(*, jobs: Any = None, port_base: Any = DEFAULT_PORT_BASE,
+def make_options(*, jobs: Any = None, port_base: Any = None,
                  gpus_per_node: Any = None, gpus_per_task: Any = None,
                  tasks_per_node: Any = None, source: Any = DEFAULT_SOURCE,
                  verify: Any = DEFAULT_VERIFY, timeout: Any = DEFAULT_TIMEOUT,
-                 uneven_gpus: Any = False, address: Any = DEFAULT_ADDRESS) -> Options:
-    """Returns checked Options.
+                 uneven_gpus: Any = False, address: Any = DEFAULT_ADDRESS,
+                 env: Optional[Mapping[str, str]] = None) -> Options:
+    """Returns checked Options. ``port_base`` and ``gpus_per_node`` not given (None) come from
+    ``env``'s MPI_RESOLVER_PORT_BASE and MPI_RESOLVER_GPUS_PER_NODE where set (port_base:
+    else DEFAULT_PORT_BASE).
 
     Raises:
-      ResolutionError: an argument of the wrong type or out of range, naming it
+      ResolutionError: an argument or variable of the wrong type or out of range, naming it
         (FormatError for a bad ``address``).
     """
+    env = env or {}
+    port_base = setting(port_base, settings.PORT_BASE, env,
+                        lambda t: _check_port_base(number_text(t)))
+    port_base = DEFAULT_PORT_BASE if port_base is None else port_base
+    gpus_per_node = setting(gpus_per_node, settings.GPUS_PER_NODE, env,
+                            lambda t: _gpus(number_text(t), "gpus_per_node"))
     if source not in SOURCES:
         raise ResolutionError(f"source={source!r}: expected one of 'auto', 'slurm', 'mpi'.")
     if not (verify is True or verify is False or (isinstance(verify, str) and

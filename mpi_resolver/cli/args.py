@@ -98,13 +98,14 @@ def _common() -> argparse.ArgumentParser:
     common.add_argument("--jobs", metavar="NAME=N,...",
                         help="job names and task counts, e.g. ps=1,worker=3 "
                              "(default: worker=<all tasks>)")
-    common.add_argument("--port-base", type=_port_base, default=DEFAULT_PORT_BASE,
-                        metavar="PORT|auto",
+    common.add_argument("--port-base", type=_port_base, metavar="PORT|auto",
                         help="first port on each node; ranks on a node count up (default "
-                             f"{DEFAULT_PORT_BASE}); 'auto': ports free on each node, so that "
-                             "jobs sharing a node do not collide")
+                             f"MPI_RESOLVER_PORT_BASE where set, else {DEFAULT_PORT_BASE}); "
+                             "'auto': ports free on each node, so that jobs sharing a node do "
+                             "not collide")
     common.add_argument("--gpus-per-node", type=int, metavar="N",
-                        help="GPUs on each node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi)")
+                        help="GPUs on each node (default: MPI_RESOLVER_GPUS_PER_NODE where "
+                             "set, else Slurm's, CUDA_VISIBLE_DEVICES, else nvidia-smi)")
     common.add_argument("--gpus-per-task", type=int, metavar="N",
                         help="GPUs for each task (default: the node's GPUs / its tasks)")
     common.add_argument("--source", choices=SOURCES, default=DEFAULT_SOURCE,

@@ -140,7 +140,7 @@ def _options(args: argparse.Namespace, source: str, env: Mapping[str, str]) -> O
         jobs=parse_jobs(args.jobs) if args.jobs else None, port_base=args.port_base,
         gpus_per_node=args.gpus_per_node, gpus_per_task=args.gpus_per_task,
         source=source, verify=_verify(args, source, env),
-        timeout=args.timeout, uneven_gpus=args.uneven_gpus, address=args.address)
+        timeout=args.timeout, uneven_gpus=args.uneven_gpus, address=args.address, env=env)
 
 
 def _verify(args: argparse.Namespace, source: str, env: Mapping[str, str]) -> Any:

@@ -10,13 +10,14 @@ after every batch, saves one coordinated checkpoint, and resumes at the next bat
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Optional
 
 import tensorflow as tf
 
 from mpi_resolver.core.errors import MissingDependencyError
-from mpi_resolver.preemption.interval import DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS
+from mpi_resolver.preemption.job_settings import checkpoint_dir
 from mpi_resolver.preemption.manifest import remove_manifest
 from mpi_resolver.preemption.tf_config import SlurmTerminationConfig
 
@@ -45,27 +46,29 @@ def keras2() -> Any:
 class SlurmBackupAndRestore(keras2().callbacks.BackupAndRestore):  # type: ignore[misc]
     """Keras 2's BackupAndRestore with Slurm's signal: under ``model.fit`` with
     MultiWorkerMirroredStrategy, every worker saves one checkpoint at the same batch when
-    Slurm's warning signal (or SIGTERM) comes, worker 0 requeues the job, and the next run's
-    ``fit`` resumes at the batch after it; with ``checkpoint_every``, also periodically, for
-    the endings nobody announces. The next run resumes from the newest checkpoint that reads
+    Slurm's warning signal (or SIGTERM) comes, the job is requeued (by supervise, or worker
+    0), and the next run's ``fit`` resumes at the batch after it; with ``checkpoint_every``,
+    also periodically, for the endings nobody announces. The next run resumes from the newest checkpoint that reads
     whole (a torn one skipped with a warning). Create it after the strategy, in the main
     thread.
 
     Args:
-      backup_dir: the directory every node sees (as BackupAndRestore's).
+      backup_dir: the directory every node sees (as BackupAndRestore's); not given:
+        MPI_RESOLVER_CHECKPOINT_DIR.
       termination_config: a SlurmTerminationConfig; default one with the arguments below.
       signal, grace_period, requeue, requeue_on_time_limit: SlurmTerminationConfig's.
       checkpoint_every, keep, node_mtbf_hours: SlurmTerminationConfig's.
       delete_checkpoint: remove the backup when ``fit`` completes (as BackupAndRestore).
     """
 
-    def __init__(self, backup_dir: str,
+    def __init__(self, backup_dir: Optional[str] = None,
                  termination_config: Optional[SlurmTerminationConfig] = None, *,
-                 signal: Any = "USR1", grace_period: Optional[float] = None,
+                 signal: Any = None, grace_period: Optional[float] = None,
                  requeue: bool = True, requeue_on_time_limit: bool = False,
-                 checkpoint_every: Any = None, keep: int = DEFAULT_KEEP,
-                 node_mtbf_hours: float = DEFAULT_NODE_MTBF_HOURS,
+                 checkpoint_every: Any = None, keep: Optional[int] = None,
+                 node_mtbf_hours: Optional[float] = None,
                  delete_checkpoint: bool = True) -> None:
+        backup_dir = checkpoint_dir(backup_dir, os.environ, "backup_dir")
         # save_before_preemption=True passes the constructor's check; Keras' own preemption
         # handler (Google Cloud's) is never built: on_train_begin builds the training state.
         super().__init__(backup_dir, save_freq=False, delete_checkpoint=delete_checkpoint,

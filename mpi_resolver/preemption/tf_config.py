@@ -21,16 +21,16 @@ from tensorflow.python.eager import context
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once, logger
 from mpi_resolver.core.values import whole_number
-from mpi_resolver.preemption.interval import (DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS, job_mtbf,
-                                              parse_every, parse_keep)
+from mpi_resolver.preemption.interval import job_mtbf, parse_every, parse_keep
+from mpi_resolver.preemption.job_settings import checkpoint_dir as job_checkpoint_dir
+from mpi_resolver.preemption.job_settings import job_settings
 from mpi_resolver.preemption.manifest import this_job
 from mpi_resolver.preemption.requeue import job_state
 from mpi_resolver.preemption.resume import missing_checkpoint
 from mpi_resolver.preemption.schedule import Schedule
 from mpi_resolver.preemption.tf_coordinator import TfCoordinator
 from mpi_resolver.preemption.tf_checkpoints import KeepingManager, Saver, check_directory
-from mpi_resolver.preemption.signals import (DEFAULT_SIGNAL, SIGTERM, WarningSignal, grace_seconds,
-                                             parse_signal)
+from mpi_resolver.preemption.signals import SIGTERM, WarningSignal, grace_seconds, parse_signal
 from mpi_resolver.preemption.termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy,
                                                  Termination)
 from mpi_resolver.preemption.watcher import SignalWatcher
@@ -68,7 +68,10 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
     job. With ``checkpoint_every``, ``handler()``'s handler also saves periodically, for the
     endings nobody announces. Create it after the strategy, in the main thread: its signal
     handlers only note that a signal came; the save happens at the next step. ``disarm()``
-    once training is over puts the signals' previous handlers back.
+    once training is over puts the signals' previous handlers back. Where the script does
+    not pass ``signal``, ``checkpoint_every``, ``keep`` or ``node_mtbf_hours``, the batch
+    script's MPI_RESOLVER_SIGNAL, _CHECKPOINT_EVERY, _KEEP or _NODE_MTBF_HOURS gives it
+    (docs/api.md), else the default.
 
     Args:
       cluster_resolver: the job's resolver (which worker requeues); the handler's where
@@ -100,17 +103,19 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
     TERMINATED_EXIT_CODE = TERMINATED_EXIT_CODE
 
     def __init__(self, cluster_resolver: Any = None,
-                 signal: Union[str, int] = DEFAULT_SIGNAL,
+                 signal: Union[str, int, None] = None,
                  grace_period: Optional[float] = None, *, requeue: bool = True,
                  requeue_on_time_limit: bool = False, save_fn: Any = None,
-                 checkpoint_every: Union[str, int, None] = None, keep: int = DEFAULT_KEEP,
-                 node_mtbf_hours: float = DEFAULT_NODE_MTBF_HOURS) -> None:
-        warning = parse_signal(signal)
+                 checkpoint_every: Union[str, int, None] = None, keep: Optional[int] = None,
+                 node_mtbf_hours: Optional[float] = None) -> None:
+        given = job_settings(os.environ, signal=signal, checkpoint_every=checkpoint_every,
+                             keep=keep, node_mtbf_hours=node_mtbf_hours)
+        warning = parse_signal(given.signal)
         grace = grace_seconds(grace_period, warning)
-        self.every = parse_every(checkpoint_every)
-        self.keep = parse_keep(keep)
-        self.node_mtbf_hours = node_mtbf_hours
-        job_mtbf(1, node_mtbf_hours)  # its check
+        self.every = parse_every(given.checkpoint_every)
+        self.keep = parse_keep(given.keep)
+        self.node_mtbf_hours = given.node_mtbf_hours
+        job_mtbf(1, given.node_mtbf_hours)  # its check
         self.cluster_resolver = cluster_resolver
         self.saver: Optional[Saver] = None
         self._user_save_fn = save_fn
@@ -167,7 +172,8 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         SIGTERM when it is built); main thread."""
         self.watcher.reclaim(lambda d: d.tensorflow)
 
-    def handler(self, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: str) -> Any:
+    def handler(self, cluster_resolver: Any, checkpoint: Any,
+                checkpoint_dir: Optional[str] = None) -> Any:
         """Returns TensorFlow's PreemptionCheckpointHandler for ``checkpoint`` (a
         tf.train.Checkpoint) with this config (a SlurmCheckpointHandler: its ``run`` also
         saves periodically where ``checkpoint_every`` asks), which restores the newest
@@ -176,14 +182,17 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         sees): the chief's last ``keep`` checkpoints in ``checkpoint_dir/chief``, the other
         workers' parts (written, then removed, at every save) in
         ``checkpoint_dir/workertemp_<id>``, as Keras 2's BackupAndRestore lays them out, and
-        the manifest (which job wrote them, at which step) in ``checkpoint_dir``.
+        the manifest (which job wrote them, at which step) in ``checkpoint_dir``. Not given:
+        MPI_RESOLVER_CHECKPOINT_DIR.
 
         Raises:
+          FormatError: no directory given and MPI_RESOLVER_CHECKPOINT_DIR not set.
           ResolutionError: another job that has not ended wrote ``checkpoint_dir``; a worker
             cannot read the checkpoint worker 0 restored.
         """
         from mpi_resolver.preemption.tf_handler import SlurmCheckpointHandler
 
+        checkpoint_dir = job_checkpoint_dir(checkpoint_dir, os.environ, "checkpoint_dir")
         if self.cluster_resolver is None:
             self.cluster_resolver = cluster_resolver
         if not self.watcher.installed:  # disarmed by an earlier fit in this process

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Mapping, Optional
 
+from mpi_resolver.core import settings
 from mpi_resolver.gpus.lists import GPU_VARIABLES
 from mpi_resolver.launch.launchers import LAUNCHERS
 from mpi_resolver.network.ports import KEY_VARIABLES
@@ -17,7 +18,7 @@ from mpi_resolver.launch.srun_pmi import PMI_VARIABLES
 VARIABLES = tuple(dict.fromkeys((
     *SLURM_VARS, *JOB_VARS, *GPU_VARIABLES, "CUDA_VISIBLE_DEVICES",
     *(v for launcher in LAUNCHERS for v in launcher.variables), *KEY_VARIABLES,
-    *PMI_VARIABLES, *PROXY_VARIABLES, *NO_PROXY_VARIABLES)))
+    *PMI_VARIABLES, *PROXY_VARIABLES, *NO_PROXY_VARIABLES, *settings.VARIABLES)))
 
 
 def snapshot(environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:

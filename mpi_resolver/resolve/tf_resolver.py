@@ -16,7 +16,7 @@ from mpi_resolver.core.errors import MissingDependencyError
 from mpi_resolver.gpus.lists import narrowing_changes
 from mpi_resolver.core.logs import log_each
 from mpi_resolver.exchange.transport import MpiTransport, mpi_initialized, mpi_library, world
-from mpi_resolver.options import DEFAULT_PORT_BASE, DEFAULT_SOURCE, DEFAULT_TIMEOUT, DEFAULT_VERIFY
+from mpi_resolver.options import DEFAULT_SOURCE, DEFAULT_TIMEOUT, DEFAULT_VERIFY
 from mpi_resolver.options import make_options
 from mpi_resolver.resolve.resolution import Resolution, resolve_job
 
@@ -88,15 +88,16 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
     """A SlurmClusterResolver that checks Slurm against MPI, or uses MPI where there is no Slurm.
 
     The arguments are TensorFlow's (jobs, port_base, gpus_per_node, gpus_per_task,
-    tasks_per_node, auto_set_gpu, rpc_layer), with the same meaning, and five of its own.
+    tasks_per_node, auto_set_gpu, rpc_layer), with the same meaning, and six of its own
+    (source, verify, comm, timeout, uneven_gpus, address).
 
     Args:
       jobs: as TensorFlow's: job names and how many tasks each (default: one 'worker' job).
       port_base: as TensorFlow's, or 'auto': ports free on each node, so that jobs sharing a
-        node do not collide (see mpi_resolver.network.ports). With a number, this rank's port
-        must be free.
-      gpus_per_node: as TensorFlow's (default: as Slurm, CUDA_VISIBLE_DEVICES or nvidia-smi
-        say).
+        node do not collide (docs/placement.md). With a number, this rank's port must be
+        free. Not given: MPI_RESOLVER_PORT_BASE where set, else 8888 (TensorFlow's).
+      gpus_per_node: as TensorFlow's (default: MPI_RESOLVER_GPUS_PER_NODE where set, else as
+        Slurm, CUDA_VISIBLE_DEVICES or nvidia-smi say).
       gpus_per_task: as TensorFlow's.
       tasks_per_node: as TensorFlow's.
       auto_set_gpu: as TensorFlow's: set CUDA_VISIBLE_DEVICES for this task.
@@ -120,7 +121,7 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
     """
 
     def __init__(self, jobs: Optional[Dict[str, int]] = None,
-                 port_base: Union[int, str] = DEFAULT_PORT_BASE,
+                 port_base: Union[int, str, None] = None,
                  gpus_per_node: Optional[int] = None, gpus_per_task: Optional[int] = None,
                  tasks_per_node: Any = None, auto_set_gpu: bool = True,
                  rpc_layer: str = "grpc", *, source: str = DEFAULT_SOURCE,
@@ -130,7 +131,7 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         opts = make_options(jobs=jobs, port_base=port_base, gpus_per_node=gpus_per_node,
                             gpus_per_task=gpus_per_task, tasks_per_node=tasks_per_node,
                             source=source, verify=verify, timeout=timeout,
-                            uneven_gpus=uneven_gpus, address=address)
+                            uneven_gpus=uneven_gpus, address=address, env=os.environ)
         self._resolution = resolve_job(
             opts, _environment(), library=mpi_library, have_comm=comm is not None,
             mpi_running=mpi_initialized(),

@@ -71,7 +71,6 @@ def test_make_options_accepts(kwargs, field, expected):
     pytest.param({"port_base": "8888"}, "port_base", id="port_base '8888' is refused"),
     pytest.param({"port_base": True}, "port_base", id="port_base True is refused"),
     pytest.param({"port_base": 8888.0}, "port_base", id="port_base 8888.0 is refused"),
-    pytest.param({"port_base": None}, "port_base", id="port_base None is refused"),
     pytest.param({"gpus_per_node": -1}, "gpus_per_node", id="gpus_per_node -1 is refused"),
     pytest.param({"gpus_per_node": "2"}, "gpus_per_node", id="gpus_per_node '2' is refused"),
     pytest.param({"gpus_per_node": False}, "gpus_per_node",
@@ -192,3 +191,37 @@ def test_gpu_counts_on_both_sides_of_the_limit(name):
     assert getattr(make_options(**{name: 4096}), name) == 4096
     with pytest.raises(ResolutionError, match=f"{name}=4097: more GPUs than a node can have"):
         make_options(**{name: 4097})
+
+
+@pytest.mark.parametrize("given, env, port_base, gpus", [
+    pytest.param({}, {}, 8888, None, id="nothing: TensorFlow's 8888, GPUs as found"),
+    pytest.param({}, {"MPI_RESOLVER_PORT_BASE": "auto", "MPI_RESOLVER_GPUS_PER_NODE": "4"},
+                 "auto", 4, id="the variables"),
+    pytest.param({}, {"MPI_RESOLVER_PORT_BASE": " 23000 ", "MPI_RESOLVER_GPUS_PER_NODE": "0"},
+                 23000, 0, id="blanks around a number"),
+    pytest.param({}, {"MPI_RESOLVER_PORT_BASE": "", "MPI_RESOLVER_GPUS_PER_NODE": " "},
+                 8888, None, id="empty: not set"),
+    pytest.param({"port_base": 9000, "gpus_per_node": 2},
+                 {"MPI_RESOLVER_PORT_BASE": "auto", "MPI_RESOLVER_GPUS_PER_NODE": "4"},
+                 9000, 2, id="the script's arguments win"),
+])
+def test_port_base_and_gpus_per_node_from_the_environment(given, env, port_base, gpus):
+    opts = make_options(env=env, **given)
+    assert (opts.port_base, opts.gpus_per_node) == (port_base, gpus)
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"MPI_RESOLVER_PORT_BASE": "eighty"}, ["MPI_RESOLVER_PORT_BASE='eighty'", "port_base",
+                                            "'auto'"]),
+    ({"MPI_RESOLVER_PORT_BASE": "70000"}, ["MPI_RESOLVER_PORT_BASE='70000'", "port_base"]),
+    ({"MPI_RESOLVER_GPUS_PER_NODE": "-1"}, ["MPI_RESOLVER_GPUS_PER_NODE='-1'",
+                                            "gpus_per_node"]),
+    ({"MPI_RESOLVER_GPUS_PER_NODE": "two"}, ["MPI_RESOLVER_GPUS_PER_NODE='two'",
+                                             "gpus_per_node"]),
+])
+def test_a_bad_variable_is_named_with_what_it_should_be(env, words):
+    with pytest.raises(ResolutionError) as e:
+        make_options(env=env)
+    assert str(e.value).startswith(words[0]), e.value
+    for word in words[1:]:
+        assert word in str(e.value)
