@@ -11,7 +11,7 @@
 #             TensorFlow or mpi4py: `mpi-resolver --help`, `import mpi_resolver`, and the CLI
 #             on a fake 2-node Slurm step (`show --source slurm --gpus-per-node 0`, `tf-config`)
 #   ruff      ruff check (settings in pyproject.toml)
-#   mypy      mypy mpi_resolver (settings in pyproject.toml)
+#   mypy      mypy mpi_resolver (settings in setup.cfg)
 #   imports   lint-imports: the import contract, the package's layers (pyproject.toml,
 #             [tool.importlinter]); IMPORTS_ROOT=DIR checks the package in DIR instead
 #

@@ -1,6 +1,7 @@
 """The commands of README.md and the docs that other tests do not already run, each taken
 from its docs block (tests/docs/blocks.py): the demo, the console script,
-`eval "$(mpi-resolver tf-config --export)"`, the benchmark and mutation scripts."""
+`eval "$(mpi-resolver tf-config --export)"` in each task, the benchmark and mutation
+scripts."""
 
 from __future__ import annotations
 
@@ -36,13 +37,17 @@ def test_console_script_show_under_mpirun():
 
 
 @pytest.mark.mpirun
-def test_eval_tf_config_export_in_a_shell():
-    """Sets TF_CONFIG and this rank's CUDA_VISIBLE_DEVICES (two GPUs for two ranks: one each)."""
-    doc = command("commands", "eval ")
-    assert doc == 'eval "$(mpi-resolver tf-config --export)"', doc
-    shell = (doc.replace("mpi-resolver tf-config --export",
-                         f"{CONSOLE_SCRIPT} tf-config --export --gpus-per-node 2")
-             + '; echo "$CUDA_VISIBLE_DEVICES $TF_CONFIG"')
+def test_eval_tf_config_export_in_each_task():
+    """`srun --mpi=pmix bash -c 'eval "$(mpi-resolver tf-config --export)" && exec python
+    train.py'`: each task's shell gets TF_CONFIG and its CUDA_VISIBLE_DEVICES (two GPUs for
+    two ranks: one each), then runs the program. Here under mpirun (no Slurm), the program an
+    echo of both; tests/cluster/test_exec.py runs the eval under srun."""
+    doc = shlex.split(command("commands", "srun --mpi=pmix bash -c"))
+    assert doc[:4] == ["srun", "--mpi=pmix", "bash", "-c"] and len(doc) == 5, doc
+    assert doc[4] == 'eval "$(mpi-resolver tf-config --export)" && exec python train.py', doc
+    shell = (doc[4].replace("mpi-resolver tf-config --export",
+                            f"{CONSOLE_SCRIPT} tf-config --export --gpus-per-node 2")
+             .replace("exec python train.py", 'exec echo "$CUDA_VISIBLE_DEVICES $TF_CONFIG"'))
     proc = subprocess.run(own_network(["mpirun", "-n", "2", "bash", "-c", shell]),
                           capture_output=True,
                           text=True, timeout=120, env=mpirun_env())

@@ -43,6 +43,8 @@ class Job:
     output: Path
     env: Dict[str, str] = field(default_factory=dict)
     target: str = ""  #: what to signal: the job id, or '<array id>_<task>'
+    #: What a run prints once it trains (the chief's progress): the interrupt waits for it.
+    progress: str = "  step "
     #: Minutes of the requeued runs (`scontrol update TimeLimit=`), for a job whose first run
     #: ends at a short time limit: the next run's start (imports, the strategy: seconds, but a
     #: minute on a loaded 2-core machine) must not race the same limit.
@@ -132,7 +134,7 @@ class Driver:
         if len(_RUN.findall(job.text())) < number:
             raise RuntimeError(f"run {number} never started: the job ended ({job.states})")
         if interrupt not in (NONE, TIME_LIMIT):
-            wait_for(lambda: "  step " in job.runs()[-1], 300, f"run {number}'s training")
+            wait_for(lambda: job.progress in job.runs()[-1], 300, f"run {number}'s training")
             self._interrupt(job, interrupt)
         wait_for(lambda: self._between_runs(job), 300, f"run {number}'s end")
         state = show(self.cluster, job.target)
