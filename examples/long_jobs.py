@@ -53,28 +53,23 @@ def check_long_job_options(p: argparse.ArgumentParser, args: argparse.Namespace)
     and the same as --signal's @SECONDS where both are given (the package's own rules).
     What is not given comes from the batch script's MPI_RESOLVER_* variables (the templates
     set them) as the package reads them, and is filled into ``args``."""
-    from mpi_resolver import ResolutionError
-    from mpi_resolver.preemption.interval import job_mtbf, parse_every, parse_keep
-    from mpi_resolver.preemption.job_settings import job_settings
-    from mpi_resolver.preemption.signals import grace_seconds, parse_signal
+    from mpi_resolver import ResolutionError, long_job_settings
 
     periodic = hasattr(args, "keep")
     args.checkpoint_dir = args.checkpoint_dir or \
         os.environ.get("MPI_RESOLVER_CHECKPOINT_DIR", "").strip() or None
+    names = {"signal": "--signal", "grace_period": "--grace-period",
+             "checkpoint_every": "--checkpoint-every", "keep": "--keep"}
     try:
-        given = job_settings(os.environ, signal=args.signal,
-                             **({"checkpoint_every": args.checkpoint_every, "keep": args.keep,
-                                 "node_mtbf_hours": args.node_mtbf_hours} if periodic else {}))
-        args.signal = given.signal
-        grace_seconds(args.grace_period, parse_signal(args.signal, "--signal"),
-                      "--grace-period", "--signal")
-        if periodic:
-            args.checkpoint_every, args.keep = given.checkpoint_every, given.keep
-            args.node_mtbf_hours = given.node_mtbf_hours
-            parse_every(args.checkpoint_every, "--checkpoint-every")
-            parse_keep(args.keep, "--keep")
-            job_mtbf(1, args.node_mtbf_hours)
+        given = long_job_settings(
+            signal=args.signal, grace_period=args.grace_period, names=names,
+            **({"checkpoint_every": args.checkpoint_every, "keep": args.keep,
+                "node_mtbf_hours": args.node_mtbf_hours} if periodic else {}))
     except ResolutionError as e:
         p.error(str(e))
+    args.signal = given.signal
+    if periodic:
+        args.checkpoint_every, args.keep = given.checkpoint_every, given.keep
+        args.node_mtbf_hours = given.node_mtbf_hours
     if periodic and args.checkpoint_every and not args.checkpoint_dir:
         p.error("--checkpoint-every saves into --checkpoint-dir: give both")

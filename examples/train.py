@@ -251,8 +251,8 @@ def main(argv=None) -> int:
         if args.save:
             save_model(model, args.save, is_chief)
     say(f"final test accuracy: {accuracy:.4f}")
-    if args.checkpoint_dir:
-        remove_backup(tf, args.checkpoint_dir, is_chief, task_id, args.fit)
+    if steps.config is not None:  # completed: the same command run again starts afresh
+        steps.config.remove_checkpoints()
         say(steps.line())
     return 0
 
@@ -263,6 +263,7 @@ class Steps:
 
     def __init__(self, resumed: int = 0) -> None:
         self.resumed = self.done = resumed
+        self.config = None  # the long job's SlurmTerminationConfig, where there is one
 
     def line(self) -> str:
         return f"steps done: {self.done} (resumed from {self.resumed})"
@@ -304,6 +305,7 @@ def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, s
         config = termination_config(args, resolver)
         handler = config.handler(resolver, checkpoint, args.checkpoint_dir)
     steps = Steps(int(step.numpy()))
+    steps.config = config
     if steps.resumed:
         say(f"resumed from the checkpoint in {args.checkpoint_dir} at step {steps.resumed}")
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
@@ -373,22 +375,6 @@ def train_epochs(args, run, train_step, iterator, step, steps, global_batch, say
         say(f"epoch {epoch}/{args.epochs}: loss {total_loss / count:.4f}  "
             f"train accuracy {total_correct / (count * global_batch):.4f}  "
             f"({time.monotonic() - start:.1f} s)")
-
-
-def remove_backup(tf, directory: str, is_chief: bool, task_id: int, fit: bool) -> None:
-    """Removes this worker's part of the preemption checkpoint in ``directory`` once training
-    completed, as Keras' BackupAndRestore does: the chief's ``chief/`` and the manifest that
-    names the job (under --fit Keras and SlurmBackupAndRestore remove them), another worker's
-    ``workertemp_<id>/``. A later run of the same command then starts afresh instead of going
-    back to it."""
-    from mpi_resolver.preemption.manifest import remove_manifest
-
-    part = "chief" if is_chief else f"workertemp_{task_id}"
-    path = os.path.join(directory, part)
-    if (not is_chief or not fit) and tf.io.gfile.exists(path):
-        tf.io.gfile.rmtree(path)
-    if is_chief and not fit:
-        remove_manifest(directory)
 
 
 def tensorflow_version():
@@ -471,8 +457,8 @@ def fit(args, keras, strategy, dataset_fn, say):
     if args.checkpoint_dir:
         from mpi_resolver import SlurmBackupAndRestore
 
-        callbacks.append(SlurmBackupAndRestore(args.checkpoint_dir, termination_config(
-            args, strategy.cluster_resolver)))
+        steps.config = termination_config(args, strategy.cluster_resolver)
+        callbacks.append(SlurmBackupAndRestore(args.checkpoint_dir, steps.config))
     try:
         model.fit(keras.utils.experimental.DatasetCreator(dataset_fn), epochs=args.epochs,
                   steps_per_epoch=spe, verbose=0, callbacks=callbacks)

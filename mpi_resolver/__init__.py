@@ -3,7 +3,7 @@
 ``import mpi_resolver`` neither imports TensorFlow nor starts MPI: TensorFlow is imported the
 first time ``mpi_resolver.MPIClusterResolver`` (or one of the long-job names,
 ``SlurmTerminationConfig``, ``SlurmBackupAndRestore`` and ``StepWatchdogCallback``) is used,
-mpi4py only when MPI is needed; ``StepWatchdog`` imports neither.
+mpi4py only when MPI is needed; ``StepWatchdog`` and ``long_job_settings`` import neither.
 """
 
 from __future__ import annotations
@@ -15,16 +15,18 @@ from mpi_resolver.core.errors import (ExchangeTimeout, FormatError, MismatchErro
 
 __all__ = ["MPIClusterResolver", "ResolutionError", "FormatError", "MismatchError",
            "MissingDependencyError", "ExchangeTimeout", "SlurmTerminationConfig",
-           "SlurmBackupAndRestore", "StepWatchdog", "StepWatchdogCallback"]
+           "SlurmBackupAndRestore", "StepWatchdog", "StepWatchdogCallback", "long_job_settings"]
 __version__ = "0.1.0"
 
 
-#: The names imported on first use (all but StepWatchdog import TensorFlow), and their modules.
+#: The names imported on first use (all but StepWatchdog and long_job_settings import
+#: TensorFlow), and their modules.
 _LAZY = {"MPIClusterResolver": ".resolve.tf_resolver",
          "SlurmTerminationConfig": ".preemption.tf_config",
          "SlurmBackupAndRestore": ".preemption.keras_callback",
          "StepWatchdog": ".preemption.step_watchdog",
-         "StepWatchdogCallback": ".preemption.watchdog_callback"}
+         "StepWatchdogCallback": ".preemption.watchdog_callback",
+         "long_job_settings": ".preemption.job_settings"}
 
 
 def __getattr__(name: str) -> Any:

@@ -5,7 +5,7 @@ passes wins; an unset or empty variable is not a setting (pure: the environment 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, TypeVar
+from typing import Any, Callable, Dict, Mapping, TypeVar
 
 from mpi_resolver.core.errors import FormatError, ResolutionError
 

@@ -4,7 +4,8 @@ in), so that a template can run any script with exactly its user's arguments."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional, Union
 
 from mpi_resolver.core import settings
@@ -12,9 +13,9 @@ from mpi_resolver.core.errors import FormatError
 from mpi_resolver.core.settings import setting
 from mpi_resolver.preemption.interval import (DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS, job_mtbf,
                                               parse_every, parse_keep)
-from mpi_resolver.preemption.signals import DEFAULT_SIGNAL, parse_signal
+from mpi_resolver.preemption.signals import DEFAULT_SIGNAL, grace_seconds, parse_signal
 
-__all__ = ["JobSettings", "job_settings", "checkpoint_dir"]
+__all__ = ["JobSettings", "job_settings", "checkpoint_dir", "long_job_settings"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class JobSettings:
     checkpoint_every: Any
     keep: int
     node_mtbf_hours: float
+    grace_period: Optional[float] = None  # long_job_settings() fills it
 
 
 def _checked(rule: Any) -> Any:
@@ -65,6 +67,33 @@ def job_settings(env: Mapping[str, str], *, signal: Any = None, checkpoint_every
     return JobSettings(DEFAULT_SIGNAL if signal is None else signal, every,
                        DEFAULT_KEEP if keep is None else keep,
                        DEFAULT_NODE_MTBF_HOURS if hours is None else hours)
+
+
+def long_job_settings(*, signal: Any = None, grace_period: Optional[float] = None,
+                      checkpoint_every: Any = None, keep: Any = None,
+                      node_mtbf_hours: Any = None, env: Optional[Mapping[str, str]] = None,
+                      names: Optional[Mapping[str, str]] = None) -> JobSettings:
+    """Returns a long job's settings as SlurmTerminationConfig takes them (each argument, else
+    its MPI_RESOLVER_* variable from ``env``, default this process's environment, else the
+    default), checked by the same rules, without TensorFlow: for a script to refuse bad
+    input before it starts. ``names`` gives the script's own names of the arguments in the
+    errors (``{"signal": "--signal", ...}``).
+
+    Raises:
+      FormatError, ResolutionError: a value its rule refuses, naming the argument or the
+        variable.
+    """
+    name = {**{k: k for k in ("signal", "grace_period", "checkpoint_every", "keep")},
+            **(names or {})}
+    given = job_settings(os.environ if env is None else env, signal=signal,
+                         checkpoint_every=checkpoint_every, keep=keep,
+                         node_mtbf_hours=node_mtbf_hours)
+    grace = grace_seconds(grace_period, parse_signal(given.signal, name["signal"]),
+                          name["grace_period"], name["signal"])
+    parse_every(given.checkpoint_every, name["checkpoint_every"])
+    parse_keep(given.keep, name["keep"])
+    job_mtbf(1, given.node_mtbf_hours)
+    return replace(given, grace_period=grace)
 
 
 def checkpoint_dir(given: Optional[str], env: Mapping[str, str], where: str) -> str:

@@ -48,9 +48,9 @@ class SlurmBackupAndRestore(keras2().callbacks.BackupAndRestore):  # type: ignor
     MultiWorkerMirroredStrategy, every worker saves one checkpoint at the same batch when
     Slurm's warning signal (or SIGTERM) comes, the job is requeued (by supervise, or worker
     0), and the next run's ``fit`` resumes at the batch after it; with ``checkpoint_every``,
-    also periodically, for the endings nobody announces. The next run resumes from the newest checkpoint that reads
-    whole (a torn one skipped with a warning). Create it after the strategy, in the main
-    thread.
+    also periodically, for the endings nobody announces. The next run resumes from the newest
+    checkpoint that reads whole (a torn one skipped with a warning). Create it after the
+    strategy, in the main thread.
 
     Args:
       backup_dir: the directory every node sees (as BackupAndRestore's); not given:

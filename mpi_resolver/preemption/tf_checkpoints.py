@@ -14,10 +14,10 @@ import tensorflow as tf
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_each, log_once, logger
 from mpi_resolver.preemption.manifest import (foreign_warning, manifest_for, read_manifest,
-                                              write_manifest)
+                                              remove_manifest, write_manifest)
 from mpi_resolver.preemption.resume import restore_newest
 
-__all__ = ["KeepingManager", "Saver", "check_directory"]
+__all__ = ["KeepingManager", "Saver", "check_directory", "remove_part"]
 
 #: ``agree(prefix)``: the chief's restored checkpoint (prefix or '' for none) on every worker.
 AgreeOn = Callable[[str], str]
@@ -129,3 +129,15 @@ def check_directory(checkpoint_dir: str, job: Optional[str],
     warning = foreign_warning(checkpoint_dir, read_manifest(checkpoint_dir), job, state)
     if warning:
         log_once(warning)
+
+
+def remove_part(checkpoint_dir: str, chief: bool, task_id: int) -> None:
+    """Removes this worker's part of ``checkpoint_dir`` (the chief: ``chief/`` and the
+    manifest; another worker: ``workertemp_<task_id>/``), as Keras' BackupAndRestore does when
+    training completed."""
+    part = "chief" if chief else f"workertemp_{task_id}"
+    path = os.path.join(checkpoint_dir, part)
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.rmtree(path)
+    if chief:
+        remove_manifest(checkpoint_dir)

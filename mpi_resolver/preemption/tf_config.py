@@ -29,7 +29,8 @@ from mpi_resolver.preemption.requeue import job_state
 from mpi_resolver.preemption.resume import missing_checkpoint
 from mpi_resolver.preemption.schedule import Schedule
 from mpi_resolver.preemption.tf_coordinator import TfCoordinator
-from mpi_resolver.preemption.tf_checkpoints import KeepingManager, Saver, check_directory
+from mpi_resolver.preemption.tf_checkpoints import (KeepingManager, Saver, check_directory,
+                                                    remove_part)
 from mpi_resolver.preemption.signals import SIGTERM, WarningSignal, grace_seconds, parse_signal
 from mpi_resolver.preemption.termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy,
                                                  Termination)
@@ -118,6 +119,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         job_mtbf(1, given.node_mtbf_hours)  # its check
         self.cluster_resolver = cluster_resolver
         self.saver: Optional[Saver] = None
+        self._built: Optional[tuple] = None  # (directory, chief, task id) once handler() ran
         self._user_save_fn = save_fn
         self.watcher = SignalWatcher([warning, WarningSignal(SIGTERM, "TERM")])
         self.watcher.install()
@@ -160,6 +162,20 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         self.watcher.ignore()
         end_with(code, EXIT_WITHIN)
         sys.exit(code)
+
+    def remove_checkpoints(self) -> None:
+        """Removes this worker's part of the handler's checkpoint directory once training
+        completed (the chief: its checkpoints and the manifest; another worker: its scratch
+        directory), so that the same command run again starts afresh. Not after an
+        interruption: the next run resumes from them.
+
+        Raises:
+          ResolutionError: no handler was built (``handler()`` names the directory).
+        """
+        if self._built is None:
+            raise ResolutionError("remove_checkpoints() removes the checkpoints of the "
+                                  "directory handler() was given: build the handler first.")
+        remove_part(*self._built)
 
     def disarm(self) -> None:
         """Puts back the handlers the config replaced, so that SIGTERM ends the process
@@ -208,6 +224,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
             log_once(warning)
         manager = KeepingManager(checkpoint, directory, self.keep, chief=chief, agree=lambda p: (
             coord.agree(f"{key}_restored", p, "which checkpoint it restored")))
+        self._built = (checkpoint_dir, chief, getattr(cluster_resolver, "task_id", None) or 0)
         self.saver = Saver(manager, None if chief else _scratch(checkpoint, checkpoint_dir,
                                                                 cluster_resolver),
                            job=job, settings=self._settings())

@@ -234,3 +234,43 @@ def test_a_second_fit_in_one_process_is_armed_again(slurm_config, tmp_path):
         crashing_fit(tmp_path / "b", 0, signal_after=3)
     assert end.value.code == 75
     assert ckpts(tmp_path / "b") == ["ckpt-1"]
+
+
+def test_remove_checkpoints_after_training_and_the_next_run_starts_afresh(slurm_config,
+                                                                         tmp_path):
+    import tensorflow as tf
+
+    from mpi_resolver import ResolutionError
+
+    checkpoint, step, weight = model_and_step(tf)
+    config = slurm_config(checkpoint_every=5)
+    with pytest.raises(ResolutionError, match=r"build the handler first"):
+        config.remove_checkpoints()
+    (tmp_path / "workertemp_1").mkdir()  # another worker's: not the chief's to remove
+    handler = config.handler(None, checkpoint, str(tmp_path))
+    assert train(handler, step, weight, 12) == 12
+    assert (tmp_path / "chief").exists() and (tmp_path / MANIFEST).exists()
+    config.remove_checkpoints()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["workertemp_1"]
+
+    checkpoint, step, weight = model_and_step(tf)
+    slurm_config().handler(None, checkpoint, str(tmp_path))
+    assert int(step.numpy()) == 0
+
+
+def test_the_directory_comes_from_the_variable_where_none_is_given(slurm_config, tmp_path,
+                                                                  monkeypatch):
+    import tensorflow as tf
+
+    from mpi_resolver import FormatError
+
+    checkpoint, step, weight = model_and_step(tf)
+    monkeypatch.delenv("MPI_RESOLVER_CHECKPOINT_DIR", raising=False)
+    with pytest.raises(FormatError, match=r"^checkpoint_dir is not given and "
+                                          r"MPI_RESOLVER_CHECKPOINT_DIR is not set"):
+        slurm_config().handler(None, checkpoint)
+    monkeypatch.setenv("MPI_RESOLVER_CHECKPOINT_DIR", str(tmp_path / "from-env"))
+    monkeypatch.setenv("MPI_RESOLVER_CHECKPOINT_EVERY", "4")
+    handler = slurm_config().handler(None, checkpoint)
+    assert train(handler, step, weight, 9) == 9
+    assert ckpts(tmp_path / "from-env") == ["ckpt-1", "ckpt-2"]  # steps 4 and 8

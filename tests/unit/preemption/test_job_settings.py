@@ -1,14 +1,12 @@
-"""preemption.job_settings and core.settings: each long-job setting from the script's argument,
-else the batch script's MPI_RESOLVER_* variable, else the default; a bad variable named."""
+"""preemption.job_settings: each long-job setting from the script's argument, else the batch
+script's MPI_RESOLVER_* variable, else the default; a bad variable named; the public
+long_job_settings with the script's own argument names."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from mpi_resolver.core.errors import FormatError, ResolutionError
-from mpi_resolver.core.settings import VARIABLES, number_text, setting
 from mpi_resolver.preemption.interval import DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS
 from mpi_resolver.preemption.job_settings import JobSettings, checkpoint_dir, job_settings
 
@@ -67,37 +65,39 @@ def test_no_checkpoint_dir_names_the_argument_and_the_variable(env):
     assert "export MPI_RESOLVER_CHECKPOINT_DIR=DIR" in str(e.value)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("8888", 8888), ("+3", 3), ("-1", -1), ("auto", "auto"), ("1.5", "1.5"), ("", ""),
-    ("-", "-"), ("٣", "٣"),
+@pytest.mark.parametrize("given, env, expected", [
+    ({}, {}, DEFAULTS),
+    ({"signal": "USR2@60"}, {}, JobSettings("USR2@60", None, 2, DEFAULT_NODE_MTBF_HOURS, 60.0)),
+    ({}, {"MPI_RESOLVER_SIGNAL": "URG@90"},
+     JobSettings("URG@90", None, 2, DEFAULT_NODE_MTBF_HOURS, 90.0)),
+    ({"grace_period": 30}, {}, JobSettings("USR1", None, 2, DEFAULT_NODE_MTBF_HOURS, 30.0)),
 ])
-def test_number_text(text, expected):
-    assert number_text(text) == expected
+def test_long_job_settings(given, env, expected):
+    from mpi_resolver import long_job_settings
+
+    assert long_job_settings(env=env, **given) == expected
 
 
-def test_setting_keeps_the_error_s_kind():
-    def bad_format(_):
-        raise FormatError("expected X")
+@pytest.mark.parametrize("given, env, start", [
+    ({"signal": "USR9"}, {}, "--signal="),
+    ({"signal": "USR1@60", "grace_period": 30}, {}, "--grace-period=30"),
+    ({"checkpoint_every": "0"}, {}, "--checkpoint-every="),
+    ({"keep": 0}, {}, "--keep=0"),
+    ({}, {"MPI_RESOLVER_KEEP": "0"}, "MPI_RESOLVER_KEEP='0'"),
+    ({"node_mtbf_hours": 0}, {}, "node_mtbf_hours=0: "),
+])
+def test_long_job_settings_names_the_script_s_own_arguments(given, env, start):
+    from mpi_resolver import long_job_settings
 
-    def bad_value(_):
-        raise ResolutionError("expected Y")
-
-    with pytest.raises(FormatError, match=r"^V='a': expected X$"):
-        setting(None, "V", {"V": "a"}, bad_format)
-    with pytest.raises(ResolutionError, match=r"^V='b': expected Y$") as e:
-        setting(None, "V", {"V": "b"}, bad_value)
-    assert not isinstance(e.value, FormatError)
-    assert setting(0, "V", {"V": "b"}, bad_value) == 0  # a falsy argument is still given
-
-
-def test_every_variable_is_the_package_s_own():
-    assert all(name.startswith("MPI_RESOLVER_") for name in VARIABLES)
-    assert len(VARIABLES) == 7
+    names = {"signal": "--signal", "grace_period": "--grace-period",
+             "checkpoint_every": "--checkpoint-every", "keep": "--keep"}
+    with pytest.raises(ResolutionError) as e:
+        long_job_settings(env=env, names=names, **given)
+    assert str(e.value).startswith(start), e.value
 
 
-def test_the_api_page_lists_every_variable_and_no_other():
-    text = (Path(__file__).resolve().parents[3] / "docs" / "api.md").read_text()
-    table = text.split("## Settings from the environment", 1)[1].split("\n## ", 1)[0]
-    rows = [ln.split("|")[1].strip().strip("`") for ln in table.splitlines()
-            if ln.startswith("| `")]
-    assert rows == list(VARIABLES)
+def test_long_job_settings_reads_this_process_s_environment(monkeypatch):
+    from mpi_resolver import long_job_settings
+
+    monkeypatch.setenv("MPI_RESOLVER_KEEP", "5")
+    assert long_job_settings().keep == 5
