@@ -74,8 +74,7 @@ def read_requeue(target: str, returncode: int, output: str, code: int, *,
         + _then(code, fallback)))
 
 
-def missing_scontrol(target: str, host: str, code: int, *,
-                     fallback: bool = True) -> RequeueOutcome:
+def missing_scontrol(target: str, host: str, code: int, *, fallback: bool) -> RequeueOutcome:
     """Returns the outcome where scontrol is not on this node (a container without Slurm's
     commands)."""
     return RequeueOutcome(False, (

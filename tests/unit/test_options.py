@@ -214,10 +214,8 @@ def test_port_base_and_gpus_per_node_from_the_environment(given, env, port_base,
     ({"MPI_RESOLVER_PORT_BASE": "eighty"}, ["MPI_RESOLVER_PORT_BASE='eighty'", "port_base",
                                             "'auto'"]),
     ({"MPI_RESOLVER_PORT_BASE": "70000"}, ["MPI_RESOLVER_PORT_BASE='70000'", "port_base"]),
-    ({"MPI_RESOLVER_GPUS_PER_NODE": "-1"}, ["MPI_RESOLVER_GPUS_PER_NODE='-1'",
-                                            "gpus_per_node"]),
-    ({"MPI_RESOLVER_GPUS_PER_NODE": "two"}, ["MPI_RESOLVER_GPUS_PER_NODE='two'",
-                                             "gpus_per_node"]),
+    ({"MPI_RESOLVER_GPUS_PER_NODE": "-1"}, ["MPI_RESOLVER_GPUS_PER_NODE='-1': gpus_per_node="]),
+    ({"MPI_RESOLVER_GPUS_PER_NODE": "two"}, ["MPI_RESOLVER_GPUS_PER_NODE='two': gpus_per_node="]),
 ])
 def test_a_bad_variable_is_named_with_what_it_should_be(env, words):
     with pytest.raises(ResolutionError) as e:

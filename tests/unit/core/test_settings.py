@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 
 @pytest.mark.parametrize("text, expected", [
     ("8888", 8888), ("+3", 3), ("-1", -1), ("auto", "auto"), ("1.5", "1.5"), ("", ""),
-    ("-", "-"), ("٣", "٣"),
+    ("-", "-"), ("٣", "٣"), ("X1", "X1"),
 ])
 def test_number_text(text, expected):
     assert number_text(text) == expected

@@ -45,6 +45,7 @@ def test_a_bad_variable_is_named_first(name, text):
     with pytest.raises(ResolutionError) as e:
         job_settings({name: text})
     assert str(e.value).startswith(f"{name}={text!r}: "), e.value
+    assert "expected" in str(e.value) or "e.g." in str(e.value), e.value  # what it should be
 
 
 @pytest.mark.parametrize("given, env, expected", [

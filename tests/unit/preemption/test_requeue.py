@@ -196,3 +196,9 @@ def test_supervise_s_own_requeue_names_no_fallback(run, message):
     """supervise is the fallback: its failures end with the fix alone."""
     outcome = rq.requeue("12", "head", 75, run, fallback=False)
     assert outcome == rq.RequeueOutcome(False, message)
+
+
+def test_a_failed_requeue_from_worker_0_names_supervise_s_fallback_and_the_code():
+    outcome = rq.requeue("12", "node1", 75, Scontrol(1, stderr="Invalid job id specified"))
+    assert outcome == rq.RequeueOutcome(False, "scontrol requeue 12 failed (exit 1: Invalid job "
+                                               f"id specified); {FALLBACK}")
