@@ -10,17 +10,26 @@
 # 3. runs the preflight `mpi-resolver check` on both nodes: do Slurm and MPI agree?
 # 4. trains a small Keras model with MultiWorkerMirroredStrategy and MPIClusterResolver, one
 #    TensorFlow worker per node (examples/train.py);
-# 5. stops the cluster. It is stopped on any exit too (an error, Ctrl-C), and nothing it
+# 5. runs the same training as a long job (sbatch examples/train.sbatch) and interrupts it
+#    mid-training with Slurm's warning signal (scancel --signal=USR1, as `#SBATCH
+#    --signal=USR1@120` sends it 120 s before the time limit): every worker saves one
+#    checkpoint at the same step, supervise requeues the job, the requeued run is let start at
+#    once (Slurm would hold it 121 s: `scontrol update StartTime=now`, as the tests do), and
+#    it resumes at the saved step;
+# 6. stops the cluster. It is stopped on any exit too (an error, Ctrl-C), and nothing it
 #    started is left behind; /etc/slurm is never touched.
 #
-# Exits non-zero if any step fails. Variables: DEMO_EPOCHS (5), DEMO_STEPS (50 per epoch),
-# DEMO_TRAIN_TIMEOUT (300 s), MPI_RESOLVER_VENV (.venv).
+# Exits non-zero if any step fails, or if the long job does not end with `steps done: N
+# (resumed from K)`, 0 < K < N. Variables: DEMO_EPOCHS (5), DEMO_STEPS (50 per epoch),
+# DEMO_LONG_STEPS (100 per epoch, the long job's), DEMO_TRAIN_TIMEOUT (300 s),
+# MPI_RESOLVER_VENV (.venv).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
 EPOCHS=${DEMO_EPOCHS:-5}
 STEPS=${DEMO_STEPS:-50}
+LONG_STEPS=${DEMO_LONG_STEPS:-100}
 TRAIN_TIMEOUT=${DEMO_TRAIN_TIMEOUT:-300}
 VENV=${MPI_RESOLVER_VENV:-.venv}
 case "$VENV" in /*) ;; *) VENV=$ROOT/$VENV ;; esac
@@ -30,6 +39,7 @@ HARNESS=$ROOT/tests/harness/slurm_cluster.py
 WORK=""         # temp dir: the cluster's state and logs, the saved model, step logs
 CLUSTER_UP=""   # set once the cluster has started
 CHILD=""        # the step running now (a `timeout` process, leader of its process group)
+LONG_JOB=""     # the long job's id, once submitted
 T0=$SECONDS
 
 if [ -t 1 ]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD="" PLAIN=""; fi
@@ -54,6 +64,7 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   kill_child
+  if [ -n "$LONG_JOB" ]; then timeout -k 5 20 scancel "$LONG_JOB" 2>/dev/null || true; fi
   if [ -n "$CLUSTER_UP" ]; then
     [ "$rc" -eq 0 ] || header "stopping the throw-away cluster (after a failure or interrupt)"
     timeout -k 5 60 "$PY" "$HARNESS" stop --dir "$WORK/cluster" || { [ "$rc" -ne 0 ] || rc=1; }
@@ -99,11 +110,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 WORK=$(mktemp -d /tmp/mpi-resolver-demo.XXXXXX)
 
-header "1/4  setup: Debian's Slurm, munge, PMIx and Open MPI; TensorFlow and mpi4py in $VENV"
+header "1/5  setup: Debian's Slurm, munge, PMIx and Open MPI; TensorFlow and mpi4py in $VENV"
 note "(scripts/setup.sh installs only what is missing; the first time takes a few minutes)"
 run 1800 setup bash scripts/setup.sh
 
-header "2/4  a throw-away Slurm cluster: two emulated nodes, node1 and node2"
+header "2/5  a throw-away Slurm cluster: two emulated nodes, node1 and node2"
 note "Each node is a network namespace with its own hostname, address and slurmd; the"
 note "controller, its config and logs live in $WORK/cluster."
 CLUSTER_UP=1   # from here on, cleanup stops it (stop is safe after a failed start too)
@@ -118,12 +129,12 @@ export TF_CPP_MIN_LOG_LEVEL=2
 grep '^# nodes' "$WORK/cluster.env" | sed 's/; stop:.*//; s/^# /   /'
 timeout -k 5 20 sinfo -h -N -o '   %N: %T, %c CPUs (sinfo)'
 
-header "3/4  preflight: srun -N2 -n2 --mpi=pmix mpi-resolver check"
+header "3/5  preflight: srun -N2 -n2 --mpi=pmix mpi-resolver check"
 note "Every task reports what Slurm told it and what MPI says; exit 0 only if they agree."
 note "These nodes have no GPUs (no nvidia-smi, no /dev/nvidia*): 0 GPUs, with a one-line note."
 run 60 check srun -N2 -n2 --mpi=pmix mpi-resolver check
 
-header "4/4  training: srun -N2 --ntasks-per-node=1 --mpi=pmix python examples/train.py"
+header "4/5  training: srun -N2 --ntasks-per-node=1 --mpi=pmix python examples/train.py"
 note "One TensorFlow worker per node; MultiWorkerMirroredStrategy(cluster_resolver="
 note "MPIClusterResolver()) all-reduces the gradients; worker 0 (the chief) prints and saves."
 note "(The two workers meet about 5 s after start: importing TensorFlow takes most of it.)"
@@ -137,8 +148,77 @@ print(f"   {sys.argv[1]}: {m.count_params()} parameters,",
       f"input {m.input_shape}, output {m.output_shape}")' \
   "$WORK/model.keras"
 
+header "5/5  a long job: sbatch examples/train.sbatch, interrupted by Slurm's warning signal"
+note "The same training as a batch job under the template: its preflight, then train.py under"
+note "mpi-resolver supervise. Mid-training, Slurm's warning signal (scancel --signal=USR1, as"
+note "#SBATCH --signal=USR1@120 sends it 120 s before the time limit): every worker saves one"
+note "checkpoint at the same step and exits 75, supervise requeues the job, and the next run"
+note "resumes at that step. Slurm holds a requeued job 121 s; here it is let start at once."
+OUT=$WORK/long-job.out
+SHOWN=0
+# The job's output lines not shown yet: the preflight's verdicts, the training's progress, the
+# package's and supervise's lines, Slurm's (not TensorFlow's start-up lines nor the tables).
+SHOW='^(== |OK: |CHECKPOINT DIR |CONNECT |training: |  step |epoch |resumed |steps done|final '
+SHOW+='|WARNING:mpi_resolver|mpi-resolver supervise|slurmstepd)'
+show_new() {
+  local total
+  [ -f "$OUT" ] || return 0
+  total=$(wc -l <"$OUT")
+  [ "$total" -gt "$SHOWN" ] || return 0
+  sed -n "$((SHOWN + 1)),${total}p" "$OUT" | grep -E "$SHOW" | sed 's/^/   | /' || true
+  SHOWN=$total
+}
+job_field() {  # job_field NAME: the long job's field from `scontrol show job -o`
+  timeout -k 5 20 scontrol show job -o "$LONG_JOB" | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+# wait_for SECONDS WHAT COMMAND...: shows the job's new lines until COMMAND succeeds.
+wait_for() {
+  local limit=$1 what=$2 start=$SECONDS
+  shift 2
+  until "$@"; do
+    show_new
+    if [ $((SECONDS - start)) -ge "$limit" ]; then
+      echo "demo: the long job: no $what within $limit s" \
+           "(job $LONG_JOB: $(job_field JobState))" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  show_new
+}
+trains() { grep -q '^  step ' "$OUT" 2>/dev/null; }
+requeued() { [ "$(job_field JobState) $(job_field Reason)" = "PENDING BeginTime" ]; }
+ended() {
+  case "$(job_field JobState)" in COMPLETED | FAILED | CANCELLED | TIMEOUT) ;; *) false ;; esac
+}
+LONG_START=$SECONDS
+LONG_JOB=$(CHECKPOINT_ROOT=$WORK/checkpoints MPI_RESOLVER_PORT_BASE=auto timeout -k 5 30 \
+  sbatch --parsable --output="$OUT" examples/train.sbatch \
+  --epochs "$EPOCHS" --steps-per-epoch "$LONG_STEPS" --log-every 25)
+note "submitted job $LONG_JOB; its output as it comes, in part ($OUT):"
+wait_for "$TRAIN_TIMEOUT" "training step" trains
+printf '%s   >> scancel --signal=USR1 %s%s\n' "$BOLD" "$LONG_JOB" "$PLAIN"
+timeout -k 5 20 scancel --signal=USR1 "$LONG_JOB"
+wait_for 120 "requeue" requeued
+# A start sent in the requeue's own second fails (tests/harness/requeue.py): 3 s later.
+sleep 3
+printf '%s   >> scontrol update JobId=%s StartTime=now%s\n' "$BOLD" "$LONG_JOB" "$PLAIN"
+timeout -k 5 20 scontrol update JobId="$LONG_JOB" StartTime=now
+wait_for "$TRAIN_TIMEOUT" "end" ended
+STATE=$(job_field JobState)
+TOTAL=$((EPOCHS * LONG_STEPS))
+RESUMED=$(sed -n "s/^steps done: $TOTAL (resumed from \([1-9][0-9]*\))$/\1/p" "$OUT" | tail -1)
+if [ "$STATE" != COMPLETED ] || [ -z "$RESUMED" ] || [ "$RESUMED" -ge "$TOTAL" ]; then
+  echo "demo: the long job ended $STATE without 'steps done: $TOTAL (resumed from K)'," \
+       "0 < K < $TOTAL (see $OUT)" >&2
+  exit 1
+fi
+note "(long job: $((SECONDS - LONG_START)) s; Restarts=$(job_field Restarts);" \
+  "resumed at step $RESUMED of $TOTAL)"
+LONG_JOB=""
+
 header "stopping the cluster"
 run 60 cluster-stop "$PY" "$HARNESS" stop --dir "$WORK/cluster"
 CLUSTER_UP=""
-printf '\ndemo done in %s s. Next: examples/train.sbatch (sbatch), %s\n' "$((SECONDS - T0))" \
-  "examples/mpirun.sh (no Slurm)."
+printf '\ndemo done in %s s. Next: examples/train.sbatch on your cluster, %s\n' \
+  "$((SECONDS - T0))" "docs/own-script.md for your own script, examples/mpirun.sh (no Slurm)."

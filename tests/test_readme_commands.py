@@ -63,10 +63,14 @@ def test_eval_tf_config_export_in_each_task():
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_demo_script_end_to_end():
-    """bash scripts/demo.sh: starts its own 2-node cluster, checks, trains, stops. It runs
-    the README's `srun --mpi=pmix mpi-resolver check` and `srun --mpi=pmix python train.py`,
-    with its options (two nodes, one task each, a short training)."""
-    demo = (ROOT / "scripts" / "demo.sh").read_text().replace("\\\n", " ").splitlines()
+    """bash scripts/demo.sh: starts its own 2-node cluster, checks, trains, runs the long job,
+    stops. It runs the README's `srun --mpi=pmix mpi-resolver check` and `srun --mpi=pmix
+    python train.py`, with its options (two nodes, one task each, a short training); then
+    examples/train.sbatch interrupted by the warning signal mid-training: every worker saves,
+    supervise requeues the job, and the requeued run resumes at the saved step and trains to
+    the planned total."""
+    text = (ROOT / "scripts" / "demo.sh").read_text()
+    demo = text.replace("\\\n", " ").splitlines()
     ran = [shlex.split(line)[3:] for line in demo if re.match(r"run \S+ \w+ srun ", line)]
     assert len(ran) == 2, ran
     for doc in commands("readme-commands")[1:]:
@@ -77,8 +81,25 @@ def test_demo_script_end_to_end():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "OK: Slurm and MPI agree on all 2 ranks." in out
-    accuracy = [float(v) for v in re.findall(r"final test accuracy: ([0-9.]+)", out)]
+    accuracy = [float(v) for v in re.findall(r"^final test accuracy: ([0-9.]+)$", out, re.M)]
     assert len(accuracy) == 1 and accuracy[0] > 0.8, out[-3000:]
+    # The long job's lines, as the demo shows them ('   | ' before each).
+    job = "\n".join(line[5:] for line in out.splitlines() if line.startswith("   | "))
+    total = int(re.search(r"DEMO_EPOCHS:-(\d+)", text).group(1)) * \
+        int(re.search(r"DEMO_LONG_STEPS:-(\d+)", text).group(1))
+    runs = re.findall(r"^== job (\d+) \(run (\d)\)", job, re.M)
+    assert [run for _, run in runs] == ["1", "2"] and len({j for j, _ in runs}) == 1, job
+    assert "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75" in job, job
+    assert re.search(r"^mpi-resolver supervise: requeued job \d+ \(scontrol requeue \d+\): "
+                     r"exit 75$", job, re.M), job
+    steps = [(int(n), int(k)) for n, k in
+             re.findall(r"^steps done: (\d+) \(resumed from (\d+)\)$", job, re.M)]
+    assert len(steps) == 2 and steps[0][1] == 0, (steps, job)
+    saved = steps[0][0]  # run 1's last step: the checkpoint's
+    assert 0 < saved < total and steps[1] == (total, saved), (steps, total, job)
+    assert re.search(rf"^resumed from the checkpoint in \S+ at step {saved}$", job, re.M), job
+    accuracy = [float(v) for v in re.findall(r"^final test accuracy: ([0-9.]+)$", job, re.M)]
+    assert len(accuracy) == 1 and accuracy[0] > 0.8, job
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """original.py as a multi-node Slurm job: Keras 2's fit, a checkpoint on Slurm's signal.
-Run: srun --mpi=pmix python fit_ported.py (docs/own-script.md has the batch script)."""
+Run: SCRIPT=fit_ported.py sbatch ../train.sbatch (docs/own-script.md)."""
 
 import os
 
@@ -15,9 +15,8 @@ from mpi_resolver import MPIClusterResolver, SlurmBackupAndRestore
 EPOCHS = 5
 BATCH_SIZE = 64  # the global batch: fit gives each worker its share
 SAMPLES = 3200
-CHECKPOINT_DIR = os.environ["MPI_RESOLVER_CHECKPOINT_DIR"]  # the batch script sets it
 
-resolver = MPIClusterResolver(port_base="auto")  # ports free on each node
+resolver = MPIClusterResolver()  # the job's workers, from Slurm (checked against MPI)
 strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
 chief = resolver.task_id == 0
 
@@ -37,7 +36,7 @@ with strategy.scope():
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
 model.fit(x, y, batch_size=BATCH_SIZE, epochs=EPOCHS, verbose=2 if chief else 0,
-          callbacks=[SlurmBackupAndRestore(CHECKPOINT_DIR, signal="USR1@120")])
+          callbacks=[SlurmBackupAndRestore()])  # the template sets its directory, signal
 
 accuracy = float(np.mean(np.argmax(model(x), axis=1) == y))
 if chief:

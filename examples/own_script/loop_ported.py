@@ -1,8 +1,6 @@
 """original.py as a multi-node Slurm job: a Keras 3 custom loop, a checkpoint on Slurm's
-signal, and the data skipped to where it was. Run: srun --mpi=pmix python loop_ported.py
-(docs/own-script.md has the batch script)."""
-
-import os
+signal, and the data skipped to where it was.
+Run: SCRIPT=loop_ported.py sbatch ../train.sbatch (docs/own-script.md)."""
 
 import keras
 import numpy as np
@@ -14,9 +12,8 @@ EPOCHS = 5
 BATCH_SIZE = 64  # the global batch: each worker takes its share of it at every step
 SAMPLES = 3200
 STEPS_PER_EPOCH = SAMPLES // BATCH_SIZE
-CHECKPOINT_DIR = os.environ["MPI_RESOLVER_CHECKPOINT_DIR"]  # the batch script sets it
 
-resolver = MPIClusterResolver(port_base="auto")  # ports free on each node
+resolver = MPIClusterResolver()  # the job's workers, from Slurm (checked against MPI)
 strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
 chief = resolver.task_id == 0
 
@@ -36,8 +33,8 @@ with strategy.scope():
     optimizer.build(model.trainable_variables)  # its state exists before a restore fills it
 step = tf.Variable(0, dtype=tf.int64, trainable=False)  # the step count, in the checkpoint
 checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
-config = SlurmTerminationConfig(resolver, signal="USR1@120")  # after the strategy
-handler = config.handler(resolver, checkpoint, CHECKPOINT_DIR)  # restores the newest save
+config = SlurmTerminationConfig(resolver)  # after the strategy; the template's signal
+handler = config.handler(resolver, checkpoint)  # restores the newest save
 resumed = int(step)
 if chief and resumed:
     print(f"resumed at step {resumed}", flush=True)

@@ -1,19 +1,22 @@
 """docs/own-script.md's two ports of a user's own script, run for real on the two-node
-cluster (Slurm's default KillWait) through the page's batch script (its preflight included):
-examples/own_script/fit_ported.py (Keras 2's fit with SlurmBackupAndRestore) and
+cluster (Slurm's default KillWait) as the page submits them: examples/train.sbatch with
+SCRIPT naming the port and the page's variables (the template's preflight and supervise
+included): examples/own_script/fit_ported.py (Keras 2's fit with SlurmBackupAndRestore) and
 loop_ported.py (a Keras 3 custom loop with SlurmTerminationConfig's handler), each interrupted
 mid-training by Slurm's warning signal (USR1, as `#SBATCH --signal=USR1@N` sends it),
-requeued by worker 0 and resumed at the saved step; and loop_ported.py once more without
+requeued by supervise and resumed at the saved step; and loop_ported.py once more without
 interruption, whose final weights the interrupted run must equal bit for bit (the restore and
 the data skip together).
 
 The three jobs run at once (tests/cluster/longjobs.py's Driver), each on both nodes; the
-scripts take their ports with port_base='auto', so the jobs do not collide."""
+page's MPI_RESOLVER_PORT_BASE=auto gives them ports free on each node, so they do not
+collide."""
 
 from __future__ import annotations
 
 import io
 import re
+import shlex
 import sys
 import zipfile
 from pathlib import Path
@@ -49,8 +52,9 @@ JOBS = [
     ("loop", "loop_ported.py", [USR1, NONE], "epoch "),
     ("loop uninterrupted", "loop_ported.py", [NONE], "epoch "),
 ]
-SAVED = re.compile(r"checkpoint saved on SIGUSR1; requeued job (\S+) \(scontrol requeue \S+\); "
-                   r"exit code 75")
+SAVED = "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75"
+REQUEUED = re.compile(r"^mpi-resolver supervise: requeued job (\S+) \(scontrol requeue \S+\): "
+                      r"exit 75$", re.M)
 TRAINED = re.compile(r"^steps trained: (\d+), accuracy: (\d\.\d+)$", re.M)
 
 
@@ -61,26 +65,31 @@ JOB_ENV = {"PATH": f"{Path(PY).parent}:/usr/bin:/bin:/usr/sbin:/sbin", "PYTHONPA
            "TF_NUM_INTEROP_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def batch_script(script: str) -> str:
-    """Returns docs/own-script.md's batch script, running ``script`` from examples/own_script
-    (the page runs it from the submit directory)."""
-    text = block("own-script-sbatch")
-    assert text.count(" python loop_ported.py") == 1, text
-    return text.replace(" python loop_ported.py", f" python {SCRIPTS / script}") + "\n"
+def submission() -> Dict[str, str]:
+    """Returns the variables of docs/own-script.md's `VAR=... sbatch .../train.sbatch`,
+    checking that it submits the template."""
+    words = shlex.split(block("own-script-sbatch").splitlines()[-1])
+    at = words.index("sbatch")
+    assert words[at + 1:] and words[-1].endswith("/examples/train.sbatch"), words
+    variables = dict(w.split("=", 1) for w in words[:at])
+    assert variables.get("SCRIPT") == "loop_ported.py", variables
+    return variables
 
 
 @pytest.fixture(scope="module")
 def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     """Runs the three jobs at once, each in a directory of its own (its checkpoints and
-    model.keras land there); returns them by name once all are done."""
+    model.keras land there: the page's submit directory, CHECKPOINT_ROOT the template's
+    default there); returns them by name once all are done."""
     tmp = tmp_path_factory.mktemp("own-script")
     driver = Driver(longjob_cluster)
     for name, script, interrupts, progress in JOBS:
         where = tmp / name.replace(" ", "-")
         where.mkdir()
-        (where / "job.sh").write_text(batch_script(script))
-        driver.add(Job(name, [f"--chdir={where}", str(where / "job.sh")], interrupts,
-                       where / "out.txt", dict(JOB_ENV), progress=progress))
+        env = {**JOB_ENV, **submission(), "SCRIPT": str(SCRIPTS / script),
+               "CHECKPOINT_ROOT": str(where / "checkpoints")}
+        driver.add(Job(name, [f"--chdir={where}", str(ROOT / "examples" / "train.sbatch")],
+                       interrupts, where / "out.txt", env, progress=progress))
     driver.run()
     return {job.name: job for job in driver.jobs}
 
@@ -99,13 +108,13 @@ def weights(model: Path) -> List[np.ndarray]:
 
 
 def interrupted_then_finished(job: Job) -> str:
-    """Asserts run 1 saved on the signal and was requeued by worker 0 (both tasks exit 75),
+    """Asserts run 1 saved on the signal (both tasks exit 75) and supervise requeued the job,
     and run 2 trained to the planned total; returns run 2's output."""
     assert job.error is None, job.context()
     runs = job.runs()
     assert len(runs) == 2, job.context()
-    saved = SAVED.search(runs[0])
-    assert saved and saved.group(1) == job.job_id, job.context()
+    assert SAVED in runs[0], job.context()
+    assert [m.group(1) for m in REQUEUED.finditer(runs[0])] == [job.job_id], job.context()
     assert len(re.findall(r"task \d: Exited with exit code 75", runs[0])) == 2, job.context()
     assert not TRAINED.search(runs[0]), job.context()  # it did not run to its end
     assert job.states == ["PENDING BeginTime Restarts=1", "COMPLETED None Restarts=1"], \

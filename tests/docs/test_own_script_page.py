@@ -1,8 +1,8 @@
 """docs/own-script.md against examples/own_script/: the page's two diffs are `diff -u` of the
-scripts (they cannot drift apart), the ports import only public names, the signal they save
-on is the batch script's, and the original runs on one machine as the page says.
-tests/cluster/test_own_script.py runs both ports, through the page's batch script, on the
-two-node cluster."""
+scripts (they cannot drift apart), the ports import only public names and take the signal
+and the checkpoint directory from the template the page submits them with, and the original
+runs on one machine as the page says. tests/cluster/test_own_script.py runs both ports,
+submitted as the page submits them, on the two-node cluster."""
 
 from __future__ import annotations
 
@@ -63,11 +63,24 @@ def test_the_ports_import_only_public_names(script):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("script", ["fit_ported.py", "loop_ported.py"])
-def test_the_ports_save_on_the_signal_the_batch_script_asks_for(script):
-    asked = re.findall(r"^#SBATCH --signal=(\S+)", block("own-script-sbatch"), re.M)
-    saved_on = re.findall(r'signal="([^"]+)"', (SCRIPTS / script).read_text())
-    assert asked and saved_on == asked, (script, saved_on, asked)
+@pytest.mark.parametrize("script, calls", [
+    ("fit_ported.py", ["SlurmBackupAndRestore()"]),
+    ("loop_ported.py",
+     ["SlurmTerminationConfig(resolver)", "config.handler(resolver, checkpoint)"]),
+])
+def test_the_ports_take_the_signal_and_the_directory_from_the_template(script, calls):
+    """The ports name neither: the package reads MPI_RESOLVER_CHECKPOINT_DIR and
+    MPI_RESOLVER_SIGNAL, which examples/train.sbatch (the page submits it) exports, the
+    signal the one its `#SBATCH --signal` asks for."""
+    text = (SCRIPTS / script).read_text()
+    assert all(call in text for call in calls), (script, calls)
+    assert "signal=" not in text and "MPI_RESOLVER_" not in text, script
+    assert "/examples/train.sbatch" in block("own-script-sbatch")
+    template = (ROOT / "examples" / "train.sbatch").read_text()
+    asked = re.findall(r"^#SBATCH --signal=(\S+)", template, re.M)
+    assert len(asked) == 1, asked
+    assert re.findall(r"^export MPI_RESOLVER_SIGNAL=(\S+)", template, re.M) == asked
+    assert re.search(r"^export MPI_RESOLVER_CHECKPOINT_DIR=\S", template, re.M)
 
 
 @pytest.mark.tf
