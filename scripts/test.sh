@@ -10,6 +10,9 @@ unset MPI_RESOLVER_ALLOW_SKIP
 export TF_CPP_MIN_LOG_LEVEL=3 PYTHONDONTWRITEBYTECODE=1
 # The oldest supported TensorFlow and mpi4py, in .venv-tf215, for tests/test_versions.py.
 bash scripts/setup_versions.sh
+# JAX, Keras 3 and mpi4py in .venv-jax, for tests/jax (its ranks run there; the suite's own
+# pytest stays in .venv). A matching stamp returns at once.
+bash scripts/setup_jax.sh
 PYTEST=("${MPI_RESOLVER_VENV:-.venv}/bin/python" -m pytest -ra --color=no --durations=25)
 if [ $# -gt 0 ]; then
   exec "${PYTEST[@]}" "$@"

@@ -22,8 +22,8 @@ def test_the_top_holds_the_folders_and_few_files():
     files = sorted(p.name for p in PACKAGE.iterdir()
                    if p.is_file() and p.suffix in (".py", ".typed"))
     assert files == ["__init__.py", "__main__.py", "options.py", "py.typed"], files
-    assert SUBPACKAGES == ["cli", "core", "exchange", "gpus", "launch", "network", "placement",
-                           "preemption", "rehearsal", "resolve"], SUBPACKAGES
+    assert SUBPACKAGES == ["cli", "core", "exchange", "gpus", "jax", "launch", "network",
+                           "placement", "preemption", "rehearsal", "resolve"], SUBPACKAGES
 
 
 @pytest.mark.parametrize("name", SUBPACKAGES)
@@ -43,6 +43,10 @@ def test_tests_unit_mirrors_the_folders():
 #: name appears in it): edges run under mpirun, srun or TensorFlow, and small parts tested
 #: with the part that uses them.
 ELSEWHERE = {
+    "jax/start.py": "tests/jax/test_edge.py",
+    "jax/detection.py": "tests/jax/test_gpus.py",
+    "jax/long_jobs.py": "tests/jax/test_long_jobs.py",
+    "rehearsal/jax_deep.py": "tests/jax/test_deep.py",
     "cli/args.py": "tests/unit/cli/test_main.py",
     "core/errors.py": "tests/unit/test_bad_input.py",
     "core/logs.py": "tests/unit/preemption/test_termination.py",
