@@ -49,6 +49,7 @@ class Job:
     job_id: str = ""
     state: str = ""
     exit_code: str = ""
+    restarts: str = ""
     seconds: float = 0.0
 
     @property
@@ -81,12 +82,14 @@ def _submit(cluster: SlurmCluster, job: Job, nodes: int = 2, restarts: int = 2) 
     job.job_id = r.stdout.strip()
 
 
-def _wait(cluster: SlurmCluster, job: Job, deadline: float) -> None:
-    """Waits for the job's end; records its state and exit code (Slurm keeps them a minute)."""
+def _wait(cluster: SlurmCluster, job: Job, deadline: float, until=FINAL) -> None:
+    """Waits for the job's end (a state in ``until``); records its state, exit code and
+    restarts (Slurm keeps them a minute)."""
     while time.monotonic() < deadline:
         fields = show(cluster, job.job_id)
-        if fields.get("JobState") in FINAL:
+        if fields.get("JobState") in until:
             job.state, job.exit_code = fields["JobState"], fields.get("ExitCode", "")
+            job.restarts = fields.get("Restarts", "")
             return
         time.sleep(0.3)
     cluster.run(["scancel", job.job_id], timeout=30)
@@ -107,8 +110,10 @@ def jobs(cluster: SlurmCluster, tmp_path_factory) -> Dict[str, Job]:
         time.sleep(0.2)
     cluster.run(["scancel", cancelled.job_id], timeout=30)
     for job in out.values():
-        _wait(cluster, job, deadline)
+        # exit-75: supervise requeues the job: its end is the queue (then cancelled here)
+        _wait(cluster, job, deadline, ("PENDING",) if job.mode == "exit-75" else FINAL)
         job.seconds = time.monotonic() - started
+    cluster.run(["scancel", out["exit-75"].job_id], timeout=30)
     return out
 
 
@@ -141,14 +146,18 @@ def test_restarts_used_up_end_with_the_task_s_exit_code(jobs):
     assert "== supervise exited 3" in job.output, job.context()
 
 
-def test_exit_75_is_never_restarted(jobs):
+def test_exit_75_is_never_restarted_and_supervise_requeues_the_job(jobs):
+    """75: saved, to run again: not restarted in this allocation; supervise requeues the job
+    (pending in the queue, Restarts=1)."""
     job = jobs["exit-75"]
-    assert (job.state, job.exit_code) == ("FAILED", "75:0"), job.context()
+    assert (job.state, job.restarts) == ("PENDING", "1"), job.context()
     assert job.runs == 1, job.context()
     said = job.said()
-    assert len(said) == 1 and re.fullmatch(
-        r"task \d on node\d: Exited with exit code 75: the job is requeued \(the checkpoint "
-        r"saved\); not restarted here: exit 75", said[0]), job.context()
+    assert len(said) == 2 and re.fullmatch(
+        r"task \d on node\d: Exited with exit code 75: the checkpoint is saved and the job is "
+        r"to run again \(not restarted here\)", said[0]), job.context()
+    assert said[1] == f"requeued job {job.job_id} (scontrol requeue {job.job_id}): exit 75", \
+        job.context()
 
 
 def test_scancel_ends_the_job_and_nothing_is_restarted(jobs):
