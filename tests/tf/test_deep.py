@@ -119,7 +119,8 @@ def test_the_rehearsal_s_resolver_takes_every_option_of_the_command_line():
 
 def test_the_signals_still_reach_the_watcher_after_the_all_reduce():
     report, _ = deep(1, 60.0, "USR2")
-    assert report["ok"] is True and report["signals"] == "SIGUSR2 and SIGTERM", report
+    assert report["ok"] is True and report["signals"] == "SIGUSR2 and SIGTERM", \
+        json.dumps(report)  # whole: a dict's repr is cut short in pytest's message
     assert list(report["outcomes"][0]["times"])[-1] == "Slurm's signals"
 
 
