@@ -5,8 +5,8 @@
 Task 0 adds a line to DIR/runs.txt at each run's start (its number of lines: the runs so far).
 MODE: kill-once (task 1 SIGKILLs itself on the first run only: DIR/killed marks it),
 node2-twice (the task on node2 SIGKILLs itself on the first two runs: DIR/kills.txt), exit-3
-(task 0 exits 3 on every run), exit-75 (every task exits 75, as after a save that asks to run again),
-sleep (every task says it started, then sleeps a minute, for a scancel to end). Otherwise a
+(task 0 exits 3 on every run), exit-75 (every task exits 75, as after a save that asks to run
+again), sleep (every task says it started, then sleeps a minute, for a scancel to end). Otherwise a
 task sleeps a second and says it is done. The task's number: SLURM_PROCID under srun,
 OMPI_COMM_WORLD_RANK under mpirun.
 """
