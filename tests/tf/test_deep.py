@@ -54,12 +54,18 @@ def run_script(tasks: int, timeout: float, *signal: str, **extra: str):
                 "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.getcwd(), **extra})
     start = time.monotonic()
     p = subprocess.run([sys.executable, "-c", SCRIPT, str(free_port()), str(timeout), *signal],
-                       capture_output=True, text=True, env=env, timeout=120)
+                       capture_output=True, text=True, env=env, timeout=timeout + 60)
     return p, time.monotonic() - start
 
 
+#: The rehearsal's timeout where a test expects it to succeed: it bounds TensorFlow's import
+#: too, which took over 60 s in mutmut's copy under the suite's load ("import tensorflow: did
+#: not finish within 60 s"); the tests check the outcome, not the time.
+ROOMY = 240.0
+
+
 def test_one_worker_gets_the_sum_of_its_one_replica():
-    report, _ = deep(1, 60.0)
+    report, _ = deep(1, ROOMY)
     assert report["ok"] is True, report
     (own,) = report["outcomes"]
     assert (own["state"], own["replicas"], own["gpus"]) == ("ok", 1, 0), own
@@ -118,7 +124,7 @@ def test_the_rehearsal_s_resolver_takes_every_option_of_the_command_line():
 
 
 def test_the_signals_still_reach_the_watcher_after_the_all_reduce():
-    report, _ = deep(1, 60.0, "USR2")
+    report, _ = deep(1, ROOMY, "USR2")
     assert report["ok"] is True and report["signals"] == "SIGUSR2 and SIGTERM", \
         json.dumps(report)  # whole: a dict's repr is cut short in pytest's message
     assert list(report["outcomes"][0]["times"])[-1] == "Slurm's signals"
@@ -130,7 +136,7 @@ def test_a_library_that_takes_the_signal_after_the_watcher_is_named(tmp_path):
     from tests.standins.build import sigtaker
 
     library = sigtaker(tmp_path)
-    report, _ = deep(1, 60.0, "USR1", LD_PRELOAD=str(library), SIGTAKER_AFTER_OURS="10")
+    report, _ = deep(1, ROOMY, "USR1", LD_PRELOAD=str(library), SIGTAKER_AFTER_OURS="10")
     assert report["ok"] is False, report
     (own,) = report["outcomes"]
     assert (own["state"], own["stage"]) == ("failed", "Slurm's signals"), own
