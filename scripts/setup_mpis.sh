@@ -2,14 +2,16 @@
 # Installs the other MPIs the real-launch tests run mpi_resolver under, each in a virtualenv of
 # its own with an mpi4py that uses it (one mpi4py per MPI: mpi4py's wheel picks the libmpi of
 # the virtualenv it runs from):
-#   .venv-mpich   PyPI's `mpich` (MPICH, Hydra's mpiexec) + mpi4py
-#   .venv-impi    PyPI's `impi-rt` (Intel MPI, its Hydra's mpiexec) + mpi4py
+#   .venv-mpich   PyPI's `mpich` (MPICH, Hydra's mpiexec) + mpi4py + JAX (CPU)
+#   .venv-impi    PyPI's `impi-rt` (Intel MPI, its Hydra's mpiexec) + mpi4py + JAX (CPU)
 # Usage: bash scripts/setup_mpis.sh [mpich] [impi]     (default: both)
 # Safe to run again: a virtualenv whose stamp matches what it should hold is left alone (a
 # re-run takes well under a second). The package itself is not installed there: the tests put
 # this checkout on PYTHONPATH (tests/cluster/conftest.py RANK_ENV), as for the Open MPI ranks.
 # Neither virtualenv has TensorFlow: the tests drive the resolution without it
-# (tests/cluster/mpi_probe.py and the command line).
+# (tests/cluster/mpi_probe.py and the command line). Both have JAX (no Keras): one virtualenv
+# with JAX and an mpi4py on the user's MPI, as a user has it, for tests/jax/test_other_mpis.py
+# (measured: about 16 s per virtualenv from an empty pip cache, 620 MB; once per machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,8 +20,10 @@ MPICH_VENV=${MPI_RESOLVER_MPICH_VENV:-.venv-mpich}
 IMPI_VENV=${MPI_RESOLVER_IMPI_VENV:-.venv-impi}
 # Pinned: the versions the tests were measured with. impi-rt 2021.19.0 needs PyPI's
 # `libfabric>=2.6`, which the package registry here does not have; 2021.18.1 bundles its own.
-MPICH_PACKAGES=(mpich==5.0.2 mpi4py==4.1.2)
-IMPI_PACKAGES=(impi-rt==2021.18.1 mpi4py==4.1.2)
+# JAX 0.10.2: tests/jax's version (scripts/setup_jax.sh).
+JAX_PACKAGES=(jax==0.10.2 jaxlib==0.10.2)
+MPICH_PACKAGES=(mpich==5.0.2 mpi4py==4.1.2 "${JAX_PACKAGES[@]}")
+IMPI_PACKAGES=(impi-rt==2021.18.1 mpi4py==4.1.2 "${JAX_PACKAGES[@]}")
 
 need_python() {
   if ! command -v "$PYTHON" >/dev/null || ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then
@@ -66,7 +70,10 @@ print(MPI.Get_library_version().splitlines()[0])')" \
     "$expect"*) ;;
     *) echo "setup_mpis: mpi4py in $venv loads '$version', expected $expect" >&2; exit 1 ;;
   esac
-  echo "setup_mpis: $venv: $version"
+  local jax_version
+  jax_version="$(JAX_PLATFORMS=cpu "$venv/bin/python" -c 'import jax; print(jax.__version__)')" \
+    || { echo "setup_mpis: JAX in $venv does not import" >&2; exit 1; }
+  echo "setup_mpis: $venv: $version, JAX $jax_version"
   stamp_of "$venv" "$@" > "$stamp"
 }
 

@@ -11,7 +11,10 @@ Every mode first records what JAX's own cluster detection would choose here (its
 ``ClusterEnv.auto_detect_unset_distributed_params``, which starts nothing) as ``jax_own``, so
 that a test shows the package's answer and JAX's side by side. After the start: the process
 index and count, JAX's visible-device setting (``jax_cuda_visible_devices``, what
-local_device_ids became), and an all-gather of every process's index across processes.
+local_device_ids became), and an all-gather of every process's index across processes. Where
+the start left MPI running (a cross-check, or MPI alone), also MPI's own rank, size and library
+(``comm_rank``, ``comm_size``, ``mpi_library``; None where MPI was never started: the probe
+never starts it itself).
 Exit 3 after a ResolutionError (its type and message reported, and whether JAX's
 distributed runtime had started), 4 after any other exception.
 """
@@ -68,11 +71,23 @@ def start(mode: str, options: Dict[str, Any]) -> Dict[str, Any]:
     return {}
 
 
+def mpi_world() -> Dict[str, Any]:
+    """Returns MPI's rank, size and library where MPI is running in this process, else Nones
+    (never imports mpi4py.MPI, never starts MPI)."""
+    found: Dict[str, Any] = {"comm_rank": None, "comm_size": None, "mpi_library": None}
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        found.update(comm_rank=mpi.COMM_WORLD.Get_rank(), comm_size=mpi.COMM_WORLD.Get_size(),
+                     mpi_library=mpi.Get_library_version().strip().splitlines()[0])
+    return found
+
+
 def main(argv: list) -> int:
     began = time.monotonic()
     mode, options = argv[1], json.loads(argv[2]) if len(argv) > 2 else {}
     record: Dict[str, Any] = {"mode": mode, "procid": os.environ.get("SLURM_PROCID"),
                               "mpi_rank": os.environ.get("OMPI_COMM_WORLD_RANK"),
+                              "pmi_rank": os.environ.get("PMI_RANK"),
                               "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"),
                               "nodename": os.uname().nodename}
     try:
@@ -85,7 +100,7 @@ def main(argv: list) -> int:
         record.update(index=jax.process_index(), count=jax.process_count(),
                       visible=jax.config._read("jax_cuda_visible_devices"),
                       collectives=jax.config.jax_cpu_collectives_implementation,
-                      started_s=round(time.monotonic() - began, 3))
+                      started_s=round(time.monotonic() - began, 3), **mpi_world())
         gathered = multihost_utils.process_allgather(np.array([jax.process_index()]))
         record["gathered"] = [int(v) for v in np.asarray(gathered).ravel()]
     except Exception as e:  # reported, then the exit status says which kind
