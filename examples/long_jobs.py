@@ -9,7 +9,6 @@ TensorFlow starts.
 from __future__ import annotations
 
 import argparse
-import os
 
 
 def add_long_job_options(p: argparse.ArgumentParser, checkpoint_help: str,
@@ -56,20 +55,20 @@ def check_long_job_options(p: argparse.ArgumentParser, args: argparse.Namespace)
     from mpi_resolver import ResolutionError, long_job_settings
 
     periodic = hasattr(args, "keep")
-    args.checkpoint_dir = args.checkpoint_dir or \
-        os.environ.get("MPI_RESOLVER_CHECKPOINT_DIR", "").strip() or None
     names = {"signal": "--signal", "grace_period": "--grace-period",
              "checkpoint_every": "--checkpoint-every", "keep": "--keep"}
     try:
         given = long_job_settings(
-            signal=args.signal, grace_period=args.grace_period, names=names,
+            signal=args.signal, grace_period=args.grace_period,
+            checkpoint_dir=args.checkpoint_dir, names=names,
             **({"checkpoint_every": args.checkpoint_every, "keep": args.keep,
                 "node_mtbf_hours": args.node_mtbf_hours} if periodic else {}))
     except ResolutionError as e:
         p.error(str(e))
-    args.signal = given.signal
+    args.signal, args.checkpoint_dir = given.signal, given.checkpoint_dir
     if periodic:
         args.checkpoint_every, args.keep = given.checkpoint_every, given.keep
         args.node_mtbf_hours = given.node_mtbf_hours
     if periodic and args.checkpoint_every and not args.checkpoint_dir:
-        p.error("--checkpoint-every saves into --checkpoint-dir: give both")
+        p.error("--checkpoint-every saves into --checkpoint-dir, which is not given, and "
+                "MPI_RESOLVER_CHECKPOINT_DIR is not set: give the directory")

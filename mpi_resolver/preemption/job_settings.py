@@ -15,19 +15,22 @@ from mpi_resolver.preemption.interval import (DEFAULT_KEEP, DEFAULT_NODE_MTBF_HO
                                               parse_every, parse_keep)
 from mpi_resolver.preemption.signals import DEFAULT_SIGNAL, grace_seconds, parse_signal
 
-__all__ = ["JobSettings", "job_settings", "checkpoint_dir", "long_job_settings"]
+__all__ = ["JobSettings", "job_settings", "said_checkpoint_dir", "checkpoint_dir",
+           "long_job_settings"]
 
 
 @dataclass(frozen=True)
 class JobSettings:
     """The settings a SlurmTerminationConfig is built with (each checked by its own rule
-    later, as an argument would be)."""
+    later, as an argument would be), and the checkpoint directory for its handler() and
+    SlurmBackupAndRestore (None: neither the script nor the batch script says one)."""
 
     signal: Union[str, int]
     checkpoint_every: Any
     keep: int
     node_mtbf_hours: float
     grace_period: Optional[float] = None  # long_job_settings() fills it
+    checkpoint_dir: Optional[str] = None  # long_job_settings() fills it
 
 
 def _checked(rule: Any) -> Any:
@@ -71,13 +74,16 @@ def job_settings(env: Mapping[str, str], *, signal: Any = None, checkpoint_every
 
 def long_job_settings(*, signal: Any = None, grace_period: Optional[float] = None,
                       checkpoint_every: Any = None, keep: Any = None,
-                      node_mtbf_hours: Any = None, env: Optional[Mapping[str, str]] = None,
+                      node_mtbf_hours: Any = None, checkpoint_dir: Optional[str] = None,
+                      env: Optional[Mapping[str, str]] = None,
                       names: Optional[Mapping[str, str]] = None) -> JobSettings:
     """Returns a long job's settings as SlurmTerminationConfig takes them (each argument, else
     its MPI_RESOLVER_* variable from ``env``, default this process's environment, else the
     default), checked by the same rules, without TensorFlow: for a script to refuse bad
     input before it starts. ``names`` gives the script's own names of the arguments in the
-    errors (``{"signal": "--signal", ...}``).
+    errors (``{"signal": "--signal", ...}``). Its ``checkpoint_dir`` is the argument, else
+    MPI_RESOLVER_CHECKPOINT_DIR (an empty one is not set), else None: the directory
+    ``handler()`` and SlurmBackupAndRestore would use.
 
     Raises:
       FormatError, ResolutionError: a value its rule refuses, naming the argument or the
@@ -85,15 +91,22 @@ def long_job_settings(*, signal: Any = None, grace_period: Optional[float] = Non
     """
     name = {**{k: k for k in ("signal", "grace_period", "checkpoint_every", "keep")},
             **(names or {})}
-    given = job_settings(os.environ if env is None else env, signal=signal,
-                         checkpoint_every=checkpoint_every, keep=keep,
+    env = os.environ if env is None else env
+    given = job_settings(env, signal=signal, checkpoint_every=checkpoint_every, keep=keep,
                          node_mtbf_hours=node_mtbf_hours)
     grace = grace_seconds(grace_period, parse_signal(given.signal, name["signal"]),
                           name["grace_period"], name["signal"])
     parse_every(given.checkpoint_every, name["checkpoint_every"])
     parse_keep(given.keep, name["keep"])
     job_mtbf(1, given.node_mtbf_hours)
-    return replace(given, grace_period=grace)
+    return replace(given, grace_period=grace,
+                   checkpoint_dir=said_checkpoint_dir(checkpoint_dir, env))
+
+
+def said_checkpoint_dir(given: Optional[str], env: Mapping[str, str]) -> Optional[str]:
+    """Returns ``given`` where it is not empty, else MPI_RESOLVER_CHECKPOINT_DIR's text
+    (stripped), else None (the variable unset or empty)."""
+    return setting(given or None, settings.CHECKPOINT_DIR, env, str)
 
 
 def checkpoint_dir(given: Optional[str], env: Mapping[str, str], where: str) -> str:
@@ -102,7 +115,7 @@ def checkpoint_dir(given: Optional[str], env: Mapping[str, str], where: str) -> 
     Raises:
       FormatError: neither says one (``where`` names the argument).
     """
-    directory = setting(given or None, settings.CHECKPOINT_DIR, env, str)
+    directory = said_checkpoint_dir(given, env)
     if not directory:
         raise FormatError(f"{where} is not given and {settings.CHECKPOINT_DIR} is not set: "
                           "pass the checkpoint directory (one every node sees), or export "

@@ -49,12 +49,28 @@ def test_options_accepted(argv, signal, grace, requeue, on_time_limit):
      "--grace-period=119.0 and --signal='USR1@120' say different things: give the seconds "
      "once."),
     (["--signal", "USR1@120", "--grace-period", "121"], "say different things"),
+    (["--checkpoint-every", "100"], "--checkpoint-every saves into --checkpoint-dir, which is "
+     "not given, and MPI_RESOLVER_CHECKPOINT_DIR is not set: give the directory"),
 ])
-def test_bad_options_are_a_usage_error_naming_the_option(argv, said, capsys):
+def test_bad_options_are_a_usage_error_naming_the_option(argv, said, capsys, monkeypatch):
+    monkeypatch.delenv("MPI_RESOLVER_CHECKPOINT_DIR", raising=False)
     with pytest.raises(SystemExit) as stop:
         parse(argv)
     assert stop.value.code == 2
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, variable, expected", [
+    pytest.param(["--checkpoint-dir", "/shared/a"], "/shared/b", "/shared/a", id="the flag wins"),
+    pytest.param([], " /shared/b ", "/shared/b", id="else the variable, stripped"),
+    pytest.param([], "", None, id="an empty variable is not set"),
+    pytest.param([], None, None, id="neither: no checkpoints"),
+])
+def test_the_checkpoint_dir_is_the_package_s(argv, variable, expected, monkeypatch):
+    monkeypatch.delenv("MPI_RESOLVER_CHECKPOINT_DIR", raising=False)
+    if variable is not None:
+        monkeypatch.setenv("MPI_RESOLVER_CHECKPOINT_DIR", variable)
+    assert parse(argv).checkpoint_dir == expected
 
 
 def test_both_examples_use_the_shared_options():

@@ -97,8 +97,26 @@ def test_long_job_settings_names_the_script_s_own_arguments(given, env, start):
     assert str(e.value).startswith(start), e.value
 
 
+@pytest.mark.parametrize("given, env, expected", [
+    pytest.param("/shared/a", {"MPI_RESOLVER_CHECKPOINT_DIR": "/shared/b"}, "/shared/a",
+                 id="the argument wins"),
+    pytest.param(None, {"MPI_RESOLVER_CHECKPOINT_DIR": " /shared/b "}, "/shared/b",
+                 id="else the variable, stripped"),
+    pytest.param("", {"MPI_RESOLVER_CHECKPOINT_DIR": "/shared/b"}, "/shared/b",
+                 id="an empty argument is not given"),
+    pytest.param(None, {"MPI_RESOLVER_CHECKPOINT_DIR": "  "}, None,
+                 id="an empty variable is not set"),
+    pytest.param(None, {}, None, id="neither: None"),
+])
+def test_long_job_settings_says_the_checkpoint_dir(given, env, expected):
+    from mpi_resolver import long_job_settings
+
+    assert long_job_settings(checkpoint_dir=given, env=env).checkpoint_dir == expected
+
+
 def test_long_job_settings_reads_this_process_s_environment(monkeypatch):
     from mpi_resolver import long_job_settings
 
     monkeypatch.setenv("MPI_RESOLVER_KEEP", "5")
-    assert long_job_settings().keep == 5
+    monkeypatch.setenv("MPI_RESOLVER_CHECKPOINT_DIR", "/shared/c")
+    assert (long_job_settings().keep, long_job_settings().checkpoint_dir) == (5, "/shared/c")
