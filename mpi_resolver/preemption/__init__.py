@@ -11,8 +11,9 @@ restart policy (restarts), the launchers' reports of a failed task it reads (ste
 srun's options it rewrites to leave a node out (srun_options); a hung step's rule (watchdog),
 where a hung worker is (hang_site) and the watchdog that ends it (step_watchdog); and the
 TensorFlow edge: SlurmTerminationConfig (tf_config), its handler (tf_handler), checkpoints
-(tf_checkpoints) and meeting point (tf_coordinator), and the Keras 2 callbacks
-(keras_callback, watchdog_callback), imported only when asked for.
+(tf_checkpoints), meeting point (tf_coordinator) and the TensorFlow quirks it works around
+(tf_quirks), and the Keras 2 callbacks (keras_callback, watchdog_callback), imported only
+when asked for.
 May import the package's core (errors, values, logs). Nothing below the command line and
 the rehearsals imports it; ``import mpi_resolver`` does not.
 """

@@ -4,18 +4,13 @@ module imports TensorFlow)."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import itertools
-import logging
 import os
 import sys
-import threading
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
-from tensorflow.python.distribute.failure_handling import failure_handling_util
 from tensorflow.python.eager import context
 
 from mpi_resolver.core.errors import ResolutionError
@@ -25,12 +20,14 @@ from mpi_resolver.preemption.interval import job_mtbf, parse_every, parse_keep
 from mpi_resolver.preemption.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.preemption.job_settings import job_settings
 from mpi_resolver.preemption.manifest import this_job
+from mpi_resolver.preemption.process_end import EXIT_WITHIN, end_with
 from mpi_resolver.preemption.requeue import job_state
 from mpi_resolver.preemption.resume import missing_checkpoint
 from mpi_resolver.preemption.schedule import Schedule
 from mpi_resolver.preemption.tf_coordinator import TfCoordinator
 from mpi_resolver.preemption.tf_checkpoints import (KeepingManager, Saver, check_directory,
                                                     remove_part)
+from mpi_resolver.preemption.tf_quirks import no_gce_probe, quiet_total_run_calls
 from mpi_resolver.preemption.signals import SIGTERM, WarningSignal, grace_seconds, parse_signal
 from mpi_resolver.preemption.termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy,
                                                  Termination)
@@ -47,18 +44,6 @@ def _chief(resolver: Any, env: Mapping[str, str]) -> bool:
         if spec.jobs and resolver.task_type is not None:
             return multi_worker_util.is_chief(spec, resolver.task_type, resolver.task_id)
     return env.get("SLURM_PROCID", "0").strip() == "0"
-
-
-@contextlib.contextmanager
-def no_gce_probe() -> Iterator[None]:
-    """Within: TensorFlow does not ask Google's metadata server whether this is Google Cloud
-    (PreemptionCheckpointHandler does when it is built: up to 5 s, through any proxy set)."""
-    probe = failure_handling_util.on_gcp
-    failure_handling_util.on_gcp = lambda: False
-    try:
-        yield
-    finally:
-        failure_handling_util.on_gcp = probe
 
 
 class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
@@ -230,7 +215,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
                            job=job, settings=self._settings())
         self.save_fn = self._user_save_fn or self.saver
         self._say_schedule(chief)
-        _quiet_total_run_calls()
+        quiet_total_run_calls()
         with no_gce_probe():
             handler = SlurmCheckpointHandler(
                 cluster_resolver, manager, termination_config=self, saver=self.saver,
@@ -305,38 +290,6 @@ def _nodes(resolver: Any) -> int:
     return whole_number(os.environ.get("SLURM_JOB_NUM_NODES")) or 1
 
 
-#: Seconds the process may take to end after the save, its script's cleanup included.
-EXIT_WITHIN = 10.0
-
-
-def end_with(code: int, seconds: float) -> None:
-    """Makes this process end with exit status ``code``: at the first at-exit handler (after
-    the script's own code), or after ``seconds`` whatever it is doing then."""
-    def now() -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-    atexit.register(now)  # the last registered: the first to run
-    timer = threading.Timer(seconds, now)
-    timer.daemon = True
-    timer.start()
-
-
 def chief_directory(checkpoint_dir: str) -> str:
     """Returns where the chief's checkpoint goes in ``checkpoint_dir``."""
     return os.path.join(checkpoint_dir, "chief")
-
-
-class _DropTotalRunCalls(logging.Filter):
-    """Drops TensorFlow's deprecation warning for total_run_calls, which its own save reads
-    (the step is in the checkpoint's own variable)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "total_run_calls" not in record.getMessage()
-
-
-def _quiet_total_run_calls() -> None:
-    log = tf.get_logger()
-    if not any(isinstance(f, _DropTotalRunCalls) for f in log.filters):
-        log.addFilter(_DropTotalRunCalls())

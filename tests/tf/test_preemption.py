@@ -1,7 +1,8 @@
-"""SlurmTerminationConfig and SlurmBackupAndRestore with the installed TensorFlow, in this
-process (one worker, no Slurm job): a real signal to this process, TensorFlow's
-PreemptionCheckpointHandler saving at the next step, the exit code, and the next "run"
-resuming from the checkpoint. Two workers, the requeue and Slurm's signals: tests/cluster."""
+"""SlurmTerminationConfig (preemption/tf_config) and SlurmBackupAndRestore with the installed
+TensorFlow, in this process (one worker, no Slurm job): a real signal to this process,
+TensorFlow's PreemptionCheckpointHandler saving at the next step, the exit code (and the end
+of the process after it, process_end), and the next "run" resuming from the checkpoint. Two
+workers, the requeue and Slurm's signals: tests/cluster."""
 
 from __future__ import annotations
 
@@ -203,7 +204,7 @@ def test_fit_saves_on_the_signal_and_resumes_at_the_next_batch(slurm_config, tmp
 
 END_WITH = """
 import sys, time
-from mpi_resolver.preemption.tf_config import end_with
+from mpi_resolver.preemption.process_end import end_with
 end_with(75, float(sys.argv[1]))
 print(time.monotonic(), flush=True)  # armed (the clock is the machine's, as the test's)
 if sys.argv[2] == "hang":

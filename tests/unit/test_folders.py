@@ -59,6 +59,8 @@ ELSEWHERE = {
     "preemption/keras_callback.py": "tests/tf/test_preemption.py",
     "preemption/tf_checkpoints.py": "tests/tf/test_periodic.py",
     "preemption/tf_config.py": "tests/tf/test_preemption.py",
+    "preemption/process_end.py": "tests/tf/test_preemption.py",
+    "preemption/tf_quirks.py": "tests/tf/test_tf_quirks.py",
     "preemption/watchdog_callback.py": "tests/tf/test_watchdog_callback.py",
     "preemption/tf_coordinator.py": "tests/tf/test_periodic.py",
     "preemption/tf_handler.py": "tests/tf/test_periodic.py",
