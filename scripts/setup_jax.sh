@@ -19,24 +19,16 @@ PYTHON=${PYTHON:-python3}
 PACKAGES=(jax==0.10.2 jaxlib==0.10.2 keras==3.15.1 mpi4py==4.1.2 numpy scikit-learn)
 TOOLS=(pytest pytest-mpi)
 
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-quietly() {  # runs a command; prints its output only if it fails
-  if ! "$@" > "$log" 2>&1; then
-    grep -v "^WARNING: Location" "$log" >&2
-    echo "setup_jax: failed: $*" >&2
-    exit 1
-  fi
-}
+# The stamp (stamp_value, stamp_matches, stamp_write) and quietly.
+source scripts/venv_stamp.sh
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup_jax: creating virtualenv $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
 printf '*\n' > "$VENV/.gitignore"  # never committed, whatever the checkout's .gitignore says
-stamp="$VENV/.mpi_resolver-installed"
-want="$( (echo "${PACKAGES[*]} ${TOOLS[*]}"; cat scripts/setup_jax.sh) | sha1sum | cut -c1-16)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+want="$(stamp_value "${PACKAGES[*]} ${TOOLS[*]}" scripts/setup_jax.sh)"
+if ! stamp_matches "$VENV" "$want"; then
   echo "setup_jax: installing ${PACKAGES[*]} ${TOOLS[*]} into $VENV"
   quietly "$VENV/bin/pip" install -q --disable-pip-version-check "${PACKAGES[@]}" "${TOOLS[@]}"
   # The package itself, editable; --no-deps: its extras would bring TensorFlow.
@@ -55,5 +47,5 @@ from mpi4py import MPI
 print(f"setup_jax: JAX {jax.__version__}, Keras {keras.__version__} ({keras.backend.backend()}), "
       f"mpi4py {version('mpi4py')} ({MPI.Get_library_version().splitlines()[0].strip()})")
 EOF
-  echo "$want" > "$stamp"
+  stamp_write "$VENV" "$want"
 fi

@@ -23,15 +23,8 @@ PYTHON=${PYTHON:-python3}
 OLDEST=(tensorflow-cpu==2.15.1 mpi4py==4.1.0)
 TOOLS=(pytest pytest-mpi hypothesis scikit-learn)
 
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-quietly() {  # runs a command; prints its output only if it fails
-  if ! "$@" > "$log" 2>&1; then
-    grep -v "^WARNING: Location" "$log" >&2
-    echo "setup_versions: failed: $*" >&2
-    exit 1
-  fi
-}
+# The stamp (stamp_value, stamp_matches, stamp_write) and quietly.
+source scripts/venv_stamp.sh
 
 if ! command -v mpicc >/dev/null; then
   echo "setup_versions: mpicc not found: run scripts/setup.sh first (Debian's libopenmpi-dev)" >&2
@@ -41,10 +34,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup_versions: creating virtualenv $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-stamp="$VENV/.mpi_resolver-installed"
-want="$( (echo "${OLDEST[*]} ${TOOLS[*]}"; cat pyproject.toml scripts/setup_versions.sh) \
-         | sha1sum | cut -c1-16)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+want="$(stamp_value "${OLDEST[*]} ${TOOLS[*]}" pyproject.toml scripts/setup_versions.sh)"
+if ! stamp_matches "$VENV" "$want"; then
   echo "setup_versions: installing ${OLDEST[*]} ${TOOLS[*]} into $VENV" \
        "(the first time: TensorFlow, and mpi4py compiled from source: a few minutes)"
   quietly "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip
@@ -66,5 +57,5 @@ import tensorflow as tf
 print(f"setup_versions: TensorFlow {tf.__version__}, mpi4py {version('mpi4py')} "
       f"({MPI.Get_library_version().splitlines()[0].strip()})")
 EOF
-  echo "$want" > "$stamp"
+  stamp_write "$VENV" "$want"
 fi
