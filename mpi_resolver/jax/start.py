@@ -6,7 +6,10 @@ not (``mpi_resolver.jax.initialize`` loads it when first used).
 
 from __future__ import annotations
 
+import math
 import os
+import socket
+import time
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Optional
 
@@ -78,17 +81,74 @@ def _check_not_started() -> None:
                               "mpi_resolver.jax.initialize() first thing, before any of them.")
 
 
+#: The first bytes a gRPC server sends on a new connection: the 9-byte header of its HTTP/2
+#: SETTINGS frame (RFC 9113 3.4 and 4.1: 3 bytes of length, then the type, 0x4).
+_SETTINGS_TYPE_AT = 3
+_SETTINGS = 0x4
+
+
+def coordinator_answers(host: str, port: int, wait: float) -> bool:
+    """Returns True when a gRPC (HTTP/2) server listens on ``host:port``: it sends its SETTINGS
+    frame on a new connection, within ``wait`` seconds. A socket that only holds the port
+    (the exchange's under port_base='auto', until rank 0 releases it) never speaks: False,
+    as for a refused connection."""
+    try:
+        with socket.create_connection((host, port), timeout=wait) as sock:
+            sock.settimeout(wait)
+            head = b""
+            while len(head) <= _SETTINGS_TYPE_AT:
+                more = sock.recv(9 - len(head))
+                if not more:
+                    return False
+                head += more
+    except OSError:
+        return False
+    return head[_SETTINGS_TYPE_AT] == _SETTINGS
+
+
+def wait_for_coordinator(address: str, deadline: float) -> None:
+    """Returns once the coordinator at ``address`` ('host:port', '[v6]:port') answers, or at
+    ``deadline`` (time.monotonic()), whichever is first; never raises (JAX's own connection
+    then says what is wrong).
+
+    Why: JAX's client makes one gRPC connection; where it is refused (task 0 has not started
+    the coordinator yet, which is the rule after the MPI exchange: every task leaves it at the
+    same moment) gRPC retries after its reconnect backoff, 1 s (+-20 %), and every task waits
+    that second, since the coordinator waits for all. This probe retries within milliseconds.
+    """
+    host, _, port = address.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        return
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    delay = 0.002
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or coordinator_answers(host, number, min(0.5, max(0.05, left))):
+            return
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.05)
+
+
 def start_jax(args: JaxArguments) -> None:
     """Selects the CPU collectives where the task has no GPU, then calls
     jax.distributed.initialize with ``args`` (JAX's own detection off: nothing of it
-    overrides the package's answer)."""
+    overrides the package's answer). A task other than 0 first waits until the coordinator
+    answers (wait_for_coordinator), within the same ``initialization_timeout``: JAX gets what
+    is left of it (at least 1 s)."""
     if args.cpu_collectives is not None:
         jax.config.update("jax_cpu_collectives_implementation", args.cpu_collectives)
     ids = list(args.local_device_ids) if args.local_device_ids is not None else None
+    timeout = args.initialization_timeout
+    if args.process_id != 0:
+        deadline = time.monotonic() + timeout
+        wait_for_coordinator(args.coordinator_address, deadline)
+        timeout = max(1, math.ceil(deadline - time.monotonic()))
     jax.distributed.initialize(coordinator_address=args.coordinator_address,
                                num_processes=args.num_processes, process_id=args.process_id,
                                local_device_ids=ids, cluster_detection_method="deactivate",
-                               initialization_timeout=args.initialization_timeout)
+                               initialization_timeout=timeout)
 
 
 def initialize(*, jobs: Optional[Dict[str, int]] = None, port_base: Any = None,
