@@ -1,11 +1,13 @@
-"""Runs the test suite as two pytest runs side by side: tests/cluster beside everything else.
+"""Runs the test suite as pytest runs side by side: tests/cluster and tests/jax (each on
+throw-away clusters of its own; their tests mostly wait: Slurm, JAX's and TensorFlow's
+start-up, heartbeats, timeouts, a time limit) each beside everything else.
 
     python scripts/side_by_side.py -- PYTEST_COMMAND...
 
-The other tests' output streams as it comes; the cluster run's is kept in a file and printed
-after it. Each run writes a JUnit XML report; the last line counts both
+The other tests' output streams as it comes; each run beside them is kept in a file and printed
+after it. Each run writes a JUnit XML report; the last line counts them all
 ('suite: N passed, N failed', with ', N skipped' where any were), and the exit status is 0
-only where both runs passed (1 otherwise: the worse of the two runs' statuses).
+only where every run passed (else the first failing run's status).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-CLUSTER = "tests/cluster"
+#: The runs beside the rest, each its own pytest process.
+BESIDE = ("tests/cluster", "tests/jax")
 
 
 def counts(report: Path) -> Dict[str, int]:
@@ -55,20 +58,27 @@ def main(argv: Sequence[str]) -> int:
     pytest = list(argv[1:])
     with tempfile.TemporaryDirectory(prefix="mpir-suite-") as tmp:
         where = Path(tmp)
-        with open(where / "cluster.log", "w") as log:
-            cluster = subprocess.Popen(
-                [*pytest, f"--junitxml={where / 'cluster.xml'}", CLUSTER],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            try:
-                rest = subprocess.call([*pytest, f"--junitxml={where / 'rest.xml'}",
-                                        f"--ignore={CLUSTER}"], stdin=subprocess.DEVNULL)
-            finally:
-                clustered = cluster.wait()
+        beside = []
+        for number, path in enumerate(BESIDE):
+            log = open(where / f"beside{number}.log", "w")  # noqa: SIM115 - closed below
+            beside.append((path, log, subprocess.Popen(
+                [*pytest, f"--junitxml={where / f'beside{number}.xml'}", path],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
+        try:
+            rest = subprocess.call([*pytest, f"--junitxml={where / 'rest.xml'}",
+                                    *(f"--ignore={path}" for path in BESIDE)],
+                                   stdin=subprocess.DEVNULL)
+        finally:
+            codes = [rest] + [proc.wait() for _, _, proc in beside]
+            for _, log, _ in beside:
+                log.close()
         sys.stdout.flush()
-        print(f"\n======== {CLUSTER}, run beside the tests above ========", flush=True)
-        sys.stdout.write((where / "cluster.log").read_text(errors="replace"))
-        print(summary([counts(where / "rest.xml"), counts(where / "cluster.xml")]), flush=True)
-        return status([rest, clustered])
+        for number, path in enumerate(BESIDE):
+            print(f"\n======== {path}, run beside the tests above ========", flush=True)
+            sys.stdout.write((where / f"beside{number}.log").read_text(errors="replace"))
+        reports = ["rest.xml"] + [f"beside{n}.xml" for n in range(len(BESIDE))]
+        print(summary([counts(where / r) for r in reports]), flush=True)
+        return status(codes)
 
 
 if __name__ == "__main__":

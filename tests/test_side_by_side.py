@@ -1,5 +1,6 @@
-"""scripts/side_by_side.py: the suite as two pytest runs (tests/cluster beside the rest):
-the closing line counts both, and a failure in either makes the exit status non-zero."""
+"""scripts/side_by_side.py: the suite as pytest runs side by side (tests/cluster and
+tests/jax, each beside the rest): the closing line counts them all, and a failure in any makes
+the exit status non-zero."""
 
 from __future__ import annotations
 
@@ -56,14 +57,19 @@ def test_status(codes, code):
     assert sbs.status(codes) == code
 
 
-@pytest.mark.parametrize("cluster_body, code, last", [
-    ("def test_ok():\n    pass\n", 0, "suite: 2 passed, 0 failed"),
-    ("def test_bad():\n    assert False\n", 1, "suite: 1 passed, 1 failed"),
+OK, BAD = "def test_ok():\n    pass\n", "def test_bad():\n    assert False\n"
+
+
+@pytest.mark.parametrize("cluster_body, jax_body, code, last", [
+    (OK, OK, 0, "suite: 3 passed, 0 failed"),
+    (BAD, OK, 1, "suite: 2 passed, 1 failed"),
+    (OK, BAD, 1, "suite: 2 passed, 1 failed"),
 ])
-def test_a_real_run_of_two_suites(tmp_path, cluster_body, code, last):
-    (tmp_path / "tests" / "cluster").mkdir(parents=True)
-    (tmp_path / "tests" / "test_other.py").write_text("def test_other():\n    pass\n")
-    (tmp_path / "tests" / "cluster" / "test_c.py").write_text(cluster_body)
+def test_a_real_run_of_three_suites(tmp_path, cluster_body, jax_body, code, last):
+    for part, body in (("cluster", cluster_body), ("jax", jax_body)):
+        (tmp_path / "tests" / part).mkdir(parents=True)
+        (tmp_path / "tests" / part / f"test_{part}.py").write_text(body)
+    (tmp_path / "tests" / "test_other.py").write_text(OK)
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "side_by_side.py"), "--",
                           sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "--rootdir", str(tmp_path)],
@@ -72,6 +78,7 @@ def test_a_real_run_of_two_suites(tmp_path, cluster_body, code, last):
     lines = run.stdout.strip().splitlines()
     assert lines[-1] == last
     assert "======== tests/cluster, run beside the tests above ========" in lines
+    assert "======== tests/jax, run beside the tests above ========" in lines
 
 
 def test_usage():
