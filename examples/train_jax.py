@@ -18,13 +18,15 @@ What it shows:
   * One seed on every process (``keras.utils.set_random_seed``: the initial weights must be
     the same everywhere), and each process feeds its own shard of the training split
     (``auto_shard_dataset=False``): global batch = --batch-per-worker x processes.
-  * ``--checkpoint-dir DIR`` (a directory every node sees): process 0 saves the weights and
-    the step count at the end of every epoch, and on Slurm's warning signal (--signal, as
-    ``#SBATCH --signal=USR1@120`` sends it) or SIGTERM: every process stops at the same step
-    (mpi_resolver.jax's JaxTermination and keras_callback), process 0 saves and requeues the
-    job, all exit 75 (143 where the job ends). A run started again with the same DIR resumes
-    at that step and stops at the planned total. Only the weights are saved: a resumed run
-    starts Adam's moments afresh.
+  * ``--checkpoint-dir DIR`` (a directory every node sees) and train.py's long-job options
+    (examples/long_jobs.py; the MPI_RESOLVER_* variables where an option is not given): the
+    model's weights and Adam's state are saved periodically with ``--checkpoint-every
+    N|DURATION|auto`` (the last ``--keep`` kept), and on Slurm's warning signal (--signal, as
+    ``#SBATCH --signal=USR1@120`` sends it) or SIGTERM every process stops at the same step,
+    process 0 saves and requeues the job (or supervise does), all exit 75 (143 where the job
+    ends) (mpi_resolver.jax's LongJob, restore_model and keras_callback). A run started again
+    with the same DIR resumes from the newest checkpoint that reads whole (a torn one skipped)
+    and stops at the planned total; a run that completes removes its checkpoints.
   * Process 0 prints train.py's lines: ``epoch N/E: ...``, ``final test accuracy: ...`` and,
     with --checkpoint-dir, ``steps done: N (resumed from K)``.
 """
@@ -36,8 +38,10 @@ import os
 import sys
 import time
 
+# examples/long_jobs.py, beside this script (its directory is on sys.path when it runs).
+from long_jobs import add_long_job_options, check_long_job_options
+
 SEED = 1234
-CHECKPOINT = "weights.npz"
 
 
 def port_base(text: str):
@@ -56,18 +60,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--port-base", type=port_base, default=8888,
                    help="JAX coordinator's port (task 0's; default 8888), or 'auto'")
     p.add_argument("--seed", type=int, default=SEED, help="seed of everything (default 1234)")
-    p.add_argument("--checkpoint-dir", metavar="DIR",
-                   help="a directory every node sees: resume from it, save there every epoch "
-                        "and on Slurm's signal (then requeue the job)")
-    p.add_argument("--signal", default="USR1",
-                   help="with --checkpoint-dir: Slurm's warning signal, as #SBATCH "
-                        "--signal=USR1@120 sends it (default USR1); SIGTERM saves too")
-    p.add_argument("--grace-period", type=float, default=None, metavar="SECONDS",
-                   help="with --checkpoint-dir: seconds from the signal to Slurm's kill")
+    add_long_job_options(p, "a directory every node sees: resume from it, save there "
+                            "periodically and on Slurm's signal (then requeue the job)")
     args = p.parse_args(argv)
     for name in ("epochs", "steps_per_epoch", "batch_per_worker"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    check_long_job_options(p, args)
     return args
 
 
@@ -141,38 +140,15 @@ def held_out_accuracy(model, x_test, y_test) -> float:
     return float(np.mean(np.argmax(logits, axis=1) == y_test))
 
 
-def restore(model, directory: str):
-    """Loads the weights and step saved in ``directory`` into ``model``; returns the step
-    (0 where nothing was saved yet)."""
-    import numpy as np
-
-    path = os.path.join(directory, CHECKPOINT)
-    if not os.path.exists(path):
-        return 0
-    with np.load(path) as saved:
-        model.set_weights([saved[f"w{i}"] for i in range(len(model.weights))])
-        return int(saved["step"])
-
-
-def save(model, directory: str, step: int) -> None:
-    """Writes the weights and ``step`` to ``directory`` at once (a temporary file renamed)."""
-    import numpy as np
-
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{CHECKPOINT}.{os.getpid()}.npz")
-    np.savez(tmp, step=step, **{f"w{i}": w for i, w in enumerate(local_weights(model))})
-    os.replace(tmp, os.path.join(directory, CHECKPOINT))
-
-
-def make_progress(keras, args, say, steps: dict, is_chief: bool):
-    """Returns the callback that prints train.py's epoch lines and saves every epoch."""
+def make_progress(keras, args, say, steps: dict):
+    """Returns the callback that counts the steps done and prints train.py's epoch lines."""
     start = time.monotonic()
 
     class Progress(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            steps["done"] += 1
+
         def on_epoch_end(self, epoch, logs=None):
-            steps["done"] = (epoch + 1) * args.steps_per_epoch
-            if args.checkpoint_dir and is_chief:
-                save(self.model, args.checkpoint_dir, steps["done"])
             say(f"epoch {epoch + 1}/{args.epochs}: loss {logs['loss']:.4f}  train accuracy "
                 f"{logs['accuracy']:.4f}  ({time.monotonic() - start:.1f} s)")
     return Progress()
@@ -210,39 +186,48 @@ def main(argv=None) -> int:
         f"{args.batch_per_worker * count} global; {args.epochs} epochs x "
         f"{args.steps_per_epoch} steps; Keras {keras.__version__} on JAX {jax.__version__}")
     model = build_model(keras, args.learning_rate)
-    resumed = restore(model, args.checkpoint_dir) if args.checkpoint_dir else 0
+    job = long_job(args) if args.checkpoint_dir else None
+    resumed = 0
+    if job is not None:
+        from mpi_resolver.jax import restore_model
+
+        resumed = restore_model(job, model)  # the weights and Adam's state
     if resumed:
         say(f"resumed from the checkpoint in {args.checkpoint_dir} at step {resumed}")
     steps = {"done": resumed}
     try:
-        train(keras, args, model, x, y, steps, say, is_chief)
+        train(keras, args, model, x, y, steps, say, job)
     except SystemExit:  # saved on Slurm's signal: the exit code says what comes next
         say(f"steps done: {steps['done']} (resumed from {resumed})")
         raise
     emit(f"process {index}: weights digest {weights_digest(model)}")  # the same everywhere
     say(f"final test accuracy: {held_out_accuracy(model, x_test, y_test):.4f}")
-    if args.checkpoint_dir:
+    if job is not None:  # completed: the same command run again starts afresh
+        job.complete(remove=True)
         say(f"steps done: {steps['done']} (resumed from {resumed})")
     return 0
 
 
-def train(keras, args, model, x, y, steps: dict, say, is_chief: bool) -> None:
+def long_job(args):
+    """Returns mpi_resolver.jax's LongJob from the long-job options."""
+    from mpi_resolver.jax import LongJob
+
+    return LongJob(args.checkpoint_dir, checkpoint_every=args.checkpoint_every, keep=args.keep,
+                   node_mtbf_hours=args.node_mtbf_hours, signal=args.signal,
+                   grace_period=args.grace_period, requeue=args.requeue,
+                   requeue_on_time_limit=args.requeue_on_time_limit)
+
+
+def train(keras, args, model, x, y, steps: dict, say, job) -> None:
     """Runs fit from ``steps['done']`` to the planned total: the rest of a resumed epoch
-    first, then whole epochs. With --checkpoint-dir, Slurm's signal (--signal) or SIGTERM
-    makes every process stop at the same step, process 0 save, and the job requeue
-    (mpi_resolver.jax.JaxTermination; SystemExit with its exit code)."""
-    callbacks = [make_progress(keras, args, say, steps, is_chief)]
-    termination = None
-    if args.checkpoint_dir:
-        from mpi_resolver.jax import JaxTermination, keras_callback
+    first, then whole epochs. With a LongJob (--checkpoint-dir), its callback saves
+    periodically and, on Slurm's signal (--signal) or SIGTERM, at one step on every process,
+    then requeues the job (SystemExit with its exit code)."""
+    callbacks = [make_progress(keras, args, say, steps)]
+    if job is not None:
+        from mpi_resolver.jax import keras_callback
 
-        def save_at(step: int) -> None:
-            steps["done"] = step
-            if is_chief:
-                save(model, args.checkpoint_dir, step)
-
-        termination = JaxTermination(args.signal, args.grace_period)
-        callbacks.append(keras_callback(termination, save_at, say, first_step=steps["done"]))
+        callbacks.append(keras_callback(job, first_step=steps["done"]))
     spe, batch = args.steps_per_epoch, args.batch_per_worker
     first, into = divmod(steps["done"], spe)
     if into:  # resumed within an epoch: its remaining steps
@@ -253,8 +238,6 @@ def train(keras, args, model, x, y, steps: dict, say, is_chief: bool) -> None:
     if first < args.epochs:
         model.fit(x, y, batch_size=batch, epochs=args.epochs, initial_epoch=first,
                   shuffle=True, verbose=0, callbacks=callbacks)
-    if termination is not None:
-        termination.disarm()
 
 
 def _jax_has_gpu_plugin() -> bool:

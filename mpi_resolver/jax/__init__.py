@@ -1,7 +1,9 @@
 """The JAX edge: ``initialize(**options)`` resolves the job as MPIClusterResolver does and starts
 ``jax.distributed`` with the answer (start); ``register(**options)`` makes the same resolution
-JAX's own cluster detection method ``"mpi_resolver"`` (detection); ``JaxTermination`` and
-``keras_callback`` save at one step on Slurm's signal and requeue (long_jobs); what JAX is
+JAX's own cluster detection method ``"mpi_resolver"`` (detection); ``LongJob`` keeps a training
+loop's checkpoints (periodic, and at one step on Slurm's signal, then the requeue) and resumes
+from the newest whole one (long_jobs, over checkpoints, state, termination and coordinator),
+``restore_model`` and ``keras_callback`` do it for Keras 3's ``fit`` (keras_job); what JAX is
 given, from a resolution, is pure (arguments: the coordinator, the process id, the CUDA
 ordinals of the task's GPUs, the CPU collectives).
 
@@ -18,11 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["initialize", "register", "JaxResolution", "JaxTermination", "keras_callback"]
+__all__ = ["initialize", "register", "JaxResolution", "JaxTermination", "LongJob",
+           "keras_callback", "restore_model"]
 
 #: The names loaded on first use (they import JAX), and their modules.
 _LAZY = {"initialize": ".start", "JaxResolution": ".start", "register": ".detection",
-         "JaxTermination": ".long_jobs", "keras_callback": ".long_jobs"}
+         "JaxTermination": ".termination", "LongJob": ".long_jobs",
+         "keras_callback": ".keras_job", "restore_model": ".keras_job"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,164 +1,214 @@
-"""Long jobs on JAX: Slurm's warning signal (or SIGTERM) noted by the package's flag-only
-handlers, every process stopping and saving at the same step, process 0 requeueing the job
-once every process has saved, one exit code for all (75: run again; 143: the job ends), as
-SlurmTerminationConfig does for TensorFlow (preemption.termination decides; this is its JAX
-edge).
+"""A long JAX job's checkpoints around a training loop: ``LongJob.restore(state)`` resumes from
+the newest checkpoint that reads whole (every process on process 0's choice, a torn one
+skipped), ``LongJob.step_done(step, state)`` after every step saves periodically (every N
+steps, a duration or 'auto': preemption.schedule, as for TensorFlow) and, once Slurm's signal
+or SIGTERM reached any process, saves at the same step on every process, requeues (process 0,
+or supervise) and ends the process with the package's exit code (75: run again; 143: stop).
+Process 0 writes; the state is replicated (data parallelism). Importing this module imports
+JAX.
 
-- ``JaxTermination.should_stop()`` (every N steps, on every process, same count): True on
-  every process at the same step once any process got a watched signal (one all-gather of a
-  flag through JAX's collectives).
-- ``JaxTermination.finish(step)``: after the save; the meeting point is JAX's coordination
-  service (its key-value store and barriers): returns (exit code, what happened).
-- ``keras_callback(termination, save)``: the same for Keras 3's ``fit`` on JAX: at the agreed
-  step, ``save(step)`` on every process, then ``SystemExit(code)``.
-
-Importing this module imports JAX (and Keras where keras_callback is called).
+    job = LongJob("checkpoints/run1", checkpoint_every="auto")
+    step, state = job.restore(state)
+    while step < total:
+        state = train_step(state, batch(step))
+        step += 1
+        job.step_done(step, state)
+    job.complete()
 """
 
 from __future__ import annotations
 
-import contextlib
+import itertools
 import os
-from typing import Any, Callable, Optional, Tuple
-
-import jax
-import numpy as np
+from typing import Any, Dict, Optional, Tuple
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.preemption.signals import SIGTERM, WarningSignal, grace_seconds, parse_signal
-from mpi_resolver.preemption.termination import _EVENT, _EXIT, _SAVED, Policy, Termination
-from mpi_resolver.preemption.watcher import SignalWatcher
+from mpi_resolver.core.logs import log_each, log_once, logger
+from mpi_resolver.jax.checkpoints import StepCheckpoints, checkpoint_name
+from mpi_resolver.jax.state import named_arrays, restored
+from mpi_resolver.jax.termination import JaxTermination, disconnect
+from mpi_resolver.preemption.interval import parse_every
+from mpi_resolver.preemption.job_settings import checkpoint_dir as job_checkpoint_dir
+from mpi_resolver.preemption.job_settings import long_job_settings
+from mpi_resolver.preemption.manifest import (foreign_warning, manifest_for, read_manifest,
+                                              this_job, write_manifest)
+from mpi_resolver.preemption.process_end import EXIT_WITHIN, end_with
+from mpi_resolver.preemption.requeue import job_state
+from mpi_resolver.preemption.resume import missing_checkpoint
+from mpi_resolver.preemption.schedule import Schedule, job_nodes
 
-__all__ = ["JaxCoordinator", "JaxTermination", "keras_callback"]
+__all__ = ["LongJob"]
 
-
-def _client() -> Any:
-    """Returns JAX's distributed runtime client (None where JAX runs alone)."""
-    from jax._src import distributed
-
-    return distributed.global_state.client
-
-
-class JaxCoordinator:
-    """preemption.termination.Coordinator over JAX's coordination service (key-value store,
-    barriers); alone (one process) it answers at once."""
-
-    def __init__(self) -> None:
-        self.client = _client() if jax.process_count() > 1 else None
-        self.chief = jax.process_index() == 0
-
-    def announce(self, event: str) -> None:
-        if self.client is not None:
-            with contextlib.suppress(Exception):  # already set: another process was first
-                self.client.key_value_set(_EVENT, event)
-
-    def event(self, seconds: float) -> Optional[str]:
-        return self._get(_EVENT, seconds)
-
-    def barrier(self, seconds: float, tag: str = "") -> bool:
-        if self.client is None:
-            return True
-        try:
-            self.client.wait_at_barrier(_SAVED + tag, int(seconds * 1000))
-            return True
-        except Exception:  # noqa: BLE001 - JAX's timeout: not every process saved in time
-            return False
-
-    def publish(self, text: str, tag: str = "") -> None:
-        if self.client is not None:
-            with contextlib.suppress(Exception):
-                self.client.key_value_set(_EXIT + tag, text)
-
-    def read(self, seconds: float, tag: str = "") -> Optional[str]:
-        return self._get(_EXIT + tag, seconds)
-
-    def _get(self, key: str, seconds: float) -> Optional[str]:
-        if self.client is None:
-            return None
-        try:
-            value = self.client.blocking_key_value_get(key, int(seconds * 1000))
-        except Exception:  # noqa: BLE001 - not set within the time
-            return None
-        return value.decode() if isinstance(value, bytes) else value
+#: Numbers the LongJobs this process builds: each has its own keys in JAX's store.
+_JOBS = itertools.count()
+State = Any  # a pytree, or a callable that returns one (read only when a save is due)
 
 
-class JaxTermination:
-    """Slurm's signal to a coordinated save and exit, for JAX processes (after
-    mpi_resolver.jax.initialize). Arguments as SlurmTerminationConfig's: ``signal`` (any
-    name --signal takes, e.g. 'USR1' or 'USR1@120'), ``grace_period`` (seconds from the
-    signal to Slurm's kill), ``requeue``, ``requeue_on_time_limit``; ``check_every`` steps
-    between agreements (each is one small collective).
+class LongJob:
+    """Checkpoints and Slurm's signals for a JAX training loop (see the module). Arguments as
+    SlurmTerminationConfig's; each not given comes from its MPI_RESOLVER_* variable, else the
+    default: ``checkpoint_dir`` (a directory every node sees), ``checkpoint_every`` (None:
+    on the signal only), ``keep``, ``node_mtbf_hours``, ``signal``, ``grace_period``,
+    ``requeue``, ``requeue_on_time_limit``; ``check_every`` steps between the signal
+    agreements (each one small collective).
 
     Raises:
-      FormatError, ResolutionError: a bad argument, naming it.
+      FormatError, ResolutionError: a bad argument or variable, naming it; no directory.
     """
 
-    def __init__(self, signal: Any = "USR1", grace_period: Any = None, *, requeue: bool = True,
+    def __init__(self, checkpoint_dir: Optional[str] = None, *, checkpoint_every: Any = None,
+                 keep: Any = None, node_mtbf_hours: Any = None, signal: Any = None,
+                 grace_period: Any = None, requeue: bool = True,
                  requeue_on_time_limit: bool = False, check_every: int = 1) -> None:
-        if isinstance(check_every, bool) or not isinstance(check_every, int) or \
-                check_every < 1:
-            raise ResolutionError(f"check_every={check_every!r}: expected a whole number of "
-                                  "steps >= 1.")
-        warning = parse_signal(signal)
-        policy = Policy(warning, grace_seconds(grace_period, warning), bool(requeue),
-                        bool(requeue_on_time_limit))
-        self.watcher = SignalWatcher([warning, WarningSignal(SIGTERM, "TERM")])
-        self.watcher.install()
-        self.termination = Termination(policy, self.watcher, dict(os.environ), JaxCoordinator)
-        self.check_every, self._calls = check_every, 0
+        given = long_job_settings(signal=signal, grace_period=grace_period,
+                                  checkpoint_every=checkpoint_every, keep=keep,
+                                  node_mtbf_hours=node_mtbf_hours)
+        self.directory = job_checkpoint_dir(checkpoint_dir, os.environ, "checkpoint_dir")
+        self.every = parse_every(given.checkpoint_every)
+        self.node_mtbf_hours = given.node_mtbf_hours
+        self.files = StepCheckpoints(self.directory, given.keep)
+        self.termination = JaxTermination(given.signal, given.grace_period, requeue=requeue,
+                                          requeue_on_time_limit=requeue_on_time_limit,
+                                          check_every=check_every)
+        self.coord = self.termination.coordinator
+        self.chief = self.coord.chief
+        self.job = this_job(os.environ)
+        self.key = f"mpi_resolver_jax_{next(_JOBS)}"
+        self.schedule: Optional[Schedule] = None
+        self.start = 0
 
-    def should_stop(self) -> bool:
-        """Returns True on every process at the same call once a watched signal reached any
-        of them (checked every ``check_every`` calls; every process must call it alike)."""
-        self._calls += 1
-        if self._calls % self.check_every:
-            return False
-        from jax.experimental import multihost_utils
+    def restore(self, state: Any) -> Tuple[int, Any]:
+        """Returns (the step to go on from, the state): the newest checkpoint that reads
+        whole put into ``state``'s shape and placement, or (0, ``state``) where there is
+        none. Every process calls it; all take process 0's choice.
 
-        mine = np.array([1 if self.termination.watch() else 0], dtype=np.int32)
-        return bool(np.asarray(multihost_utils.process_allgather(mine)).max())
+        Raises:
+          ResolutionError: another job that has not ended wrote the directory; a process
+            cannot read process 0's checkpoint; the checkpoint does not fit ``state``.
+        """
+        self._check_directory()
+        step: Optional[int] = None
+        arrays: Optional[Dict[str, Any]] = None
+        if self.chief:
+            step, arrays, warnings = self.files.restore_newest()
+            log_each(warnings)
+            warning = missing_checkpoint(os.environ, self.directory,
+                                         None if step is None else checkpoint_name(step))
+            if warning:
+                log_once(warning)
+        told = self.coord.agree(f"{self.key}_restored", "" if step is None else str(step),
+                                "which checkpoint it restored")
+        if told and not self.chief:
+            step, arrays = int(told), self._read(int(told))
+        self.start = step or 0
+        self._claim(self.start)
+        if arrays is None:
+            return 0, state
+        return self.start, restored(state, arrays, os.path.join(self.directory,
+                                                                checkpoint_name(self.start)))
 
-    def finish(self, step: Optional[int] = None, failed: Optional[str] = None
-               ) -> Tuple[int, str]:
-        """Returns (exit code, what happened) after the save at ``step`` (see
-        preemption.termination.Termination.finish); puts the signal handlers back."""
+    def step_done(self, step: int, state: State) -> None:
+        """After ``step`` steps (the same count on every process): the save on Slurm's
+        signal, then SystemExit with the exit code; else the periodic save where due.
+        ``state``: the training state, or a callable that returns it (called on process 0
+        only, where a save is due)."""
+        if self.termination.should_stop():
+            self._stop(step, state)
+        if self.every is None:
+            return
+        if self.schedule is None:
+            self.schedule = self._make_schedule(self.start)
+        if self.schedule.due(step):
+            seconds, _ = self._save(step, state)
+            plans = len(self.schedule.plans)
+            self.schedule.saved(step, seconds or 0.0)
+            if self.chief and len(self.schedule.plans) > plans:
+                log_once(self.schedule.plans[-1].line(self.schedule.every))
+
+    def complete(self, remove: bool = False) -> None:
+        """Training is over: puts the signals' handlers back; ``remove``: process 0 removes
+        the checkpoints and the manifest (the same command run again starts afresh)."""
+        self.termination.disarm()
+        if remove and self.chief:
+            self.files.remove()
+
+    def _stop(self, step: int, state: State) -> None:
+        """Saves at ``step``, waits for the others, requeues where asked; raises SystemExit."""
+        _, failed = self._save(step, state)
+        code, what = self.termination.finish(step, failed)
+        if self.chief:
+            logger.warning("mpi_resolver: %s; exit code %d", what, code)
+        end_with(code, EXIT_WITHIN)  # past JAX's teardown, which may wait past KillWait
+        disconnect()
+        raise SystemExit(code)
+
+    def _save(self, step: int, state: State) -> Tuple[Optional[float], Optional[str]]:
+        """Process 0 writes the checkpoint at ``step``; returns (seconds, None), or (None,
+        why) where it failed (a warning; the last checkpoint that restores stays)."""
+        if not self.chief:
+            return 0.0, None
         try:
-            return self.termination.finish(step, failed)
-        finally:
-            self.watcher.uninstall()
+            tree = state() if callable(state) else state
+            seconds = self.files.save(step, named_arrays(tree))
+        except Exception as e:  # noqa: BLE001 - disk full, quota: noted, training goes on
+            failed = " ".join(str(e).split())[:300] or type(e).__name__
+            log_once(f"the checkpoint at step {step} was not saved ({failed}); the last one "
+                     "that restores is kept")
+            return None, failed
+        self._claim(step)
+        return seconds, None
 
-    def disarm(self) -> None:
-        """Puts the signal handlers back (training is over)."""
-        self.watcher.uninstall()
+    def _read(self, step: int) -> Dict[str, Any]:
+        """Returns this process's reading of process 0's checkpoint at ``step``.
 
+        Raises:
+          ResolutionError: this process cannot read it.
+        """
+        try:
+            return self.files.load(step)
+        except Exception as e:  # noqa: BLE001
+            raise ResolutionError(
+                f"process 0 resumes from {checkpoint_name(step)} in {self.directory}, which "
+                f"this process cannot read ({e}): is the directory on a file system every "
+                "node sees?") from e
 
-def keras_callback(termination: JaxTermination, save: Callable[[int], None],
-                   say: Callable[[str], None] = print, first_step: int = 0) -> Any:
-    """Returns a Keras 3 callback for ``fit`` on JAX: after every step, the agreement; at the
-    agreed step, ``save(step)`` on every process, the coordinated finish, ``say`` of process
-    0's line, and SystemExit with the exit code. ``first_step``: the step fit resumes at."""
-    import keras
+    def _claim(self, step: int) -> None:
+        """Process 0 writes the manifest: the directory is this job's from now on."""
+        if self.chief:
+            write_manifest(self.directory, manifest_for(self.job, step, {
+                "checkpoint_every": self.every.describe() if self.every else None,
+                "keep": self.files.keep, "signal": self.termination.policy.warning.name}))
 
-    class SlurmJaxBackup(keras.callbacks.Callback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.step = first_step
+    def _check_directory(self) -> None:
+        """Process 0 decides whether the directory may be used (another job's manifest) and
+        tells the others: every process goes on, or every process raises.
 
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            self.step += 1
-            if not termination.should_stop():
-                return
-            failed = None
-            sync = getattr(self.model, "jax_state_sync", None)  # fit's state -> the variables
-            if sync is not None:
-                sync()
+        Raises:
+          ResolutionError: another job that has not ended, or whose end scontrol cannot
+            confirm, wrote the directory.
+        """
+        verdict = ""
+        if self.chief:
             try:
-                save(self.step)
-            except Exception as e:  # noqa: BLE001 - said in the line, the job resumes earlier
-                failed = f"{type(e).__name__}: {e}"
-            code, what = termination.finish(self.step, failed)
-            if jax.process_index() == 0:
-                say(what)
-            raise SystemExit(code)
+                warning = foreign_warning(self.directory, read_manifest(self.directory),
+                                          self.job, lambda j: job_state(j, timeout=10.0))
+                if warning:
+                    log_once(warning)
+            except ResolutionError as e:
+                verdict = str(e)
+        verdict = self.coord.agree(f"{self.key}_directory", verdict,
+                                   "whether the checkpoint directory may be used")
+        if verdict:
+            raise ResolutionError(verdict)
 
-    return SlurmJaxBackup()
+    def _make_schedule(self, start: int) -> Schedule:
+        """Returns this run's periodic schedule from step ``start``."""
+        assert self.every is not None  # step_done checks it
+        coord, key = self.coord, self.key
+
+        def agree(index: int, value: Optional[int]) -> int:
+            return int(coord.agree(f"{key}_plan_{index}", "" if value is None else str(value),
+                                   "the step of the next periodic checkpoint"))
+        return Schedule(self.every, start, chief=self.chief, agree=agree,
+                        nodes=job_nodes(os.environ), node_mtbf_hours=self.node_mtbf_hours)
+

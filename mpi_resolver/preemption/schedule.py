@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, List, Mapping, Optional
+
+from mpi_resolver.core.values import whole_number
 
 from mpi_resolver.preemption.interval import (Every, job_mtbf, overhead, steps_for,
                                               young_interval)
 
-__all__ = ["Schedule", "Plan", "WARMUP_STEPS"]
+__all__ = ["Schedule", "Plan", "WARMUP_STEPS", "job_nodes"]
 
 #: Steps a run takes before the chief times its steps (the first traces the graph and makes
 #: the first all-reduce's connections: seconds, not a step's time).
@@ -44,6 +46,12 @@ class Plan:
         return (f"periodic checkpoints ({every.describe()}): every {self.seconds:.0f} s = "
                 f"{self.steps} steps of {self.step_seconds:.3f} s{why}; expected overhead "
                 f"{spent * 100:.2f} % (saves and work redone after a failure)")
+
+
+def job_nodes(env: Mapping[str, str], hosts: int = 0) -> int:
+    """Returns the job's nodes, for its failure rate: ``hosts`` (the distinct hosts the caller
+    knows, e.g. a ClusterSpec's) where > 0, else SLURM_JOB_NUM_NODES, else 1."""
+    return hosts if hosts > 0 else whole_number(env.get("SLURM_JOB_NUM_NODES")) or 1
 
 
 class Schedule:

@@ -21,7 +21,7 @@ from mpi_resolver.preemption.signals import SIGTERM, WarningSignal
 from mpi_resolver.preemption.watcher import Arrival, Displaced, SignalWatcher
 
 __all__ = ["Policy", "Coordinator", "Termination", "REQUEUE_EXIT_CODE", "TERMINATED_EXIT_CODE",
-           "slow_save", "DEFAULT_WAIT"]
+           "slow_save", "chief_value", "DEFAULT_WAIT"]
 
 #: Exit code after a save where the job is to run again (requeued by worker 0, or to be
 #: requeued by the batch script): sysexits' EX_TEMPFAIL, "try again later".
@@ -68,6 +68,26 @@ class Coordinator(Protocol):
 
     def read(self, seconds: float, tag: str = "") -> Optional[str]:
         """Returns worker 0's decision, None if it did not come within ``seconds``."""
+
+
+def chief_value(chief: bool, put: Callable[[str, str], None],
+                get: Callable[[str, float], Optional[str]], key: str, value: str, *,
+                what: str, seconds: float, who: str = "worker 0") -> str:
+    """Returns the chief's ``value`` for ``key`` on every worker: the chief ``put``s it and
+    keeps its own; another worker ``get``s it within ``seconds``. ``what`` and ``who`` (the
+    chief, in the framework's words) are for the message.
+
+    Raises:
+      ResolutionError: the chief's value did not come within ``seconds``.
+    """
+    if chief:
+        put(key, value)
+        return value
+    told = get(key, seconds)
+    if told is None:
+        raise ResolutionError(f"{who} did not say {what} within {seconds:g} s: is it still "
+                              "running? Its output says why it stopped.")
+    return told
 
 
 def slow_save(took: Optional[float], grace: Optional[float],

@@ -15,7 +15,6 @@ from tensorflow.python.eager import context
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once, logger
-from mpi_resolver.core.values import whole_number
 from mpi_resolver.preemption.interval import job_mtbf, parse_every, parse_keep
 from mpi_resolver.preemption.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.preemption.job_settings import job_settings
@@ -23,7 +22,7 @@ from mpi_resolver.preemption.manifest import this_job
 from mpi_resolver.preemption.process_end import EXIT_WITHIN, end_with
 from mpi_resolver.preemption.requeue import job_state
 from mpi_resolver.preemption.resume import missing_checkpoint
-from mpi_resolver.preemption.schedule import Schedule
+from mpi_resolver.preemption.schedule import Schedule, job_nodes
 from mpi_resolver.preemption.tf_coordinator import TfCoordinator
 from mpi_resolver.preemption.tf_checkpoints import (KeepingManager, Saver, check_directory,
                                                     remove_part)
@@ -281,13 +280,12 @@ def _scratch(checkpoint: Any, checkpoint_dir: str, resolver: Any) -> Any:
 
 
 def _nodes(resolver: Any) -> int:
-    """Returns the job's nodes: the ClusterSpec's distinct hosts, else SLURM_JOB_NUM_NODES."""
+    """Returns the job's nodes: the ClusterSpec's distinct hosts, else as job_nodes says."""
+    hosts: set = set()
     if resolver is not None:
         spec = resolver.cluster_spec()
         hosts = {a.rsplit(":", 1)[0] for j in spec.jobs for a in spec.job_tasks(j)}
-        if hosts:
-            return len(hosts)
-    return whole_number(os.environ.get("SLURM_JOB_NUM_NODES")) or 1
+    return job_nodes(os.environ, len(hosts))
 
 
 def chief_directory(checkpoint_dir: str) -> str:

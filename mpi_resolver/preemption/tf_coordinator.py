@@ -10,8 +10,7 @@ from typing import Optional
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.preemption.termination import _EVENT, _EXIT, _SAVED
+from mpi_resolver.preemption.termination import _EVENT, _EXIT, _SAVED, chief_value
 
 __all__ = ["TfCoordinator", "AGREE_WITHIN"]
 
@@ -62,14 +61,8 @@ class TfCoordinator:
         """
         if not self.multi:
             return value
-        if self.chief:
-            context.context().set_config_key_value(key, value)
-            return value
-        told = self._get(key, seconds)
-        if told is None:
-            raise ResolutionError(f"worker 0 did not say {what} within {seconds:g} s: is it "
-                                  "still running? Its output says why it stopped.")
-        return told
+        return chief_value(self.chief, context.context().set_config_key_value, self._get, key,
+                           value, what=what, seconds=seconds)
 
     def _get(self, key: str, seconds: float) -> Optional[str]:
         if not self.multi:

@@ -142,7 +142,7 @@ LONG_JOB = '''
 import os, signal
 from mpi_resolver import ResolutionError
 from mpi_resolver.jax import initialize
-from mpi_resolver.jax.long_jobs import JaxTermination
+from mpi_resolver.jax.termination import JaxTermination
 initialize(port_base='auto')
 for bad in ({"check_every": 0}, {"check_every": True}, {"signal": "B:USR1"}):
     try:
@@ -155,6 +155,8 @@ os.kill(os.getpid(), signal.SIGUSR1)
 print("after:", t.should_stop(), t.should_stop())
 code, what = t.finish(4)
 print("exit:", code, "|", what)
+print("ignored after the finish:", signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN)
+t.disarm()
 print("handler back:", signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL)
 '''
 
@@ -162,7 +164,8 @@ print("handler back:", signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL)
 def test_long_job_agreement_alone_and_its_refusals(jax_python: str) -> None:
     """One process: bad arguments refused naming them; the signal noted by the flag-only
     handler and seen at the next agreement (every check_every=2 calls), the finish's code
-    (75 after the warning signal) and line, the handlers put back."""
+    (75 after the warning signal) and line, the signals ignored from then on (more come: the
+    requeue's SIGTERM), the handlers put back by disarm()."""
     p = run(jax_python, LONG_JOB)
     assert p.returncode == 0, p.stderr[-3000:]
     lines = p.stdout.splitlines()
@@ -172,4 +175,30 @@ def test_long_job_agreement_alone_and_its_refusals(jax_python: str) -> None:
     assert lines[3:5] == ["before: False False", "after: False True"], p.stdout
     assert lines[5].startswith("exit: 75 | checkpoint saved on SIGUSR1; ") and \
         "not in a Slurm job" in lines[5], p.stdout
-    assert lines[6] == "handler back: True", p.stdout
+    assert lines[6:] == ["ignored after the finish: True", "handler back: True"], p.stdout
+
+
+SPEAKS_FIRST = '''
+import socket
+from jax._src.lib import _jax
+from mpi_resolver.jax.start import coordinator_answers
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); port = s.getsockname()[1]
+print("silent socket:", coordinator_answers("127.0.0.1", port, 0.5))
+s.close()
+print("nothing there:", coordinator_answers("127.0.0.1", port, 0.5))
+service = _jax.get_distributed_runtime_service(f"127.0.0.1:{port}", 2)
+print("coordinator:", coordinator_answers("127.0.0.1", port, 2.0))
+service.shutdown()
+'''
+
+
+def test_the_coordinator_probe_tells_jax_s_coordinator_from_a_port_holder(
+        jax_python: str) -> None:
+    """start.coordinator_answers, which tasks other than 0 wait on (gRPC's 1-s reconnect
+    backoff avoided), on the installed JAX: its coordinator sends its HTTP/2 SETTINGS frame
+    first; a socket that only holds the port (the exchange's under 'auto') is silent, and a
+    closed port refuses."""
+    p = run(jax_python, SPEAKS_FIRST, timeout=100)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.splitlines()[-3:] == ["silent socket: False", "nothing there: False",
+                                         "coordinator: True"], p.stdout

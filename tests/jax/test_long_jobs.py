@@ -1,8 +1,19 @@
-"""A long Keras 3 job on JAX interrupted and resumed, for real: examples/train_jax.py
---checkpoint-dir in a batch job on two nodes (`sbatch --requeue`, `srun --mpi=pmix`), Slurm's
-warning signal sent as `#SBATCH --signal=USR1@N` sends it (`scancel --signal=USR1`); both
-processes stop at the same step, process 0 saves and requeues the job (scontrol, real), the
-job's next run resumes there and ends at the planned total (mpi_resolver.jax.long_jobs)."""
+"""Long Keras 3 jobs on JAX for real on the two-node cluster: examples/train_jax.py with
+--checkpoint-dir (mpi_resolver.jax's LongJob, restore_model, keras_callback), interrupted the
+way Slurm interrupts jobs and resumed at the saved step with the model's and Adam's state:
+
+- a bare `srun` in a batch job (`sbatch --requeue`): Slurm's warning signal as `#SBATCH
+  --signal=USR1@N` sends it (`scancel --signal=USR1`); process 0 requeues (scontrol, real);
+- examples/train.sbatch (supervise in front of srun) with SCRIPT=train_jax.py, the tasks
+  without scontrol on PATH (as in a container): they save and exit 75, supervise requeues;
+- the time limit under supervise (--requeue-on-time-limit): SIGTERM saves, supervise requeues,
+  the user's scancel in the next run saves and ends the job (143);
+- a process killed without warning (SIGKILL, as the OOM killer does): supervise runs the step
+  again and it resumes from the last periodic checkpoint (--checkpoint-every), at most one
+  interval lost;
+- USR1 to one process only: both stop at the same step (the agreement through JAX's
+  collectives, the barrier of JAX's coordination service: mpi_resolver.jax.coordinator).
+The batch jobs run at once (tests/cluster/longjobs.py's Driver)."""
 
 from __future__ import annotations
 
@@ -13,11 +24,14 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Optional
 
 import pytest
 
-from tests.cluster.longjobs import NONE, USR1, Driver, Job
+from tests.cluster.conftest import PY
+from tests.cluster.longjobs import CANCEL, NONE, TIME_LIMIT, USR1, Driver, Job
+from tests.cluster.test_jobs import Step
+from tests.cluster.test_long_jobs import NO_SCONTROL  # the container stand-in, any script
 from tests.cluster.test_scenarios import launch
 from tests.docs.blocks import command, runs_like
 from tests.harness.slurm_cluster import SlurmCluster
@@ -25,39 +39,173 @@ from tests.jax.conftest import JAX_ENV, ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
+TRAIN_JAX = str(ROOT / "examples" / "train_jax.py")
+TEMPLATE = str(ROOT / "examples" / "train.sbatch")
 EPOCHS, STEPS = 12, 50
+#: What process 0 prints once training is under way, in any run (a resumed run's first epoch
+#: line is not epoch 1's).
+PROGRESS = " train accuracy "
 TOTAL = EPOCHS * STEPS
+#: The time limit's job under supervise, with the templates' traps and wait.
+TIME_LIMIT_SCRIPT = """#!/bin/bash
+echo "== job $SLURM_JOB_ID (run $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )))"
+trap 'interrupted=1' TERM
+{py} -m mpi_resolver supervise -- srun --mpi=pmix --kill-on-bad-exit=1 {jax_py} {train} \\
+  --epochs 100000 --steps-per-epoch 50 --port-base auto --checkpoint-dir {ckpt} \\
+  --requeue-on-time-limit &
+pid=$!
+while :; do
+  interrupted=0
+  status=0
+  wait "$pid" || status=$?
+  [ "$interrupted" -eq 1 ] || break
+done
+exit "$status"
+"""
 
 
-def test_usr1_saves_at_one_step_requeues_and_resumes(jax_cluster: SlurmCluster,
-                                                     jax_python: str, tmp_path: Path) -> None:
-    argv = ["srun", "--mpi=pmix", jax_python, str(ROOT / "examples/train_jax.py"), "--epochs",
-            str(EPOCHS), "--steps-per-epoch", str(STEPS), "--port-base", "auto",
-            "--checkpoint-dir", "ckpt"]
+def job_env(jax_python: str, **extra: str) -> Dict[str, str]:
+    """A JAX job's variables: JAX_ENV, .venv-jax's Python first on PATH."""
+    return {**JAX_ENV, "PATH": f"{Path(jax_python).parent}:/usr/bin:/bin:/usr/sbin:/sbin",
+            **extra}
+
+
+@pytest.fixture(scope="module")
+def jobs(jax_cluster: SlurmCluster, jax_python: str, tmp_path_factory) -> Dict[str, Job]:
+    """Runs the batch jobs at once; returns them by name once all are done."""
+    tmp = tmp_path_factory.mktemp("jaxlong")
+    driver = Driver(jax_cluster, timeout=420)
+    argv = ["srun", "--mpi=pmix", jax_python, TRAIN_JAX, "--epochs", str(EPOCHS),
+            "--steps-per-epoch", str(STEPS), "--port-base", "auto", "--checkpoint-dir", "ckpt"]
     runs_like(command("jax-long-job", "srun"), argv)  # docs/jax.md's recipe, options added
-    script = (f'cd {shlex.quote(str(tmp_path))} && '
+    (tmp / "srun").mkdir()
+    script = (f'cd {shlex.quote(str(tmp / "srun"))} && '
               'echo "== job $SLURM_JOB_ID (run $((${SLURM_RESTART_COUNT:-0} + 1)))" && '
               f"{shlex.join(argv)}")
-    driver = Driver(jax_cluster, timeout=300)
-    job = driver.add(Job("jax usr1", ["-N2", "--ntasks-per-node=1", "--wrap", script],
-                         [USR1, NONE], tmp_path / "out.txt", env=dict(JAX_ENV),
-                         progress="epoch 1/"))
+    driver.add(Job("srun", ["-N2", "--ntasks-per-node=1", "--wrap", script], [USR1, NONE],
+                   tmp / "srun" / "out.txt", env=job_env(jax_python), progress=PROGRESS))
+    (tmp / "template").mkdir()
+    (tmp / "template" / "no-scontrol.py").write_text(NO_SCONTROL.format(train=TRAIN_JAX))
+    driver.add(Job("template", ["-N2", "--ntasks-per-node=1", TEMPLATE, "--epochs", str(EPOCHS),
+                                "--steps-per-epoch", str(STEPS), "--port-base", "auto"],
+                   [USR1, NONE], tmp / "template" / "out.txt", progress=PROGRESS,
+                   env=job_env(jax_python, SCRIPT=str(tmp / "template" / "no-scontrol.py"),
+                               CHECKPOINT_DIR=str(tmp / "template" / "ckpt"))))
+    (tmp / "time-limit").mkdir()
+    job_sh = tmp / "time-limit" / "job.sh"
+    job_sh.write_text(TIME_LIMIT_SCRIPT.format(py=PY, jax_py=jax_python, train=TRAIN_JAX,
+                                               ckpt=tmp / "time-limit" / "ckpt"))
+    driver.add(Job("time limit", ["-N2", "--ntasks-per-node=1", "--time=1", str(job_sh)],
+                   [TIME_LIMIT, CANCEL], tmp / "time-limit" / "out.txt",
+                   env=job_env(jax_python), later_time_limit=10, progress=PROGRESS))
     driver.run()
+    return {job.name: job for job in driver.jobs}
+
+
+def two_runs(job: Job, total: Optional[int] = TOTAL) -> int:
+    """Asserts two runs, the second resuming at the first's saved step (and reaching
+    ``total``); returns that step."""
     assert job.error is None, job.context()
     steps = job.steps()
     assert len(steps) == 2, job.context()
     (saved, zero), (done, resumed) = steps
-    assert zero == 0 and 0 < saved < TOTAL and (done, resumed) == (TOTAL, saved), job.context()
+    assert zero == 0 and 0 < saved and resumed == saved, job.context()
+    if total is not None:
+        assert saved < total and done == total, job.context()
+    first, second = job.runs()
+    assert "resumed from the checkpoint in " in second and f"at step {saved}" in second, \
+        job.context()
+    assert "resumed from" not in first.replace("(resumed from 0)", ""), job.context()
+    return saved
+
+
+def test_usr1_saves_at_one_step_requeues_and_resumes(jobs: Dict[str, Job]) -> None:
+    """A bare srun: process 0 requeues the job (scontrol); the next run resumes, completes,
+    and removes the checkpoints."""
+    job = jobs["srun"]
+    two_runs(job)
     first, second = job.runs()
     assert first.count("checkpoint saved on SIGUSR1; ") == 1, job.context()
     assert re.search(r"checkpoint saved on SIGUSR1; .*requeue", first), job.context()
     # the barrier is named by the step: a process at another step would not have met it
     assert "not every worker said it had saved" not in first, job.context()
-    assert f"resumed from the checkpoint in ckpt at step {saved}" in second, job.context()
-    assert (tmp_path / "ckpt" / "weights.npz").exists()
     assert "final test accuracy" in second and "final test accuracy" not in first, \
         job.context()
     assert job.states[0].startswith("PENDING BeginTime Restarts=1"), job.states
+    assert not list((job.output.parent / "ckpt").glob("ckpt-*.npz")), job.context()
+
+
+def test_the_template_without_scontrol_supervise_requeues(jobs: Dict[str, Job]) -> None:
+    """examples/train.sbatch runs SCRIPT=train_jax.py with exactly its arguments; the tasks
+    have no scontrol and need none: they save and exit 75, supervise requeues the job."""
+    job = jobs["template"]
+    two_runs(job)
+    first = job.runs()[0]
+    assert "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75" in first, \
+        job.context()
+    assert f"mpi-resolver supervise: requeued job {job.job_id} " in first, job.context()
+    assert "scontrol is not on" not in first, job.context()
+    assert job.states[-1] == "COMPLETED None Restarts=1", job.context()
+
+
+def test_the_time_limit_under_supervise_requeues_and_scancel_ends(jobs: Dict[str, Job]
+                                                                  ) -> None:
+    """No warning signal: the time limit's SIGTERM saves at one step, supervise asks why and
+    requeues; the next run resumes there and the user's scancel saves again and ends the job
+    (exit 143, not requeued)."""
+    job = jobs["time limit"]
+    saved = two_runs(job, total=None)
+    (_, _), (second_done, _) = job.steps()
+    assert second_done > saved, job.context()
+    first, second = job.runs()
+    assert "checkpoint saved on SIGTERM; supervise requeues the job; exit code 75" in first, \
+        job.context()
+    assert f"mpi-resolver supervise: requeued job {job.job_id} (scontrol requeue " \
+        f"{job.job_id}): exit 75" in first, job.context()
+    assert f"mpi-resolver supervise: job {job.job_id} is not requeued: Slurm ends the job " \
+        "(scancel" in second, job.context()
+    assert job.states == ["PENDING BeginTime Restarts=1", "CANCELLED None Restarts=1"], \
+        job.context()
+
+
+EVERY = 25
+
+
+def test_a_killed_process_costs_at_most_one_interval_and_the_step_restarts(
+        jax_cluster: SlurmCluster, jax_python: str, tmp_path: Path) -> None:
+    """SIGKILL to process 1 (as the OOM killer sends it) after the periodic save at step 50:
+    the step ends, supervise names the task and runs the step again, and the new run resumes
+    from the last periodic checkpoint (every 25 steps) with the weights and Adam's state,
+    then completes."""
+    ckpt = tmp_path / "ckpt"
+    env_args = [f"{k}={v}" for k, v in JAX_ENV.items()]
+    step = Step(jax_cluster, ["env", *env_args, PY, "-m", "mpi_resolver", "supervise",
+                              "--max-restarts", "1", "--", "srun", "-N2", "--ntasks-per-node=1",
+                              "--mpi=pmix", "--kill-on-bad-exit=1", jax_python, TRAIN_JAX,
+                              "--epochs", "6", "--steps-per-epoch", "25", "--port-base", "auto",
+                              "--checkpoint-dir", str(ckpt), "--checkpoint-every", str(EVERY)])
+    pid = None
+    try:
+        deadline = time.monotonic() + 240
+        while not (ckpt / "ckpt-00000050.npz").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid = _python_of_rank(str(ckpt), 1)
+        assert pid is not None, f"process 1 not found{step.context()}"
+        os.kill(pid, signal.SIGKILL)
+        saved = sorted(int(p.name[5:13]) for p in ckpt.glob("ckpt-*.npz"))
+        resumed = step.wait_for(r"^resumed from the checkpoint in .* at step (\d+)$", 240)
+        rc = step.finish(240)
+    finally:
+        step.kill()
+    where = step.context()
+    assert rc == 0, where
+    k = int(resumed.group(1))
+    assert k % EVERY == 0 and k >= 50 and k >= saved[-1], f"resumed at {k}, saved {saved}{where}"
+    assert re.search(rf"^steps done: 150 \(resumed from {k}\)$", "".join(step.stdout),
+                     re.M), where
+    err = "".join(step.stderr)
+    assert len(re.findall(r"supervise: task 1 on node2: Killed\b.*restart 1 of 1$", err,
+                          re.M)) == 1, where
 
 
 def _python_of_rank(marker: str, rank: int) -> Optional[int]:
@@ -86,24 +234,24 @@ def test_a_signal_to_one_process_stops_both_at_one_step(jax_cluster: SlurmCluste
     step, not a batch job: scontrol's refusal to requeue it is said in the line)."""
     ckpt = tmp_path / "ckpt"
     argv = ["srun", "-N2", "--ntasks-per-node=1", "--mpi=pmix", jax_python,
-            str(ROOT / "examples/train_jax.py"), "--epochs", "40", "--steps-per-epoch", "50",
-            "--port-base", "auto", "--checkpoint-dir", str(ckpt)]
+            TRAIN_JAX, "--epochs", "40", "--steps-per-epoch", "50", "--port-base", "auto",
+            "--checkpoint-dir", str(ckpt), "--checkpoint-every", "50"]
     result: dict = {}
     runner = threading.Thread(target=lambda: result.update(run=launch(
         jax_cluster, argv, env=JAX_ENV, timeout=240, parse=False)))
     runner.start()
     deadline = time.monotonic() + 200
-    while not (ckpt / "weights.npz").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)  # process 0 saves at the end of epoch 1: training is under way
+    while not (ckpt / "ckpt-00000050.npz").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)  # process 0's first periodic save: training is under way
     pid = _python_of_rank(str(ckpt), 1)
     assert pid is not None, "process 1 not found"
     os.kill(pid, signal.SIGUSR1)
     runner.join(240)
     run = result["run"]
     assert run.returncode == 75, run.context()
-    assert re.search(r"^checkpoint saved on SIGUSR1; scontrol requeue \d+ failed .*Only batch "
-                     r"jobs", run.stdout, re.M), run.context()
-    assert "not every worker said it had saved" not in run.stdout, run.context()
+    assert re.search(r"^mpi_resolver: checkpoint saved on SIGUSR1; scontrol requeue \d+ failed "
+                     r".*Only batch jobs", run.stderr, re.M), run.context()
+    assert "not every worker said it had saved" not in run.stderr, run.context()
     (done,) = [int(n) for n in re.findall(r"^steps done: (\d+) \(resumed from 0\)$",
                                            run.stdout, re.M)]
     assert 50 <= done < 2000 and not re.search(r"^epoch 40/", run.stdout, re.M), run.context()

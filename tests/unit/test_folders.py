@@ -45,7 +45,11 @@ def test_tests_unit_mirrors_the_folders():
 ELSEWHERE = {
     "jax/start.py": "tests/jax/test_edge.py",
     "jax/detection.py": "tests/jax/test_gpus.py",
-    "jax/long_jobs.py": "tests/jax/test_long_jobs.py",
+    "jax/long_jobs.py": "tests/jax/test_long_job_alone.py",
+    "jax/coordinator.py": "tests/jax/test_long_jobs.py",
+    "jax/state.py": "tests/jax/test_state.py",
+    "jax/termination.py": "tests/jax/test_edge.py",
+    "jax/keras_job.py": "tests/jax/test_long_job_alone.py",
     "rehearsal/jax_deep.py": "tests/jax/test_deep.py",
     "cli/args.py": "tests/unit/cli/test_main.py",
     "core/errors.py": "tests/unit/test_bad_input.py",

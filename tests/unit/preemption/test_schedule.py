@@ -197,3 +197,17 @@ def test_auto_with_a_save_that_took_no_time_saves_every_step():
 def test_the_node_mtbf_given_is_the_one_used():
     s = schedule(Every(auto=True), nodes=4, mtbf=1000.0)
     assert s.mtbf == 250 * HOURS
+
+
+@pytest.mark.parametrize("env, hosts, nodes", [
+    ({}, 0, 1),
+    ({"SLURM_JOB_NUM_NODES": "4"}, 0, 4),
+    ({"SLURM_JOB_NUM_NODES": "4"}, 2, 2),
+    ({"SLURM_JOB_NUM_NODES": "x"}, 0, 1),
+    ({}, 3, 3),
+    ({"SLURM_JOB_NUM_NODES": "0"}, 0, 1),
+])
+def test_job_nodes(env: dict, hosts: int, nodes: int) -> None:
+    from mpi_resolver.preemption.schedule import job_nodes
+
+    assert job_nodes(env, hosts) == nodes

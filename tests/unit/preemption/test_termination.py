@@ -11,6 +11,7 @@ from typing import List, Optional
 import pytest
 
 from mpi_resolver.core import logs as _logs
+from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.preemption.signals import WarningSignal, parse_signal
 from mpi_resolver.preemption.termination import (DEFAULT_WAIT, REQUEUE_EXIT_CODE,
                                                  TERMINATED_EXIT_CODE, Policy, Termination,
@@ -461,3 +462,28 @@ def test_every_wait_shares_one_deadline():
     waits = [c[1] for c in coord.calls if c[0] == "barrier"] + slurm.timeouts
     assert waits == sorted(waits, reverse=True) and len(set(waits)) == len(waits)
     assert len(waits) == 3 and waits[0] < DEFAULT_WAIT - 1
+
+
+@pytest.mark.parametrize("chief, stored, who, expected", [
+    (True, {}, "worker 0", "mine"),
+    (False, {"k": "chief's"}, "worker 0", "chief's"),
+    (False, {}, "worker 0", "worker 0 did not say the plan within 2.5 s: is it still running?"),
+    (False, {}, "process 0", "process 0 did not say the plan within 2.5 s"),
+])
+def test_chief_value(chief: bool, stored: dict, who: str, expected: str) -> None:
+    from mpi_resolver.preemption.termination import chief_value
+
+    put, asked = {}, []
+
+    def get(key: str, seconds: float):
+        asked.append((key, seconds))
+        return stored.get(key)
+
+    try:
+        got = chief_value(chief, put.__setitem__, get, "k", "mine", what="the plan",
+                          seconds=2.5, who=who)
+    except ResolutionError as e:
+        got = str(e)
+    assert got.startswith(expected), got
+    assert put == ({"k": "mine"} if chief else {})
+    assert asked == ([] if chief else [("k", 2.5)])

@@ -1,0 +1,223 @@
+"""mpi_resolver.jax.long_jobs (LongJob) and keras_job in .venv-jax's Python, one process, no
+cluster: periodic saves at the rule's steps with the last K kept, the save on the warning
+signal and its exit code, the resume at the saved step with the state, a torn newest
+checkpoint skipped, the MPI_RESOLVER_* variables, a failing save, the refusals, and Keras 3's
+optimizer state through a resume. The same on two nodes: tests/jax/test_long_jobs.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.docs.blocks import block
+from tests.jax.test_edge import clean_env, run
+
+pytestmark = pytest.mark.jax
+
+LOOP = '''
+import json, os, signal, sys
+from mpi_resolver.jax import initialize
+initialize(port_base="auto")
+import jax.numpy as jnp
+from mpi_resolver.jax import LongJob
+job = LongJob({args})
+state = {"w": jnp.zeros(3), "n": 0}
+step, state = job.restore(state)
+print(json.dumps({"start": step, "w": float(state["w"][0]), "n": state["n"]}), flush=True)
+try:
+    while step < 20:
+        state = {"w": state["w"] + 1, "n": state["n"] + 1}
+        step += 1
+        if step == {stop_at}:
+            os.kill(os.getpid(), signal.{sig})
+        job.step_done(step, state)
+except SystemExit as e:
+    print(json.dumps({"exit": e.code, "files": sorted(os.listdir(job.directory))}))
+    raise
+print(json.dumps({"done": step, "files": sorted(os.listdir(job.directory))}))
+job.complete(remove={remove})
+print(json.dumps({"left": sorted(os.listdir(job.directory))}))
+'''
+
+
+def loop(python: str, args: str, stop_at: int = 0, sig: str = "SIGUSR1", remove: bool = False,
+         **env: str):
+    code = (LOOP.replace("{args}", args).replace("{stop_at}", str(stop_at))
+            .replace("{sig}", sig).replace("{remove}", str(remove)))
+    p = run(python, code, **env)
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    return p, lines
+
+
+def test_periodic_saves_the_signal_and_the_resume(jax_python: str, tmp_path: Path) -> None:
+    ck = str(tmp_path / "ck")
+    p, lines = loop(jax_python, f"{ck!r}, checkpoint_every=3, keep=2", stop_at=8)
+    assert p.returncode == 75, p.stderr[-3000:]
+    assert lines == [{"start": 0, "w": 0.0, "n": 0},
+                     {"exit": 75, "files": ["ckpt-00000006.npz", "ckpt-00000008.npz",
+                                            "mpi_resolver.json"]}], lines
+    assert "checkpoint saved on SIGUSR1; " in p.stderr and "exit code 75" in p.stderr
+    p, lines = loop(jax_python, f"{ck!r}, checkpoint_every=3, keep=2", remove=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert lines == [{"start": 8, "w": 8.0, "n": 8},  # the state at the signal's step
+                     {"done": 20, "files": ["ckpt-00000015.npz", "ckpt-00000018.npz",
+                                            "mpi_resolver.json"]},
+                     {"left": []}], lines
+
+
+def test_sigterm_ends_with_143_and_a_torn_newest_is_skipped(jax_python: str,
+                                                            tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    p, lines = loop(jax_python, f"{str(ck)!r}, checkpoint_every=4", stop_at=10,
+                    sig="SIGTERM")
+    assert p.returncode == 143 and lines[-1]["exit"] == 143, p.stderr[-3000:]
+    assert "not requeued: SIGTERM ends the job" in p.stderr
+    newest = ck / "ckpt-00000010.npz"
+    newest.write_bytes(newest.read_bytes()[:200])  # torn: a node lost during the write
+    p, lines = loop(jax_python, f"{str(ck)!r}, checkpoint_every=4")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert lines[0] == {"start": 8, "w": 8.0, "n": 8}, lines
+    assert "checkpoint ckpt-00000010.npz in" in p.stderr and \
+        "resuming from ckpt-00000008.npz" in p.stderr
+
+
+def test_the_variables_give_what_the_script_does_not(jax_python: str, tmp_path: Path) -> None:
+    """MPI_RESOLVER_CHECKPOINT_DIR, _CHECKPOINT_EVERY, _KEEP and _SIGNAL (USR2: USR1 is then
+    not watched, and its default action would end the process: it is not sent)."""
+    ck = tmp_path / "from_env"
+    p, lines = loop(jax_python, "", stop_at=11, sig="SIGUSR2",
+                    MPI_RESOLVER_CHECKPOINT_DIR=str(ck), MPI_RESOLVER_CHECKPOINT_EVERY="5",
+                    MPI_RESOLVER_KEEP="1", MPI_RESOLVER_SIGNAL="USR2")
+    assert p.returncode == 75, p.stderr[-3000:]
+    assert lines[-1] == {"exit": 75, "files": ["ckpt-00000011.npz", "mpi_resolver.json"]}
+    assert "checkpoint saved on SIGUSR2" in p.stderr
+    manifest = json.loads((ck / "mpi_resolver.json").read_text())
+    assert manifest["step"] == 11 and manifest["settings"] == {
+        "checkpoint_every": "5 steps", "keep": 1, "signal": "USR2"}
+
+
+def test_a_failing_save_is_a_warning_and_training_goes_on(jax_python: str,
+                                                          tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    for step in (5, 12):  # a directory where the checkpoint file goes: its write fails
+        (ck / f"ckpt-{step:08d}.npz").mkdir(parents=True)
+    p, lines = loop(jax_python, f"{str(ck)!r}, checkpoint_every=5", stop_at=12)
+    assert p.returncode == 75, p.stderr[-3000:]
+    assert lines[0]["start"] == 0 and "no checkpoint in" in p.stderr
+    assert "the checkpoint at step 5 was not saved (" in p.stderr
+    assert "the save on SIGUSR1 failed (" in p.stderr and "resumes from the last checkpoint" \
+        in p.stderr
+
+
+REFUSED = '''
+import json, os, sys
+from mpi_resolver import ResolutionError
+from mpi_resolver.jax import initialize, LongJob
+initialize(port_base="auto")
+open("not_a_dir", "w").close()
+for directory, kwargs, env, _ in json.loads(sys.argv[1]):
+    os.environ.update(env)
+    try:
+        LongJob(directory, **kwargs).restore({})
+        print("BUILT")
+    except ResolutionError as e:
+        print("REFUSED", type(e).__name__, e)
+    for name in env:
+        del os.environ[name]
+'''
+
+#: (the directory, LongJob's other arguments, the variables set, what it says): one process
+#: runs them in turn (JAX's start costs seconds).
+REFUSALS = [
+    (None, {}, {}, "checkpoint_dir is not given and MPI_RESOLVER_CHECKPOINT_DIR is not set"),
+    ("ck", {"checkpoint_every": "often"}, {}, "checkpoint_every='often'"),
+    ("ck", {"keep": 0}, {}, "keep=0"),
+    ("ck", {}, {"MPI_RESOLVER_CHECKPOINT_EVERY": "often"}, "MPI_RESOLVER_CHECKPOINT_EVERY"),
+    ("ck", {"check_every": 0}, {}, "check_every=0"),
+    ("ck", {"checkpoint_every": 2, "keep": 1}, {}, "BUILT"),
+    ("not_a_dir/ck", {}, {}, "checkpoint directory not_a_dir/ck cannot be read (Not a "
+                             "directory): give a directory"),
+]
+
+
+def test_refusals(jax_python: str, tmp_path: Path) -> None:
+    p = subprocess.run([jax_python, "-c", REFUSED, json.dumps(REFUSALS)], capture_output=True,
+                       text=True, timeout=120, env=clean_env(), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    said = [x for x in p.stdout.splitlines() if x.startswith(("BUILT", "REFUSED"))]
+    assert len(said) == len(REFUSALS), p.stdout
+    for line, (_, _, _, says) in zip(said, REFUSALS, strict=True):
+        assert says in line and line.startswith("BUILT" if says == "BUILT" else "REFUSED"), \
+            (line, says)
+
+
+KERAS = '''
+import json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+from mpi_resolver.jax import initialize
+initialize(port_base="auto")
+import keras, numpy as np
+from mpi_resolver.jax import LongJob, keras_callback, restore_model
+keras.utils.set_random_seed(1)
+model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(2)])
+model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+job = LongJob(sys.argv[1], checkpoint_every=5)
+step = restore_model(job, model)
+opt = {v.path: np.asarray(v.value) for v in model.optimizer.variables}
+print(json.dumps({"start": step, "iterations": int(model.optimizer.iterations.numpy()),
+                  "moments": float(sum(np.abs(v).sum() for k, v in opt.items()
+                                       if "iteration" not in k and "learning" not in k)),
+                  "kernel": np.asarray(model.layers[0].kernel.value).ravel().tolist()}))
+x, y = np.ones((40, 4), np.float32), np.zeros((40, 2), np.float32)
+if int(sys.argv[2]):
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0,
+              callbacks=[keras_callback(job, first_step=step)])
+    print(json.dumps({"kernel": np.asarray(model.layers[0].kernel.value).ravel().tolist()}))
+'''
+
+
+def test_keras_fit_saves_the_optimizer_state_and_resumes_it(jax_python: str,
+                                                            tmp_path: Path) -> None:
+    ck = str(tmp_path / "ck")
+    first = subprocess.run([jax_python, "-c", KERAS, ck, "1"], capture_output=True, text=True,
+                           timeout=180, env=clean_env())
+    assert first.returncode == 0, first.stderr[-3000:]
+    start, end = [json.loads(x) for x in first.stdout.splitlines() if x.startswith("{")]
+    assert start["start"] == 0 and start["iterations"] == 0 and start["moments"] == 0.0
+    second = subprocess.run([jax_python, "-c", KERAS, ck, "0"], capture_output=True,
+                            text=True, timeout=180, env=clean_env())
+    assert second.returncode == 0, second.stderr[-3000:]
+    (resumed,) = [json.loads(x) for x in second.stdout.splitlines() if x.startswith("{")]
+    # 10 steps, saved at 5 and 10: the last one restored, Adam's moments and count with it
+    assert resumed["start"] == 10 and resumed["iterations"] == 10, resumed
+    assert resumed["moments"] > 0.0 and resumed["kernel"] == end["kernel"], (resumed, end)
+
+
+BLOCK = '''
+from mpi_resolver.jax import initialize
+initialize(port_base="auto")
+import os
+import jax.numpy as jnp
+state, total = {"w": jnp.zeros(2)}, 30
+def train_step(state, x):
+    return {"w": state["w"] + x}
+def batch(step):
+    return 1.0
+'''
+
+
+def test_the_docs_loop_runs_with_auto_periodic_saves(jax_python: str, tmp_path: Path) -> None:
+    """docs/jax.md's loop as it stands: 'auto' times the steps after the warm-up, saves once
+    at once (its time is Young's C) and prints the interval it chose; complete() removes the
+    checkpoints."""
+    code = BLOCK + block("jax-long-job-loop") + '\nprint("W", float(state["w"][0]), ' \
+        'sorted(os.listdir("ckpt")))\n'
+    p = subprocess.run([jax_python, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=clean_env(), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "W 30.0 []" in p.stdout, p.stdout
+    assert "periodic checkpoints (auto): every " in p.stderr and "(Young: sqrt(2 x C " in \
+        p.stderr, p.stderr
