@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import Any, Optional, Sequence
 
+from mpi_resolver.cli.deep import FRAMEWORKS
 from mpi_resolver.placement.addresses import DEFAULT_ADDRESS
 from mpi_resolver.rehearsal.checkpoint_files import checkpoint_dir
 from mpi_resolver.core.errors import FormatError
@@ -129,7 +130,7 @@ def _common() -> argparse.ArgumentParser:
 
 
 def _deep_options(check: argparse.ArgumentParser) -> None:
-    """Adds check's --deep and --collective."""
+    """Adds check's --deep, --framework, --signal and --collective."""
     check.add_argument(
         "--deep", action="store_true",
         help="--connect, then rehearse TensorFlow as training runs it: every rank imports it, "
@@ -137,7 +138,12 @@ def _deep_options(check: argparse.ArgumentParser) -> None:
              "many GPUs as it was given, builds MultiWorkerMirroredStrategy and runs one "
              "all-reduce; rank 0 prints each rank's time to the first all-reduce. A rank that "
              "fails or does not get there within --timeout is named and every rank exits 1. "
-             "Needs TensorFlow (a CPU build: --gpus-per-node 0).")
+             "Needs TensorFlow (a CPU build: --gpus-per-node 0), or JAX with --framework jax.")
+    check.add_argument(
+        "--framework", choices=FRAMEWORKS, default=None,
+        help="with --deep: the framework to rehearse: tensorflow (default) or jax (import "
+             "jax, mpi_resolver.jax's resolution, jax.distributed.initialize, one all-reduce "
+             "across every process; needs JAX, not TensorFlow)")
     check.add_argument(
         "--signal", type=_signal, metavar="NAME",
         help="with --deep: after the all-reduce, check on every rank that Slurm's warning "
@@ -208,6 +214,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_framework(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Sets check's --framework (its default where not given); exits (status 2) where it is
+    given without --deep, or where --signal (TensorFlow's rehearsal) goes with jax."""
+    if args.command != "check":
+        return
+    if args.framework is not None and not args.deep:
+        parser.error(f"--framework {args.framework} chooses the framework --deep rehearses: "
+                     "add --deep")
+    args.framework = args.framework or FRAMEWORKS[0]
+    if args.framework == "jax" and args.signal is not None:
+        parser.error("--signal is checked by TensorFlow's rehearsal only (--framework "
+                     "tensorflow); for JAX, see docs/jax.md's long jobs")
+
+
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     """Returns the parsed command line; exits (status 2, as argparse does) on bad arguments,
     or an exec without a program."""
@@ -216,6 +236,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     if getattr(args, "signal", None) is not None and not args.deep:
         parser.error("--signal is checked by --deep's rehearsal, after TensorFlow's first "
                      "all-reduce: add --deep")
+    _check_framework(parser, args)
     if getattr(args, "deep", False):
         args.connect = True  # --deep implies --connect
     if args.command == "exec":

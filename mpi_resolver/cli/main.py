@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from mpi_resolver.rehearsal.checkpoint_check import CheckpointReport
 from mpi_resolver.rehearsal.checkpoint_probe import run_checkpoint
 from mpi_resolver.cli.args import parse_args
+from mpi_resolver.cli.deep import end_after_deep, end_lost, run_deep_check
 from mpi_resolver.rehearsal.connect_check import ConnectReport, run_connect
 from mpi_resolver.rehearsal.deep_check import DeepReport
 from mpi_resolver.resolve.environment import snapshot
@@ -267,9 +268,12 @@ def _report(args: argparse.Namespace, res: Resolution, opts: Options, bind: Opti
                                             args.timeout)
             if args.connect:
                 connect = run_connect(res.layout, res.rank, args.timeout)
-                deep = _deep(args, res, opts, connect)
+                deep = run_deep_check(args, res, opts, connect)
         except ResolutionError as e:
-            return _error(e, res.rank, launch, args.source, own=True)
+            status = _error(e, res.rank, launch, args.source, own=True)
+            if isinstance(e, ExchangeTimeout):  # a rank is missing: no MPI_Finalize
+                return end_lost(status)
+            return status
     _print_result(args, res, bind, (checkpoint, connect, deep))
     status = _status(checkpoint=checkpoint, connect=connect, deep=deep)
     if status == 0 and args.command == "check" and res.proxy:
@@ -277,33 +281,19 @@ def _report(args: argparse.Namespace, res: Resolution, opts: Options, bind: Opti
     return status
 
 
-def _deep(args: argparse.Namespace, res: Resolution, opts: Options,
-          connect: ConnectReport) -> Optional[DeepReport]:
-    """Returns --deep's report (None without --deep; not run where --connect failed)."""
-    if not args.deep:
-        return None
-    if connect.failures:
-        return DeepReport([], res.num_tasks, args.collective, args.timeout, 0.0,
-                          connect.gathered, note="the connections above failed, and "
-                          "TensorFlow's workers would wait for them for ever.")
-    from mpi_resolver.rehearsal.deep_tf import run_deep
-
-    return run_deep(res, opts, args.collective, args.signal)
 
 
 def _status(*, checkpoint: Optional[CheckpointReport] = None,
             connect: Optional[ConnectReport] = None, deep: Optional[DeepReport] = None) -> int:
     """Returns the exit status after check's rehearsals (0 where none failed, or none ran),
-    once every rank is there where all the failed ones were gathered; where a thread is left
-    stuck in TensorFlow, exits at once (os._exit) rather than wait for it at the
-    interpreter's exit."""
+    once every rank is there where all the failed ones were gathered; after a failed --deep,
+    ends the process instead (cli/deep.end_after_deep: no rank waits for a stuck thread or
+    a lost rank)."""
     failed = [r for r in (checkpoint, connect, deep) if r is not None and not r.ok]
     if not failed:
         return 0
-    status = _failed(1, together=all(r.gathered for r in failed), start=False)
-    if deep is not None and deep.left_running:
-        os._exit(status)
-    return status
+    return end_after_deep(deep, _failed(1, together=all(r.gathered for r in failed),
+                                        start=False))
 
 
 def _exec(args: argparse.Namespace, res: Resolution, rank: Optional[int], launch: Launch,

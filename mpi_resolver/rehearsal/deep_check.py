@@ -196,6 +196,8 @@ class DeepReport:
     gathered: bool
     note: Optional[str] = None
     left_running: bool = field(default=False, compare=False)  # a stuck thread (not in JSON)
+    #: a rank did not come to a gather: MPI_Finalize would wait for it (not in JSON)
+    lost: bool = field(default=False, compare=False)
     signals: Optional[str] = None  #: the signals checked ('SIGUSR1 and SIGTERM'), or None
 
     @property

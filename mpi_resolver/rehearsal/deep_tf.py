@@ -258,7 +258,8 @@ def _run(res: Resolution, opts: Options, collective: str, start: float,
     signals = None if signal is None else f"{signal.full_name} and SIGTERM"
     return DeepReport(everyone, res.num_tasks, collective, opts.timeout,
                       time.monotonic() - start, gathered=note is None and gather is not None,
-                      note=note, left_running=runner.left_running, signals=signals)
+                      note=note, left_running=runner.left_running, signals=signals,
+                      lost=note is not None)
 
 
 def _mpi_parts(timeout: float) -> Tuple[Gather, Any]:

@@ -1,4 +1,4 @@
-"""`mpi-resolver check --deep --framework jax` (proposed): JAX's part of each rank, phase by
+"""`mpi-resolver check --deep --framework jax`: JAX's part of each rank, phase by
 phase as a JAX training job runs it (import jax; the package's resolution for JAX;
 jax.distributed.initialize; one all-reduce across every process), with the MPI gathers of
 check --deep between the phases (deep_check runs them, deep_tf's Gather shares them).
@@ -11,6 +11,7 @@ stuck and the table names it.
 
 from __future__ import annotations
 
+import faulthandler
 import math
 import time
 from dataclasses import dataclass, replace
@@ -140,11 +141,25 @@ def _outcome(result: Any, progress: Progress, rank: int, host: str, timeout: flo
 def run_jax_deep(res: Resolution, opts: Options) -> JaxDeepReport:
     """Returns this rank's report of --deep --framework jax: every rank's outcome, gathered
     over MPI where the resolution started it, else this rank's own; within ``opts.timeout``
-    seconds and the gathers' few more."""
+    seconds and the gathers' few more. As check --deep for TensorFlow, faulthandler ends the
+    process (status 1, every thread's stack) at three timeouts and 30 s: a phase stuck in C
+    with the GIL held (an extension's import on a hung file system) stops every Python timer.
+
+    Raises:
+      ExchangeTimeout: a rank did not arrive to set up the gathers.
+    """
+    start = time.monotonic()
+    faulthandler.dump_traceback_later(3 * opts.timeout + 30, exit=True)
+    try:
+        return _run(res, opts, start)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _run(res: Resolution, opts: Options, start: float) -> JaxDeepReport:
     from mpi_resolver.exchange.transport import mpi_initialized
     from mpi_resolver.rehearsal.deep_tf import Gather, _mpi_parts
 
-    start = time.monotonic()
     host = res.layout.host_of(res.rank)[0]
     progress, deadline = Progress(start), start + opts.timeout
     gather: Optional[Gather]
@@ -163,4 +178,4 @@ def run_jax_deep(res: Resolution, opts: Options) -> JaxDeepReport:
         gather.transport.close()
     return JaxDeepReport(everyone, res.num_tasks, "jax", opts.timeout,
                          time.monotonic() - start, gathered=note is None and gather is not None,
-                         note=note, left_running=runner.left_running)
+                         note=note, left_running=runner.left_running, lost=note is not None)

@@ -14,6 +14,7 @@ import pytest
 
 from mpi_resolver.cli import main as cli
 from mpi_resolver.cli.args import parse_args
+from mpi_resolver.cli.deep import run_deep_check
 from mpi_resolver.rehearsal.connect_check import ConnectReport
 from mpi_resolver.rehearsal.deep_check import (ALL_REDUCE, FAILED, GPUS, IMPORT, NOT_DONE, OK,
                                                RESOLVE, SIGNALS, STRATEGY, STUCK, DeepFailure,
@@ -370,9 +371,10 @@ def test_deep_is_not_run_after_failed_connections():
     class Res:
         num_tasks = 2
 
-    report = cli._deep(args, Res(), "auto", failed)  # type: ignore[arg-type]
+    report = run_deep_check(args, Res(), "auto", failed)  # type: ignore[arg-type]
     assert report is not None and report.text().startswith("DEEP NOT RUN: the connections")
-    assert cli._deep(parse_args(["check", "--connect"]), Res(), "auto", failed) is None
+    assert run_deep_check(parse_args(["check", "--connect"]), Res(), "auto",
+                          failed) is None  # type: ignore[arg-type]
 
 
 def test_a_thread_left_in_tensorflow_ends_the_process_at_once(monkeypatch):
