@@ -32,7 +32,7 @@ def _local_copy(path: str, leaf: Any) -> np.ndarray:
     Raises:
       ResolutionError: the leaf is sharded across processes (no process has all of it).
     """
-    if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+    if not getattr(leaf, "is_fully_addressable", True):  # a jax.Array spread over processes
         if not leaf.is_fully_replicated:
             raise ResolutionError(
                 f"state {path} is sharded across processes ({leaf.sharding}): mpi_resolver.jax "

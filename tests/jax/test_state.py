@@ -78,3 +78,37 @@ def test_a_checkpoint_that_does_not_fit_is_refused(jax_python: str, template: st
     if says != "RESTORED":
         assert p.stdout.startswith("REFUSED ck/ckpt-00000009.npz does not fit this training "
                                    "state") and "another model or optimizer" in p.stdout
+
+
+ACROSS = '''
+import numpy as np
+from mpi_resolver import ResolutionError
+from mpi_resolver.jax.state import named_arrays
+
+class AcrossProcesses:  # a jax.Array of which this process holds a part only
+    is_fully_addressable = False
+    sharding = "NamedSharding(mesh, P('data'))"
+    def __init__(self, replicated):
+        self.is_fully_replicated = replicated
+    def addressable_data(self, index):
+        return np.full(2, 7.0)
+
+print("replicated:", named_arrays({"w": AcrossProcesses(True)})["s0"].tolist())
+try:
+    named_arrays({"w": AcrossProcesses(False)})
+except ResolutionError as e:
+    print("REFUSED", e)
+'''
+
+
+def test_state_across_processes_replicated_is_copied_sharded_is_refused(jax_python: str
+                                                                        ) -> None:
+    """A leaf no process holds whole: replicated (data parallelism), this process's copy is
+    saved; sharded across processes, refused with the leaf and what to use instead."""
+    p = run(jax_python, ACROSS)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    assert lines[0] == "replicated: [7.0, 7.0]", p.stdout
+    assert lines[1].startswith("REFUSED state ['w'] is sharded across processes "
+                               "(NamedSharding(mesh, P('data'))): mpi_resolver.jax saves "
+                               "replicated state") and "Orbax" in lines[1], p.stdout
