@@ -40,7 +40,7 @@ def step_of(name: str) -> Optional[int]:
 def to_remove(steps: List[int], keep: int) -> List[int]:
     """Returns the steps whose checkpoints go once ``steps`` are on disk: all but the newest
     ``keep``."""
-    return sorted(steps)[:-keep] if len(steps) > keep else []
+    return sorted(steps)[:max(len(steps) - keep, 0)]
 
 
 class StepCheckpoints:
@@ -78,7 +78,7 @@ class StepCheckpoints:
         final = self.path(step)
         part = f"{final}.{os.getpid()}.part"
         with open(part, "wb") as f:
-            entries: Dict[str, Any] = {STEP_KEY: np.asarray(step, dtype=np.int64), **arrays}
+            entries: Dict[str, Any] = {STEP_KEY: np.int64(step), **arrays}
             np.savez(f, **entries)
             f.flush()
             os.fsync(f.fileno())
@@ -109,15 +109,15 @@ class StepCheckpoints:
         """Returns (the newest step whose checkpoint reads whole, its arrays; None, None where
         none does; the warnings for the torn ones skipped)."""
         found: Dict[str, Dict[str, np.ndarray]] = {}
+        steps = {self.path(s): s for s in self.steps()}
 
         def read(path: str) -> None:
-            found[path] = self.load(step_of(os.path.basename(path)) or 0)
+            found[path] = self.load(steps[path])
 
-        chosen, warnings = restore_newest([self.path(s) for s in self.steps()], read,
-                                          self.directory)
+        chosen, warnings = restore_newest(list(steps), read, self.directory)
         if chosen is None:
             return None, None, warnings
-        return step_of(os.path.basename(chosen)), found[chosen], warnings
+        return steps[chosen], found[chosen], warnings
 
     def remove(self) -> None:
         """Removes every checkpoint and the manifest (training completed: the same command

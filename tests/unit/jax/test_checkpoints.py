@@ -6,6 +6,7 @@ the removal. NumPy only: runs in the suite's .venv."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,8 @@ def test_checkpoint_name_round_trips() -> None:
     ([15, 5, 10, 20], 2, [5, 10]),
     ([5, 10, 15], 1, [5, 10]),
     ([5, 10, 15], 3, []),
+    ([5, 10, 15], 4, []),
+    ([5, 10, 15], 0, [5, 10, 15]),
 ])
 def test_to_remove_keeps_the_newest(steps: list, keep: int, gone: list) -> None:
     assert to_remove(steps, keep) == gone
@@ -58,7 +61,7 @@ def arrays(value: float) -> dict:
 def test_save_keeps_the_last_k_and_reads_back(tmp_path: Path) -> None:
     files = StepCheckpoints(str(tmp_path / "ck"), keep=2)
     for step in (3, 6, 9):
-        assert files.save(step, arrays(step)) >= 0.0
+        assert 0.0 <= files.save(step, arrays(step)) < 30.0  # its own seconds
     assert files.steps() == [6, 9]
     assert sorted(os.listdir(tmp_path / "ck")) == ["ckpt-00000006.npz", "ckpt-00000009.npz"]
     loaded = files.load(9)
@@ -100,6 +103,7 @@ def test_restore_newest_skips_torn_ones(tmp_path: Path, damage: dict, expected_s
     step, found, warnings = files.restore_newest()
     assert step == expected_step
     text = " | ".join(warnings)
+    assert all(f" in {tmp_path}" in w for w in warnings), warnings
     assert all(s in text for s in says), text
     assert len(warnings) == (1 if expected_step is None and damage else len(damage))
     if expected_step is None:
@@ -130,3 +134,27 @@ def test_remove_takes_the_checkpoints_and_the_manifest_only(tmp_path: Path) -> N
     files.remove()
     assert os.listdir(tmp_path) == ["notes.txt"]
     files.remove()  # again: nothing there, no error
+
+
+@pytest.mark.parametrize("entries, says", [
+    pytest.param({"s0": np.array([{"a": 1}], dtype=object)}, "Object arrays cannot be loaded",
+                 id="a pickled object: never unpickled"),
+    pytest.param({"s0": np.ones(2)}, "ckpt-00000003.npz says step None, not 3",
+                 id="no step inside"),
+])
+def test_a_file_that_is_not_the_package_s_checkpoint_is_refused(tmp_path: Path, entries: dict,
+                                                                says: str) -> None:
+    files = StepCheckpoints(str(tmp_path), keep=2)
+    with open(files.path(3), "wb") as f:
+        np.savez(f, **entries)
+    with pytest.raises((ValueError, ResolutionError), match=re.escape(says)):
+        files.load(3)
+    assert files.restore_newest()[0] is None
+
+
+def test_an_unreadable_directory_is_named(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(ResolutionError, match=re.escape(
+            f"checkpoint directory {tmp_path / 'file' / 'ck'} cannot be read (Not a directory): "
+            "give a directory every node can read and write")):
+        StepCheckpoints(str(tmp_path / "file" / "ck"), 2).steps()

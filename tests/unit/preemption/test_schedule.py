@@ -206,8 +206,10 @@ def test_the_node_mtbf_given_is_the_one_used():
     ({"SLURM_JOB_NUM_NODES": "x"}, 0, 1),
     ({}, 3, 3),
     ({"SLURM_JOB_NUM_NODES": "0"}, 0, 1),
+    ({"SLURM_JOB_NUM_NODES": "4"}, 1, 1),
+    ({"SLURM_JOB_NUM_NODES": "4"}, None, 4),
 ])
-def test_job_nodes(env: dict, hosts: int, nodes: int) -> None:
+def test_job_nodes(env: dict, hosts: object, nodes: int) -> None:
     from mpi_resolver.preemption.schedule import job_nodes
 
-    assert job_nodes(env, hosts) == nodes
+    assert (job_nodes(env) if hosts is None else job_nodes(env, hosts)) == nodes
