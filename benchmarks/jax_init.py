@@ -153,8 +153,8 @@ def steps_per_second(cluster, python: str, script: str, epochs: int, steps: int)
            "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false", "OMP_NUM_THREADS": "1",
            "PYTHONDONTWRITEBYTECODE": "1", "TF_NUM_INTRAOP_THREADS": "1",
            "TF_NUM_INTEROP_THREADS": "1"}
-    if script == "train_jax.py":
-        env["KERAS_BACKEND"] = "jax"  # train.py's Keras is TensorFlow's
+    # train.py's Keras is TensorFlow's, whatever the caller's environment says
+    env["KERAS_BACKEND"] = "jax" if script == "train_jax.py" else "tensorflow"
     p = cluster.run(["srun", "-N2", "--ntasks-per-node=1", "--mpi=pmix", python,
                      str(ROOT / "examples" / script), "--epochs", str(epochs),
                      "--steps-per-epoch", str(steps), "--port-base", "auto"],
@@ -256,6 +256,17 @@ def report(found: Dict[str, List[Dict[str, Any]]], per_node: int, loads: List[fl
     return summary
 
 
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Ends with argparse's usage error where a figure could not be measured."""
+    for name, least in (("repeat", 1), ("tasks_per_node", 1), ("fit_repeat", 1),
+                        ("fit_steps", 1)):
+        if getattr(args, name) < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}")
+    if args.fit_epochs == 1 or args.fit_epochs < 0:
+        parser.error("--fit-epochs must be 0 (no training runs) or at least 2: the rate is "
+                     "timed from the first epoch's end to the last's")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=7,
@@ -271,6 +282,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.rank:
         return rank_main(args.rank)
+    check_arguments(parser, args)
     sys.path.insert(0, str(ROOT))
     from tests.harness.slurm_cluster import SlurmCluster
 

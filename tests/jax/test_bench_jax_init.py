@@ -1,0 +1,51 @@
+"""benchmarks/jax_init.py, quick, for real: one repetition of its three start-up modes on its
+own throw-away 2-node cluster and one short training run each, printing measured figures (the
+ratios against JAX's own detection, the parts, the verdict line) and writing them to --json;
+and its refusals of arguments that could measure nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.jax.conftest import ROOT
+from tests.jax.test_edge import clean_env
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+BENCH = str(ROOT / "benchmarks" / "jax_init.py")
+
+
+def test_the_quick_benchmark_measures_and_judges(jax_python: str, tmp_path: Path) -> None:
+    out = tmp_path / "jax_init.json"
+    p = subprocess.run([jax_python, BENCH, "--repeat", "1", "--fit-repeat", "1",
+                        "--fit-epochs", "2", "--fit-steps", "10", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600, env=clean_env(),
+                       cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    text = p.stdout
+    for mode in ("package", "package-slurm", "jax-own"):
+        assert re.search(rf"^  {mode} +initialised \d+\.\d\d s \[", text, re.M), text
+    assert re.search(r"^goal: initialize\(\) within 1\.2x of JAX's own detection: "
+                     r"(met|not met|borderline) \(x\d+\.\d\d of medians", text, re.M), text
+    assert re.search(r"Keras 3 fit on JAX \d+\.\d .*TensorFlow custom loop \d+\.\d", text), text
+    found = json.loads(out.read_text())
+    assert {"package", "package-slurm", "jax-own", "steps_per_second"} <= set(found)
+    package = re.search(r"^  package +initialised (\d+\.\d\d) s", text, re.M)
+    assert package and float(package.group(1)) > 0  # measured, not a constant
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--fit-epochs", "1"], "--fit-epochs must be 0 (no training runs) or at least 2"),
+    (["--repeat", "0"], "--repeat must be at least 1"),
+    (["--fit-steps", "0"], "--fit-steps must be at least 1"),
+])
+def test_arguments_that_measure_nothing_are_refused(jax_python: str, args: list,
+                                                    says: str) -> None:
+    p = subprocess.run([jax_python, BENCH, *args], capture_output=True, text=True,
+                       timeout=60, env=clean_env())
+    assert p.returncode == 2 and says in p.stderr, p.stderr
