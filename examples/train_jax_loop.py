@@ -27,10 +27,10 @@ import hashlib
 import os
 import sys
 
-# examples/long_jobs.py, beside this script (its directory is on sys.path when it runs).
+# examples/long_jobs.py and train_jax.py, beside this script (its directory is on sys.path
+# when it runs): the long-job options, and train_jax.py's data, port option, lines and LongJob.
 from long_jobs import add_long_job_options, check_long_job_options
-
-SEED = 1234
+from train_jax import SEED, emit, load_data, long_job, port_base
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -40,7 +40,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="examples per step from each process (default 32)")
     p.add_argument("--learning-rate", type=float, default=0.01, help="Adam's (default 0.01)")
     p.add_argument("--log-every", type=int, default=50, help="steps between loss lines")
-    p.add_argument("--port-base", default="8888",
+    p.add_argument("--port-base", type=port_base, default=8888,
                    help="JAX coordinator's port (task 0's; default 8888), or 'auto'")
     add_long_job_options(p, "a directory every node sees: resume from it, save there "
                             "periodically and on Slurm's signal (then requeue the job)")
@@ -48,28 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name in ("steps", "batch_per_process", "log_every"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.port_base != "auto" and not args.port_base.isdigit():
-        p.error(f"--port-base {args.port_base!r}: expected a port number or 'auto'")
     check_long_job_options(p, args)
     return args
-
-
-def emit(line: str) -> None:
-    """Prints ``line`` in one write (launchers forward each write as it comes)."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def load_digits_split():
-    """train.py's data: sklearn's digits scaled to [0, 1], the same 20 % test split."""
-    import numpy as np
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    x = (digits.data / 16.0).astype(np.float32)
-    y = digits.target.astype(np.int32)
-    return train_test_split(x, y, test_size=0.2, random_state=SEED, stratify=y)
 
 
 def init_state(jax, jnp):
@@ -126,7 +106,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from mpi_resolver.jax import initialize
 
-    initialize(port_base=args.port_base if args.port_base == "auto" else int(args.port_base),
+    initialize(port_base=args.port_base,
                gpus_per_node=0 if os.environ.get("JAX_PLATFORMS") == "cpu" else None)
     import jax
     import jax.numpy as jnp
@@ -142,7 +122,7 @@ def main(argv=None) -> int:
     start, state = job.restore(state) if job else (0, state)
     if start:
         say(f"resumed from the checkpoint in {args.checkpoint_dir} at step {start}")
-    x_train, x_test, y_train, y_test = load_digits_split()
+    x_train, y_train, x_test, y_test = load_data(SEED)
     train_step = make_train_step(jax, jnp, args.learning_rate)
     step = start
     try:
@@ -174,16 +154,6 @@ def accuracy(state, x, y) -> float:
     p = {k: np.asarray(v.addressable_data(0)) for k, v in state["params"].items()}
     logits = np.maximum(x @ p["w1"] + p["b1"], 0) @ p["w2"] + p["b2"]
     return float(np.mean(np.argmax(logits, axis=1) == y))
-
-
-def long_job(args):
-    """Returns mpi_resolver.jax's LongJob from the long-job options."""
-    from mpi_resolver.jax import LongJob
-
-    return LongJob(args.checkpoint_dir, checkpoint_every=args.checkpoint_every, keep=args.keep,
-                   node_mtbf_hours=args.node_mtbf_hours, signal=args.signal,
-                   grace_period=args.grace_period, requeue=args.requeue,
-                   requeue_on_time_limit=args.requeue_on_time_limit)
 
 
 if __name__ == "__main__":

@@ -30,12 +30,11 @@ from mpi_resolver.jax.termination import JaxTermination, disconnect
 from mpi_resolver.preemption.interval import parse_every
 from mpi_resolver.preemption.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.preemption.job_settings import long_job_settings
-from mpi_resolver.preemption.manifest import (foreign_warning, manifest_for, read_manifest,
+from mpi_resolver.preemption.manifest import (check_directory_together, manifest_for,
                                               this_job, write_manifest)
 from mpi_resolver.preemption.process_end import EXIT_WITHIN, end_with
-from mpi_resolver.preemption.requeue import job_state
 from mpi_resolver.preemption.resume import missing_checkpoint
-from mpi_resolver.preemption.schedule import Schedule, job_nodes
+from mpi_resolver.preemption.schedule import Schedule, job_nodes, plan_agreement
 
 __all__ = ["LongJob"]
 
@@ -86,7 +85,7 @@ class LongJob:
           ResolutionError: another job that has not ended wrote the directory; a process
             cannot read process 0's checkpoint; the checkpoint does not fit ``state``.
         """
-        self._check_directory()
+        check_directory_together(self.coord, self.key, self.directory, self.job)
         step: Optional[int] = None
         arrays: Optional[Dict[str, Any]] = None
         if self.chief:
@@ -179,36 +178,10 @@ class LongJob:
                 "checkpoint_every": self.every.describe() if self.every else None,
                 "keep": self.files.keep, "signal": self.termination.policy.warning.name}))
 
-    def _check_directory(self) -> None:
-        """Process 0 decides whether the directory may be used (another job's manifest) and
-        tells the others: every process goes on, or every process raises.
-
-        Raises:
-          ResolutionError: another job that has not ended, or whose end scontrol cannot
-            confirm, wrote the directory.
-        """
-        verdict = ""
-        if self.chief:
-            try:
-                warning = foreign_warning(self.directory, read_manifest(self.directory),
-                                          self.job, lambda j: job_state(j, timeout=10.0))
-                if warning:
-                    log_once(warning)
-            except ResolutionError as e:
-                verdict = str(e)
-        verdict = self.coord.agree(f"{self.key}_directory", verdict,
-                                   "whether the checkpoint directory may be used")
-        if verdict:
-            raise ResolutionError(verdict)
-
     def _make_schedule(self, start: int) -> Schedule:
         """Returns this run's periodic schedule from step ``start``."""
         assert self.every is not None  # step_done checks it
-        coord, key = self.coord, self.key
-
-        def agree(index: int, value: Optional[int]) -> int:
-            return int(coord.agree(f"{key}_plan_{index}", "" if value is None else str(value),
-                                   "the step of the next periodic checkpoint"))
-        return Schedule(self.every, start, chief=self.chief, agree=agree,
+        return Schedule(self.every, start, chief=self.chief,
+                        agree=plan_agreement(self.coord, self.key),
                         nodes=job_nodes(os.environ), node_mtbf_hours=self.node_mtbf_hours)
 

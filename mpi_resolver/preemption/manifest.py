@@ -13,10 +13,11 @@ import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.preemption.requeue import requeue_target
+from mpi_resolver.core.logs import log_once
+from mpi_resolver.preemption.requeue import job_state, requeue_target
 
 __all__ = ["MANIFEST", "this_job", "manifest_for", "read_manifest", "write_manifest",
-           "foreign_warning", "remove_manifest"]
+           "foreign_warning", "remove_manifest", "check_directory_together"]
 
 MANIFEST = "mpi_resolver.json"
 #: Slurm's job states of a job that has not ended yet.
@@ -94,3 +95,27 @@ def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
             "--checkpoint-dir checkpoints/$SLURM_JOB_ID, as the templates do.")
     return (f"{where}; job {job} resumes from it and takes the directory over (job {other} "
             f"is {now}). Give each job its own directory to start afresh.")
+
+
+def check_directory_together(coord: Any, key: str, directory: str, job: Optional[str]) -> None:
+    """Worker 0 decides whether ``directory`` may be used (foreign_warning: its warning said
+    once, or its refusal) and tells the others over ``coord`` (the framework's meeting point:
+    ``chief``, ``agree``), so that every worker goes on or every worker raises.
+
+    Raises:
+      ResolutionError: another job that has not ended, or whose end scontrol cannot confirm,
+        wrote the directory.
+    """
+    verdict = ""
+    if coord.chief:
+        try:
+            warning = foreign_warning(directory, read_manifest(directory), job,
+                                      lambda j: job_state(j, timeout=10.0))
+            if warning:
+                log_once(warning)
+        except ResolutionError as e:
+            verdict = str(e)
+    verdict = coord.agree(f"{key}_directory", verdict,
+                          "whether the checkpoint directory may be used")
+    if verdict:
+        raise ResolutionError(verdict)

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Mapping, Optional
+from typing import Any, Callable, List, Mapping, Optional
 
 from mpi_resolver.core.values import whole_number
 
 from mpi_resolver.preemption.interval import (Every, job_mtbf, overhead, steps_for,
                                               young_interval)
 
-__all__ = ["Schedule", "Plan", "WARMUP_STEPS", "job_nodes"]
+__all__ = ["Schedule", "Plan", "WARMUP_STEPS", "job_nodes", "plan_agreement"]
 
 #: Steps a run takes before the chief times its steps (the first traces the graph and makes
 #: the first all-reduce's connections: seconds, not a step's time).
@@ -46,6 +46,16 @@ class Plan:
         return (f"periodic checkpoints ({every.describe()}): every {self.seconds:.0f} s = "
                 f"{self.steps} steps of {self.step_seconds:.3f} s{why}; expected overhead "
                 f"{spent * 100:.2f} % (saves and work redone after a failure)")
+
+
+def plan_agreement(coord: Any, key: str) -> Agree:
+    """Returns the schedule's agreement over ``coord`` (the framework's meeting point: its
+    ``agree(key, value, what)`` gives the chief's value to every worker), a key of its own
+    for each decision under ``key``."""
+    def agree(index: int, value: Optional[int]) -> int:
+        return int(coord.agree(f"{key}_plan_{index}", "" if value is None else str(value),
+                               "the step of the next periodic checkpoint"))
+    return agree
 
 
 def job_nodes(env: Mapping[str, str], hosts: int = 0) -> int:

@@ -13,11 +13,10 @@ import tensorflow as tf
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_each, log_once, logger
-from mpi_resolver.preemption.manifest import (foreign_warning, manifest_for, read_manifest,
-                                              remove_manifest, write_manifest)
+from mpi_resolver.preemption.manifest import manifest_for, remove_manifest, write_manifest
 from mpi_resolver.preemption.resume import restore_newest
 
-__all__ = ["KeepingManager", "Saver", "check_directory", "remove_part"]
+__all__ = ["KeepingManager", "Saver", "remove_part"]
 
 #: ``agree(prefix)``: the chief's restored checkpoint (prefix or '' for none) on every worker.
 AgreeOn = Callable[[str], str]
@@ -115,20 +114,6 @@ class Saver:
             return
         self.scratch.save(*args, **kwargs)
         shutil.rmtree(os.path.dirname(self.scratch.directory), ignore_errors=True)
-
-
-def check_directory(checkpoint_dir: str, job: Optional[str],
-                    state: Callable[[str], Optional[str]]) -> None:
-    """Says which job's checkpoints ``checkpoint_dir`` holds where another job that has
-    ended wrote them (worker 0: one line for the job).
-
-    Raises:
-      ResolutionError: another job that has not ended, or whose end scontrol cannot
-        confirm, wrote the directory's manifest.
-    """
-    warning = foreign_warning(checkpoint_dir, read_manifest(checkpoint_dir), job, state)
-    if warning:
-        log_once(warning)
 
 
 def remove_part(checkpoint_dir: str, chief: bool, task_id: int) -> None:

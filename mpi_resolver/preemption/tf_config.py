@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
@@ -18,13 +18,12 @@ from mpi_resolver.core.logs import log_once, logger
 from mpi_resolver.preemption.interval import job_mtbf, parse_every, parse_keep
 from mpi_resolver.preemption.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.preemption.job_settings import job_settings
-from mpi_resolver.preemption.manifest import this_job
+from mpi_resolver.preemption.manifest import check_directory_together, this_job
 from mpi_resolver.preemption.process_end import EXIT_WITHIN, end_with
-from mpi_resolver.preemption.requeue import job_state
 from mpi_resolver.preemption.resume import missing_checkpoint
-from mpi_resolver.preemption.schedule import Schedule, job_nodes
+from mpi_resolver.preemption.schedule import Schedule, job_nodes, plan_agreement
 from mpi_resolver.preemption.tf_coordinator import TfCoordinator
-from mpi_resolver.preemption.tf_checkpoints import (KeepingManager, Saver, check_directory,
+from mpi_resolver.preemption.tf_checkpoints import (KeepingManager, Saver,
                                                     remove_part)
 from mpi_resolver.preemption.tf_quirks import no_gce_probe, quiet_total_run_calls
 from mpi_resolver.preemption.signals import SIGTERM, WarningSignal, grace_seconds, parse_signal
@@ -201,7 +200,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         chief, job, coord = _chief(cluster_resolver, os.environ), this_job(os.environ), \
             self.coordinator_now()
         key = f"mpi_resolver_{next(_HANDLERS)}"  # every worker builds its handlers in turn
-        self._check_directory(checkpoint_dir, job, coord, key)
+        check_directory_together(coord, key, checkpoint_dir, job)
         directory = chief_directory(checkpoint_dir)
         warning = missing_checkpoint(os.environ, directory, tf.train.latest_checkpoint(directory))
         if warning and chief:  # one line for the job
@@ -219,30 +218,10 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
             handler = SlurmCheckpointHandler(
                 cluster_resolver, manager, termination_config=self, saver=self.saver,
                 every=self.every, make_schedule=lambda start, every: Schedule(
-                    every, start, chief=coord.chief, agree=_plan_agreement(coord, key),
+                    every, start, chief=coord.chief, agree=plan_agreement(coord, key),
                     nodes=_nodes(cluster_resolver), node_mtbf_hours=self.node_mtbf_hours))
         self.saver.claim(int(handler._run_counter))  # the directory is this job's from now
         return handler
-
-    def _check_directory(self, checkpoint_dir: str, job: Optional[str], coord: TfCoordinator,
-                         key: str) -> None:
-        """Worker 0 decides whether ``checkpoint_dir`` may be used (another job's manifest)
-        and tells the others, so that every worker goes on or every worker raises.
-
-        Raises:
-          ResolutionError: another job that has not ended, or whose end scontrol cannot
-            confirm, wrote the directory.
-        """
-        verdict = ""
-        if coord.chief:
-            try:
-                check_directory(checkpoint_dir, job, lambda j: job_state(j, timeout=10.0))
-            except ResolutionError as e:
-                verdict = str(e)
-        verdict = coord.agree(f"{key}_directory", verdict, "whether the checkpoint directory "
-                                                           "may be used")
-        if verdict:
-            raise ResolutionError(verdict)
 
     def coordinator_now(self) -> TfCoordinator:
         """Returns the termination's coordinator (built on first use)."""
@@ -262,14 +241,6 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
 
 #: Numbers the handlers this process builds (a second fit): each has its own keys.
 _HANDLERS = itertools.count()
-
-
-def _plan_agreement(coord: TfCoordinator, key: str) -> Callable[[int, Optional[int]], int]:
-    """Returns the schedule's agreement over ``coord``: the chief's next save step."""
-    def agree(index: int, value: Optional[int]) -> int:
-        return int(coord.agree(f"{key}_plan_{index}", "" if value is None else str(value),
-                               "the step of the next periodic checkpoint"))
-    return agree
 
 
 def _scratch(checkpoint: Any, checkpoint_dir: str, resolver: Any) -> Any:

@@ -146,15 +146,15 @@ def test_another_running_job_s_directory_is_refused(slurm_config, tmp_path, monk
     import tensorflow as tf
 
     from mpi_resolver.core.errors import ResolutionError
-    from mpi_resolver.preemption import tf_config
+    from mpi_resolver.preemption import manifest
 
     monkeypatch.setenv("SLURM_JOB_ID", "12")
     write_manifest(str(tmp_path), {"job": "11", "step": 5, "written": "t", "host": "h"})
-    monkeypatch.setattr(tf_config, "job_state", lambda job, timeout: "RUNNING")
+    monkeypatch.setattr(manifest, "job_state", lambda job, timeout: "RUNNING")
     checkpoint, _, _ = model_and_step(tf)
     with pytest.raises(ResolutionError, match="which is RUNNING: two jobs must not share"):
         slurm_config().handler(None, checkpoint, str(tmp_path))
-    monkeypatch.setattr(tf_config, "job_state", lambda job, timeout: "COMPLETED")
+    monkeypatch.setattr(manifest, "job_state", lambda job, timeout: "COMPLETED")
     slurm_config().handler(None, checkpoint, str(tmp_path))  # an ended job's: taken over
     assert os.path.exists(tmp_path / MANIFEST)
 
