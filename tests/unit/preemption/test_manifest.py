@@ -115,3 +115,56 @@ def test_the_manifest_s_fields():
     assert m == {"job": "10_3", "step": 7, "host": socket.gethostname(),
                  "written": datetime.datetime.fromtimestamp(1e9).isoformat(timespec="seconds"),
                  "settings": {"keep": 2}}
+
+
+class Meeting:
+    """A coordinator as check_directory_together sees it: ``chief``, and ``agree`` that
+    returns the chief's value (its own as chief, ``told`` otherwise), noting each call."""
+
+    def __init__(self, chief: bool, told: str = "") -> None:
+        self.chief, self.told, self.calls = chief, told, []
+
+    def agree(self, key: str, value: str, what: str) -> str:
+        self.calls.append((key, value, what))
+        return value if self.chief else self.told
+
+
+WHAT = "whether the checkpoint directory may be used"
+
+
+@pytest.mark.parametrize("chief, other, state, told, refused, warned", [
+    pytest.param(True, None, None, "", False, False, id="chief, no manifest"),
+    pytest.param(True, "11", "RUNNING", "", True, False, id="chief, a running job's"),
+    pytest.param(True, "11", "COMPLETED", "", False, True, id="chief, an ended job's"),
+    pytest.param(True, "12", "RUNNING", "", False, False, id="chief, this job's own"),
+    pytest.param(False, "11", "RUNNING", "", False, False, id="worker, the chief says go on"),
+    pytest.param(False, None, None, "refused by worker 0", True, False,
+                 id="worker, the chief refused"),
+])
+def test_check_directory_together(tmp_path, monkeypatch, caplog, chief, other, state, told,
+                                  refused, warned):
+    from mpi_resolver.core import logs
+    from mpi_resolver.core.errors import ResolutionError
+    from mpi_resolver.preemption import manifest as m
+
+    asked = []
+    monkeypatch.setattr(m, "job_state", lambda job, timeout: asked.append((job, timeout))
+                        or state)
+    monkeypatch.setattr(logs, "_logged", set())
+    if other is not None:
+        m.write_manifest(str(tmp_path), m.manifest_for(other, 5, {}))
+    coord = Meeting(chief, told)
+    if refused:
+        with pytest.raises(ResolutionError) as e:
+            m.check_directory_together(coord, "k", str(tmp_path), "12")
+        said = str(e.value)
+        assert said == (told or coord.calls[0][1]) and ("which is RUNNING" in said or told)
+    else:
+        m.check_directory_together(coord, "k", str(tmp_path), "12")
+    (key, value, what), = coord.calls
+    assert (key, what) == ("k_directory", WHAT)
+    assert (value == "") == (not refused or not chief)
+    assert asked == ([("11", 10.0)] if chief and other == "11" else [])
+    warnings = [r.getMessage() for r in caplog.records if "takes the directory over" in
+                r.getMessage()]
+    assert len(warnings) == (1 if warned else 0)
