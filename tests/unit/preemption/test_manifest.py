@@ -159,6 +159,7 @@ def test_check_directory_together(tmp_path, monkeypatch, caplog, chief, other, s
             m.check_directory_together(coord, "k", str(tmp_path), "12")
         said = str(e.value)
         assert said == (told or coord.calls[0][1]) and ("which is RUNNING" in said or told)
+        assert told or f"{tmp_path} holds the checkpoint of job 11" in said
     else:
         m.check_directory_together(coord, "k", str(tmp_path), "12")
     (key, value, what), = coord.calls
@@ -168,3 +169,4 @@ def test_check_directory_together(tmp_path, monkeypatch, caplog, chief, other, s
     warnings = [r.getMessage() for r in caplog.records if "takes the directory over" in
                 r.getMessage()]
     assert len(warnings) == (1 if warned else 0)
+    assert all(f"{tmp_path} holds the checkpoint of job 11" in w for w in warnings)

@@ -213,3 +213,22 @@ def test_job_nodes(env: dict, hosts: object, nodes: int) -> None:
     from mpi_resolver.preemption.schedule import job_nodes
 
     assert (job_nodes(env) if hosts is None else job_nodes(env, hosts)) == nodes
+
+
+@pytest.mark.parametrize("index, value, told, sent", [
+    (0, None, "40", ""),
+    (3, 25, "25", "25"),
+])
+def test_plan_agreement_asks_for_the_chiefs_step(index, value, told, sent) -> None:
+    from mpi_resolver.preemption.schedule import plan_agreement
+
+    calls = []
+
+    class Meeting:
+        def agree(self, key: str, given: str, what: str) -> str:
+            calls.append((key, given, what))
+            return told
+
+    assert plan_agreement(Meeting(), "mpi_resolver_7")(index, value) == int(told)
+    assert calls == [(f"mpi_resolver_7_plan_{index}", sent,
+                      "the step of the next periodic checkpoint")]
