@@ -148,15 +148,17 @@ time.sleep(60)
 """
 
 
-@pytest.mark.parametrize("exits, status, lines", [
-    (True, 143, ["the job is ending (SIGTERM came to supervise): not restarted: exit 143"]),
-    (False, 137, ["the step did not end within 1 s of SIGTERM: killed (SIGKILL)",
-                  "the job is ending (SIGTERM came to supervise): not restarted: exit 137"]),
+@pytest.mark.parametrize("exits, stop, status, lines", [
+    # a step that exits on SIGTERM gets 10 s: 1 s was not enough once under a load of 10 on
+    # 2 cores (it was killed, 137, before its exit)
+    (True, 10.0, 143, ["the job is ending (SIGTERM came to supervise): not restarted: exit 143"]),
+    (False, 1.0, 137, ["the step did not end within 1 s of SIGTERM: killed (SIGKILL)",
+                       "the job is ending (SIGTERM came to supervise): not restarted: exit 137"]),
 ])
-def test_sigterm_is_passed_on_and_never_restarted(exits: bool, status: int,
+def test_sigterm_is_passed_on_and_never_restarted(exits: bool, stop: float, status: int,
                                                   lines: List[str]) -> None:
     code = ("import sys; from mpi_resolver.cli.supervise import supervise; "
-            "sys.exit(supervise(sys.argv[1:], 3, stop_timeout=1.0))")
+            f"sys.exit(supervise(sys.argv[1:], 3, stop_timeout={stop}))")
     proc = subprocess.Popen([sys.executable, "-c", code, sys.executable, "-c",
                              STUBBORN.format(exits=exits)], env=env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
