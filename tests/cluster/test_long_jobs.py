@@ -17,7 +17,7 @@ from typing import Dict
 
 import pytest
 
-from tests.cluster import test_signals
+from tests.cluster import test_signals, test_stale_signal
 from tests.cluster.conftest import ROOT
 from tests.cluster.longjobs import (CANCEL, NONE, REQUEUE, TIME_LIMIT, USR1, USR1_TWICE, Driver,
                                     Job)
@@ -80,8 +80,9 @@ def env(tmp: Path, name: str, python: str = PY, **extra: str) -> Dict[str, str]:
 @pytest.fixture(scope="module")
 def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     """Runs every job at once; returns them by name once all are done. The signal table's
-    jobs (test_signals.py) run meanwhile."""
+    jobs (test_signals.py) and test_stale_signal.py's job run meanwhile."""
     test_signals.start_early(longjob_cluster, tmp_path_factory)
+    test_stale_signal.start_early(longjob_cluster, tmp_path_factory)
     tmp = tmp_path_factory.mktemp("longjobs")
     driver = Driver(longjob_cluster)
 

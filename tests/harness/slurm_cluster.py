@@ -571,6 +571,7 @@ MpiDefault=none
 ReturnToService=2
 InactiveLimit=0
 KillWait={self.kill_wait}
+MessageTimeout={message_timeout(self.kill_wait)}
 {slurmd_timeout}MinJobAge=60
 MailProg=/bin/true
 {"GresTypes=gpu" if self.gres else "# no GresTypes: no GRES"}
@@ -706,6 +707,22 @@ exec nsenter -t "$pid" -n -u -m -- sh -c "$*"
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def message_timeout(kill_wait: int) -> int:
+    """Returns the MessageTimeout for a cluster of this KillWait: Slurm's default, 10 s, where
+    KillWait leaves 5 s of it (KillWait <= 5), else KillWait + 10 s.
+
+    srun --kill-on-bad-exit has its step signalled with SIG_TERM_KILL, and each node's
+    slurmstepd answers that RPC only after SIGTERM, KillWait seconds and SIGKILL. Past
+    MessageTimeout slurmctld counts the node as not answering and resends the signal 60 s
+    later (RPC_RETRY_INTERVAL) to the step of that number, which, in a requeued job started
+    early (`scontrol update StartTime=now`, as the tests do), is the new run's: its task is
+    killed by SIGTERM about 70 s after the last run's bad exit (three suite runs lost a long
+    job so; traced: the new run's slurmstepd sent it; tests/cluster/test_stale_signal.py).
+    Slurm's own hold of a requeued job (121 s) outlasts it.
+    """
+    return 10 if kill_wait <= 5 else kill_wait + 10
 
 
 def _stop_state(state: dict[str, Any]) -> None:

@@ -442,3 +442,10 @@ def test_head_names_unique() -> None:
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.mark.parametrize("kill_wait, expected", [(0, 10), (5, 10), (6, 16), (30, 40)])
+def test_message_timeout_outlasts_kill_wait(kill_wait: int, expected: int) -> None:
+    """Slurm's default where KillWait leaves 5 s of it; else KillWait + 10 s (a node answers
+    srun --kill-on-bad-exit's signal after KillWait: tests/cluster/test_stale_signal.py)."""
+    assert slurm_cluster.message_timeout(kill_wait) == expected
