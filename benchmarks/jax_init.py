@@ -164,7 +164,26 @@ def steps_per_second(cluster, python: str, script: str, epochs: int, steps: int)
     if p.returncode != 0 or len(times) != epochs:
         raise SystemExit(f"{script}: exit {p.returncode}\n{p.stdout[-3000:]}\n"
                          f"{p.stderr[-3000:]}")
-    return (epochs - 1) * steps / (times[-1] - times[0])
+    return rate(epochs, steps, times)
+
+
+#: The shortest span of epochs 2..E timed: the epoch lines print tenths of a second.
+SHORTEST_SPAN = 1.0
+
+
+def rate(epochs: int, steps: int, times: List[float]) -> float:
+    """Returns the steps per second over epochs 2..E from each epoch's end (seconds since the
+    start, as the lines print them).
+
+    Raises:
+      SystemExit: the span is under SHORTEST_SPAN, too short to time at a tenth of a second.
+    """
+    span = times[-1] - times[0]
+    if span < SHORTEST_SPAN:
+        raise SystemExit(f"epochs 2-{epochs} of {steps} steps took {span:.1f} s, too short "
+                         f"to time (the lines print tenths of a second): raise --fit-steps "
+                         f"so that they take {SHORTEST_SPAN:g} s or more")
+    return (epochs - 1) * steps / span
 
 
 def spread(values: List[float]) -> str:

@@ -5,6 +5,7 @@ and its refusals of arguments that could measure nothing."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -23,7 +24,7 @@ BENCH = str(ROOT / "benchmarks" / "jax_init.py")
 def test_the_quick_benchmark_measures_and_judges(jax_python: str, tmp_path: Path) -> None:
     out = tmp_path / "jax_init.json"
     p = subprocess.run([jax_python, BENCH, "--repeat", "1", "--fit-repeat", "1",
-                        "--fit-epochs", "2", "--fit-steps", "10", "--json", str(out)],
+                        "--fit-epochs", "2", "--fit-steps", "200", "--json", str(out)],
                        capture_output=True, text=True, timeout=600, env=clean_env(),
                        cwd=ROOT)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -49,3 +50,27 @@ def test_arguments_that_measure_nothing_are_refused(jax_python: str, args: list,
     p = subprocess.run([jax_python, BENCH, *args], capture_output=True, text=True,
                        timeout=60, env=clean_env())
     assert p.returncode == 2 and says in p.stderr, p.stderr
+
+
+def bench_module():
+    """Returns benchmarks/jax_init.py as a module (its pure parts need neither JAX nor MPI)."""
+    spec = importlib.util.spec_from_file_location("jax_init_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("times, steps_per_second", [
+    ([3.0, 4.0], 80.0),        # the shortest span timed: 80 steps in 1.0 s
+    ([3.0, 5.0, 7.0], 40.0),   # epochs 2 and 3: 160 steps in 4 s
+    ([3.0, 3.9], None),        # under a second: refused
+    ([3.0, 3.0], None),        # both lines in one tenth (was a division by zero)
+])
+def test_the_training_rate_is_timed_over_a_second_or_refused(times, steps_per_second) -> None:
+    bench = bench_module()
+    epochs = len(times)
+    if steps_per_second is None:
+        with pytest.raises(SystemExit, match="too short to time .*raise --fit-steps"):
+            bench.rate(epochs, 80, times)
+    else:
+        assert bench.rate(epochs, 80, times) == pytest.approx(steps_per_second)
