@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once
-from mpi_resolver.preemption.requeue import job_state, requeue_target
+from mpi_resolver.preemption.requeue import FORGOTTEN, job_state, requeue_target
 
 __all__ = ["MANIFEST", "this_job", "manifest_for", "read_manifest", "write_manifest",
            "foreign_warning", "remove_manifest", "check_directory_together"]
@@ -36,8 +36,10 @@ def this_job(env: Mapping[str, str]) -> Optional[str]:
 
 def manifest_for(job: Optional[str], step: int, settings: Mapping[str, Any],
                  clock: Callable[[], float] = time.time) -> Dict[str, Any]:
-    """Returns the manifest of a checkpoint at ``step`` written by ``job``."""
-    return {"job": job, "step": int(step), "host": socket.gethostname(),
+    """Returns the manifest of a checkpoint at ``step`` written by ``job`` (of the cluster
+    SLURM_CLUSTER_NAME names)."""
+    return {"job": job, "cluster": os.environ.get("SLURM_CLUSTER_NAME"), "step": int(step),
+            "host": socket.gethostname(),
             "written": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(clock())),
             "settings": dict(settings)}
 
@@ -72,13 +74,17 @@ def remove_manifest(directory: str) -> None:
 
 
 def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
-                    job: Optional[str], state: Callable[[str], Optional[str]]) -> Optional[str]:
+                    job: Optional[str], state: Callable[[str], Optional[str]],
+                    cluster: Optional[str] = None) -> Optional[str]:
     """Returns the warning where ``directory``'s checkpoints were written by another job that
     has ended (this job goes on from them), None where they are this job's or there are none.
-    ``state(job)`` is the other job's JobState (None where scontrol cannot say).
+    ``state(job)`` is the other job's JobState (FORGOTTEN where slurmctld knows no such job,
+    None where scontrol cannot say); ``cluster`` is this job's cluster: a job of the same
+    cluster that slurmctld has forgotten has ended (its record is purged after its end).
 
     Raises:
-      ResolutionError: the other job has not ended: two jobs must not share a directory.
+      ResolutionError: the other job has not ended, or its end cannot be confirmed: two jobs
+        must not share a directory.
     """
     other = None if manifest is None else manifest.get("job")
     if manifest is None or other == job or other is None or job is None:
@@ -86,15 +92,30 @@ def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
     where = (f"{directory} holds the checkpoint of job {other} (step {manifest.get('step')}, "
              f"written {manifest.get('written')} on {manifest.get('host')})")
     now = state(str(other))
-    if now is None or now in _LIVE:
-        said = (f"which is {now}" if now else "and scontrol cannot say whether that job has "
-                f"ended (if it has, remove {os.path.join(directory, MANIFEST)})")
+    ours = cluster is not None and manifest.get("cluster") == cluster
+    if now == FORGOTTEN and ours:
+        now = "no longer known to Slurm: it ended over MinJobAge ago"
+    elif now is None or now in _LIVE or now == FORGOTTEN:
         raise ResolutionError(
-            f"{where}, {said}: two jobs must not share a checkpoint directory (each would "
-            "resume from, and delete, the other's files). Give each job its own, e.g. "
-            "--checkpoint-dir checkpoints/$SLURM_JOB_ID, as the templates do.")
+            f"{where}, {_unconfirmed(now, directory, manifest)}: two jobs must not share a "
+            "checkpoint directory (each would resume from, and delete, the other's files). "
+            "Give each job its own, e.g. --checkpoint-dir checkpoints/$SLURM_JOB_ID, as the "
+            "templates do.")
     return (f"{where}; job {job} resumes from it and takes the directory over (job {other} "
             f"is {now}). Give each job its own directory to start afresh.")
+
+
+def _unconfirmed(now: Optional[str], directory: str, manifest: Mapping[str, Any]) -> str:
+    """Returns why another job's end is not confirmed: its live state, or what scontrol said,
+    with the way out."""
+    if now not in (None, FORGOTTEN):
+        return f"which is {now}"
+    way_out = f"if it has, remove {os.path.join(directory, MANIFEST)}"
+    if now is None:
+        return f"and scontrol cannot say whether that job has ended ({way_out})"
+    return (f"which this cluster's Slurm does not know (the manifest names cluster "
+            f"{manifest.get('cluster') or 'none'}: a job of another cluster may still run; "
+            f"{way_out})")
 
 
 def check_directory_together(coord: Any, key: str, directory: str, job: Optional[str]) -> None:
@@ -110,7 +131,8 @@ def check_directory_together(coord: Any, key: str, directory: str, job: Optional
     if coord.chief:
         try:
             warning = foreign_warning(directory, read_manifest(directory), job,
-                                      lambda j: job_state(j, timeout=10.0))
+                                      lambda j: job_state(j, timeout=10.0),
+                                      os.environ.get("SLURM_CLUSTER_NAME"))
             if warning:
                 log_once(warning)
         except ResolutionError as e:

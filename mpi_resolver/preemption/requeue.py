@@ -13,7 +13,7 @@ from mpi_resolver.core.errors import ResolutionError
 
 __all__ = ["RequeueOutcome", "requeue_target", "requeue", "read_requeue", "job_fields",
            "job_ending", "job_state", "TIME_LIMIT", "RUNNING", "ENDING", "run_scontrol",
-           "missing_scontrol", "SCONTROL_TIMEOUT"]
+           "missing_scontrol", "SCONTROL_TIMEOUT", "FORGOTTEN"]
 
 #: Seconds scontrol may take (it retries an unreachable controller for MessageTimeout).
 SCONTROL_TIMEOUT = 30.0
@@ -134,17 +134,22 @@ def job_fields(text: str) -> Dict[str, str]:
 #: alone: scancel --signal, --signal=TERM@N); Slurm ends it otherwise (scancel, requeue,
 #: preemption).
 TIME_LIMIT, RUNNING, ENDING = "time limit", "running", "ending"
+#: job_state's answer for a job slurmctld does not know ("Invalid job id specified").
+FORGOTTEN = "FORGOTTEN"
 
 
 def job_state(target: str, run: Runner = run_scontrol,
               timeout: float = SCONTROL_TIMEOUT) -> Optional[str]:
-    """Returns job ``target``'s JobState ('RUNNING', 'COMPLETED', ...), None where scontrol
-    cannot say within ``timeout`` seconds (not there, the job forgotten)."""
+    """Returns job ``target``'s JobState ('RUNNING', 'COMPLETED', ...), FORGOTTEN where
+    slurmctld answers that it knows no such job (its record purged MinJobAge after its end,
+    or another cluster's), None where scontrol cannot say within ``timeout`` seconds."""
     try:
         shown = run(["show", "job", "-o", target], timeout)
     except (OSError, subprocess.SubprocessError):
         return None
-    return job_fields(shown.stdout).get("JobState") if shown.returncode == 0 else None
+    if shown.returncode != 0:
+        return FORGOTTEN if "invalid job id" in shown.stderr.lower() else None
+    return job_fields(shown.stdout).get("JobState")
 
 
 def job_ending(target: str, run: Runner = run_scontrol,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from mpi_resolver.preemption.manifest import write_manifest
 from tests.cluster.conftest import PY, ROOT
 from tests.cluster.test_jobs import Step
 from tests.cluster.test_lost_worker import START, TRAIN, release, task_pids
@@ -117,3 +118,29 @@ def test_a_torn_newest_checkpoint_is_skipped_by_every_worker(cluster: SlurmClust
                         r"resuming from (ckpt-\d+)", err)
     assert warned == ["ckpt-1"] and newest == "ckpt-2", where  # one line: worker 0's
     assert re.search(r"^\s*0: steps done: 60 \(resumed from 10\)$", second.text, re.M), where
+
+
+def test_a_directory_of_a_job_slurm_has_forgotten_is_taken_over(cluster: SlurmCluster) -> None:
+    """The directory's manifest names a job of this cluster that slurmctld no longer knows
+    (its record purged MinJobAge after its end; here one that never ran): real scontrol says
+    "Invalid job id specified", the job sees its cluster in SLURM_CLUSTER_NAME, and worker 0
+    takes the directory over with one warning."""
+    port = 24726
+    ckpt = Path(cluster.workdir) / f"periodic-{port}"
+    shown = cluster.run(["scontrol", "show", "config"], timeout=30).stdout
+    name = re.search(r"^ClusterName\s*=\s*(\S+)$", shown, re.M).group(1)
+    write_manifest(str(ckpt), {"job": "99999", "cluster": name, "step": 0, "host": "node1",
+                               "written": "2026-01-01T00:00:00", "settings": {}})
+    step = Step(cluster, train_argv(PY, port, ckpt))
+    try:
+        rc = step.finish(START)
+    finally:
+        step.kill()
+    where = step.context()
+    assert rc == 0, where
+    warned = re.findall(rf"{ckpt} holds the checkpoint of job 99999 \(step 0, written "
+                        r"2026-01-01T00:00:00 on node1\); job \d+ resumes from it and takes the "
+                        r"directory over \(job 99999 is no longer known to Slurm: it ended over "
+                        r"MinJobAge ago\)", "".join(step.stderr))
+    assert len(warned) == 1, where  # worker 0's alone
+    assert re.search(r"^\s*0: steps done: 60 \(resumed from 0\)$", step.text, re.M), where

@@ -11,6 +11,7 @@ from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.preemption.manifest import (MANIFEST, foreign_warning, manifest_for,
                                               read_manifest, remove_manifest, this_job,
                                               write_manifest)
+from mpi_resolver.preemption.requeue import FORGOTTEN
 
 pytestmark = pytest.mark.unit
 
@@ -107,14 +108,48 @@ def test_the_file_is_json(tmp_path):
     assert json.loads((tmp_path / MANIFEST).read_text()) == {"job": "3", "step": 1}
 
 
-def test_the_manifest_s_fields():
+@pytest.mark.parametrize("env, cluster", [({"SLURM_CLUSTER_NAME": "hpc"}, "hpc"), ({}, None)])
+def test_the_manifest_s_fields(monkeypatch, env, cluster):
     import datetime
     import socket
 
+    monkeypatch.delenv("SLURM_CLUSTER_NAME", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     m = manifest_for("10_3", 7, {"keep": 2}, clock=lambda: 1e9)
-    assert m == {"job": "10_3", "step": 7, "host": socket.gethostname(),
+    assert m == {"job": "10_3", "cluster": cluster, "step": 7, "host": socket.gethostname(),
                  "written": datetime.datetime.fromtimestamp(1e9).isoformat(timespec="seconds"),
                  "settings": {"keep": 2}}
+
+
+REFUSAL = (": two jobs must not share a checkpoint directory (each would resume from, and "
+           "delete, the other's files). Give each job its own, e.g. --checkpoint-dir "
+           "checkpoints/$SLURM_JOB_ID, as the templates do.")
+
+
+@pytest.mark.parametrize("written_on, this_cluster, said", [
+    pytest.param("hpc", "hpc", None, id="this cluster's job, purged: it has ended"),
+    pytest.param("hpc", "gpu", "the manifest names cluster hpc", id="another cluster's job"),
+    pytest.param(None, "hpc", "the manifest names cluster none", id="a manifest of no cluster"),
+    pytest.param(None, None, "the manifest names cluster none", id="no cluster either side"),
+    pytest.param("hpc", None, "the manifest names cluster hpc", id="this job of no cluster"),
+])
+def test_a_job_slurm_has_forgotten(written_on, this_cluster, said):
+    """slurmctld purges a job's record MinJobAge (300 s by default) after its end: a job of
+    this cluster it does not know has ended; one of another cluster (a shared file system) may
+    still run there."""
+    manifest = {**OTHER, "cluster": written_on}
+    if said is None:
+        assert foreign_warning("/ckpt", manifest, "12", lambda job: FORGOTTEN, this_cluster) == (
+            f"{WHERE}; job 12 resumes from it and takes the directory over (job 11 is no "
+            "longer known to Slurm: it ended over MinJobAge ago). Give each job its own "
+            "directory to start afresh.")
+        return
+    with pytest.raises(ResolutionError) as e:
+        foreign_warning("/ckpt", manifest, "12", lambda job: FORGOTTEN, this_cluster)
+    assert str(e.value) == (
+        f"{WHERE}, which this cluster's Slurm does not know ({said}: a job of another cluster "
+        f"may still run; if it has, remove /ckpt/mpi_resolver.json){REFUSAL}")
 
 
 class Meeting:
@@ -137,6 +172,8 @@ WHAT = "whether the checkpoint directory may be used"
     pytest.param(True, "11", "RUNNING", "", True, False, id="chief, a running job's"),
     pytest.param(True, "11", "COMPLETED", "", False, True, id="chief, an ended job's"),
     pytest.param(True, "12", "RUNNING", "", False, False, id="chief, this job's own"),
+    pytest.param(True, "11", FORGOTTEN, "", False, True,
+                 id="chief, a job of this cluster Slurm has forgotten"),
     pytest.param(False, "11", "RUNNING", "", False, False, id="worker, the chief says go on"),
     pytest.param(False, None, None, "refused by worker 0", True, False,
                  id="worker, the chief refused"),
@@ -151,6 +188,7 @@ def test_check_directory_together(tmp_path, monkeypatch, caplog, chief, other, s
     monkeypatch.setattr(m, "job_state", lambda job, timeout: asked.append((job, timeout))
                         or state)
     monkeypatch.setattr(logs, "_logged", set())
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "hpc")  # the manifest's and this job's
     if other is not None:
         m.write_manifest(str(tmp_path), m.manifest_for(other, 5, {}))
     coord = Meeting(chief, told)

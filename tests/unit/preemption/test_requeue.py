@@ -103,6 +103,11 @@ def test_requeue_and_the_job_s_state_take_the_time_they_are_given():
     pytest.param(Scontrol(1, stdout="JobId=7 JobState=RUNNING", stderr="x"), None,
                  id="scontrol failed: no state even if it printed one"),
     pytest.param(Scontrol(0, stdout="No jobs in the system"), None, id="no JobState"),
+    pytest.param(Scontrol(1, stderr="slurm_load_jobs error: Invalid job id specified"),
+                 rq.FORGOTTEN, id="a job slurmctld does not know"),
+    pytest.param(Scontrol(1, stderr="slurm_load_jobs error: Unable to contact slurm "
+                                    "controller (connect failure)"), None,
+                 id="no controller: cannot say"),
     pytest.param(Scontrol(error=FileNotFoundError("scontrol")), None, id="no scontrol"),
     pytest.param(Scontrol(error=subprocess.TimeoutExpired(["scontrol"], 2.0)), None,
                  id="no answer in time"),
