@@ -77,7 +77,8 @@ def end_after_deep(deep: Optional[DeepReport], status: int) -> int:
     """Returns ``status`` where this rank may end as usual (no --deep, or it succeeded, or no
     MPI and no stuck thread); otherwise ends the process with it, output flushed: at once
     where a rank was lost at a gather or MPI is not running, else after MPI_Finalize (the
-    watchdog ends it, status 1 and every thread's stack, after FINALIZE_WAIT seconds)."""
+    watchdog ends it, status 1 and every thread's stack, after FINALIZE_WAIT seconds; a fatal
+    signal in it prints every thread's stack too, before Open MPI's report)."""
     from mpi_resolver.exchange.transport import finalize, mpi_initialized
 
     if deep is None or deep.ok:
@@ -88,6 +89,7 @@ def end_after_deep(deep: Optional[DeepReport], status: int) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     if running and not deep.lost:
+        faulthandler.enable(all_threads=True)  # a crash in it names itself (seen once: SIGSEGV)
         faulthandler.dump_traceback_later(FINALIZE_WAIT, exit=True)
         finalize()
     os._exit(status)

@@ -109,6 +109,8 @@ def test_how_a_rank_ends_after_deep(monkeypatch, report, mpi, ends, finalized):
     monkeypatch.setattr(transport, "finalize", lambda: calls.append("finalize"))
     monkeypatch.setattr(cli_deep.faulthandler, "dump_traceback_later",
                         lambda seconds, exit: calls.append(("watchdog", seconds, exit)))
+    monkeypatch.setattr(cli_deep.faulthandler, "enable",
+                        lambda all_threads: calls.append(("stacks on a crash", all_threads)))
 
     def exit_(status):
         calls.append(("exit", status))
@@ -120,7 +122,8 @@ def test_how_a_rank_ends_after_deep(monkeypatch, report, mpi, ends, finalized):
             cli_deep.end_after_deep(report, 1)
     else:
         assert cli_deep.end_after_deep(report, 1) == 1
-    watched = [("watchdog", cli_deep.FINALIZE_WAIT, True), "finalize"] if finalized else []
+    watched = [("stacks on a crash", True), ("watchdog", cli_deep.FINALIZE_WAIT, True),
+               "finalize"] if finalized else []
     assert calls == watched + ([("exit", 1)] if ends else [])
 
 
