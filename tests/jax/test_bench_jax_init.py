@@ -24,7 +24,7 @@ BENCH = str(ROOT / "benchmarks" / "jax_init.py")
 def test_the_quick_benchmark_measures_and_judges(jax_python: str, tmp_path: Path) -> None:
     out = tmp_path / "jax_init.json"
     p = subprocess.run([jax_python, BENCH, "--repeat", "1", "--fit-repeat", "1",
-                        "--fit-epochs", "2", "--fit-steps", "200", "--json", str(out)],
+                        "--fit-epochs", "2", "--fit-steps", "100", "--json", str(out)],
                        capture_output=True, text=True, timeout=600, env=clean_env(),
                        cwd=ROOT)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -74,3 +74,13 @@ def test_the_training_rate_is_timed_over_a_second_or_refused(times, steps_per_se
             bench.rate(epochs, 80, times)
     else:
         assert bench.rate(epochs, 80, times) == pytest.approx(steps_per_second)
+
+
+@pytest.mark.parametrize("steps, span, more", [
+    (100, 0.0, 1000),   # both lines in one tenth: ten times as many
+    (100, 0.8, 250),    # 2 s at the rate measured
+    (100, 0.1, 2000),
+    (100, 0.3, 667),    # rounded up
+])
+def test_too_short_a_run_is_run_again_with_enough_steps(steps, span, more) -> None:
+    assert bench_module().more_steps(steps, span) == more
