@@ -356,8 +356,9 @@ def main(argv=None) -> int:
     if rates["train.py"]:
         jax_rate, tf_rate = (statistics.median(rates[k]) for k in ("train_jax.py", "train.py"))
         print(f"training steps/s, 2 workers on 2 nodes, epochs 2-{args.fit_epochs} of "
-              f"at least {args.fit_steps} steps, {len(rates['train.py'])} runs each (reported, not a "
-              f"goal): Keras 3 fit on JAX {jax_rate:.1f} [{min(rates['train_jax.py']):.1f}, "
+              f"at least {args.fit_steps} steps, {len(rates['train.py'])} runs each "
+              f"(reported, not a goal): Keras 3 fit on JAX {jax_rate:.1f} "
+              f"[{min(rates['train_jax.py']):.1f}, "
               f"{max(rates['train_jax.py']):.1f}], TensorFlow custom loop {tf_rate:.1f} "
               f"[{min(rates['train.py']):.1f}, {max(rates['train.py']):.1f}]: "
               f"x{jax_rate / tf_rate:.2f}")

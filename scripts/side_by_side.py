@@ -1,6 +1,7 @@
 """Runs the test suite as pytest runs side by side: tests/cluster and tests/jax (each on
 throw-away clusters of its own; their tests mostly wait: Slurm, JAX's and TensorFlow's
-start-up, heartbeats, timeouts, a time limit) each beside everything else.
+start-up, heartbeats, timeouts, a time limit) each beside everything else; a few long files
+run with tests/jax (WITH_JAX) so that the three take about as long.
 
     python scripts/side_by_side.py -- PYTEST_COMMAND...
 
@@ -19,8 +20,29 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-#: The runs beside the rest, each its own pytest process.
-BESIDE = ("tests/cluster", "tests/jax")
+#: Files that run with tests/jax, the shortest run: the long jobs' (a cluster of their own,
+#: minutes of waiting for a time limit and requeues) and the oldest versions' (TensorFlow
+#: 2.15's unit run): the three runs then take about as long each.
+WITH_JAX = ("tests/cluster/test_long_jobs.py", "tests/cluster/test_signals.py",
+            "tests/cluster/test_stale_signal.py", "tests/test_versions.py")
+#: The runs beside the rest, each its own pytest process: (the paths it runs, those it
+#: leaves out).
+BESIDE = ((("tests/cluster",), WITH_JAX), (("tests/jax", *WITH_JAX), ()))
+
+
+def existing(paths: Sequence[str]) -> List[str]:
+    """Returns those of ``paths`` that exist here (a checkout may lack some)."""
+    return [p for p in paths if Path(p).exists()]
+
+
+def beside_argv(paths: Sequence[str], left_out: Sequence[str]) -> List[str]:
+    """Returns a run's pytest arguments: its paths that exist, and --ignore for each left out."""
+    return [*(f"--ignore={p}" for p in left_out), *existing(paths)]
+
+
+def rest_ignores() -> List[str]:
+    """Returns the rest's --ignore arguments: every path a run beside it runs."""
+    return [f"--ignore={p}" for paths, _ in BESIDE for p in paths]
 
 
 def counts(report: Path) -> Dict[str, int]:
@@ -59,22 +81,23 @@ def main(argv: Sequence[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="mpir-suite-") as tmp:
         where = Path(tmp)
         beside = []
-        for number, path in enumerate(BESIDE):
+        for number, (paths, left_out) in enumerate(BESIDE):
             log = open(where / f"beside{number}.log", "w")  # noqa: SIM115 - closed below
-            beside.append((path, log, subprocess.Popen(
-                [*pytest, f"--junitxml={where / f'beside{number}.xml'}", path],
+            beside.append((paths, log, subprocess.Popen(
+                [*pytest, f"--junitxml={where / f'beside{number}.xml'}",
+                 *beside_argv(paths, left_out)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)))
         try:
             rest = subprocess.call([*pytest, f"--junitxml={where / 'rest.xml'}",
-                                    *(f"--ignore={path}" for path in BESIDE)],
-                                   stdin=subprocess.DEVNULL)
+                                    *rest_ignores()], stdin=subprocess.DEVNULL)
         finally:
             codes = [rest] + [proc.wait() for _, _, proc in beside]
             for _, log, _ in beside:
                 log.close()
         sys.stdout.flush()
-        for number, path in enumerate(BESIDE):
-            print(f"\n======== {path}, run beside the tests above ========", flush=True)
+        for number, (paths, _) in enumerate(BESIDE):
+            print(f"\n======== {' '.join(existing(paths))}, run beside the tests above "
+                  "========", flush=True)
             sys.stdout.write((where / f"beside{number}.log").read_text(errors="replace"))
         reports = ["rest.xml"] + [f"beside{n}.xml" for n in range(len(BESIDE))]
         print(summary([counts(where / r) for r in reports]), flush=True)

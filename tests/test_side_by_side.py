@@ -83,3 +83,21 @@ def test_a_real_run_of_three_suites(tmp_path, cluster_body, jax_body, code, last
 
 def test_usage():
     assert sbs.main([]) == 2 and sbs.main(["pytest"]) == 2
+
+
+def test_every_file_runs_once_and_the_long_ones_with_jax():
+    """The rest leaves out what runs beside it; tests/cluster leaves out the files that run
+    with tests/jax, and those exist (a renamed one would run in tests/cluster again)."""
+    assert sbs.rest_ignores() == ["--ignore=tests/cluster", "--ignore=tests/jax",
+                                  *(f"--ignore={p}" for p in sbs.WITH_JAX)]
+    (cluster, cluster_out), (jax, jax_out) = sbs.BESIDE
+    assert (cluster, cluster_out, jax_out) == (("tests/cluster",), sbs.WITH_JAX, ())
+    assert jax == ("tests/jax", *sbs.WITH_JAX)
+    assert all((ROOT / p).is_file() for p in sbs.WITH_JAX), sbs.WITH_JAX
+
+
+def test_a_run_s_arguments_skip_paths_this_checkout_lacks(tmp_path, monkeypatch):
+    (tmp_path / "tests" / "x").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert sbs.beside_argv(["tests/x", "no/such/file.py"], ["tests/x/y.py"]) == [
+        "--ignore=tests/x/y.py", "tests/x"]
