@@ -210,9 +210,9 @@ class _Output:
         return "".join(self.out), "".join(self.err)
 
 
-def _stop_group(p: subprocess.Popen) -> None:
-    """SIGTERM to p's process group, SIGKILL after 3 s if p has not exited; reaps p."""
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+def _stop_group(p: subprocess.Popen, grace: float = 3.0) -> None:
+    """SIGTERM to p's process group, SIGKILL after ``grace`` s if p has not exited; reaps p."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, sig)
         try:
@@ -377,7 +377,9 @@ class SlurmCluster:
         (this process's environment without Slurm's, MPI's and CUDA_VISIBLE_DEVICES) + env.
 
         Text mode, stdout/stderr captured. The command's process group is stopped (SIGTERM,
-        then SIGKILL after 3 s) when it runs longer than ``timeout`` (subprocess.TimeoutExpired
+        then SIGKILL after KillWait + 5 s: an srun killed sooner leaves its job allocated for
+        ever, and every later job waits for its nodes) when it runs longer than ``timeout``
+        (subprocess.TimeoutExpired
         is raised, with the output so far), and at once when its stderr shows a line of
         GARBLED (PmiGarbled is raised): such a step can never finish.
         """
@@ -396,8 +398,8 @@ class SlurmCluster:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(max(0.1, deadline - time.monotonic()))
             done = p.returncode is not None
-        if not done:
-            _stop_group(p)
+        if not done:  # srun waits KillWait + 2 s for its step, then gives the job back
+            _stop_group(p, self.kill_wait + 5.0)
         out, err = output.text()
         if output.garbled is not None:
             raise PmiGarbled(list(args), output.garbled, out, err)
