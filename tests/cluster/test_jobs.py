@@ -22,7 +22,7 @@ import pytest
 
 from tests.cluster.conftest import PY, RANK_ENV, ROOT
 from tests.cluster.test_training import final_accuracies, labelled, load_and_evaluate
-from tests.harness.slurm_cluster import SlurmCluster
+from tests.harness.slurm_cluster import SlurmCluster, stop_group
 from tests.docs.blocks import commands, runs_like
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -48,6 +48,7 @@ class Step:
 
     def __init__(self, cluster: SlurmCluster, argv: Sequence[str]) -> None:
         self.argv = list(argv)
+        self.grace = cluster.stop_grace
         self.started = time.monotonic()
         self.proc = subprocess.Popen(self.argv, env=step_env(cluster), cwd=cluster.workdir,
                                      text=True, start_new_session=True,
@@ -110,15 +111,8 @@ class Step:
         return self.proc.returncode
 
     def kill(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(self.proc.pid, sig)
-                self.proc.wait(timeout=5)
-                return
-            except ProcessLookupError:
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        """Stops srun's process group as the harness stops a command (stop_grace)."""
+        stop_group(self.proc, self.grace)
 
     @property
     def text(self) -> str:

@@ -54,6 +54,11 @@ import threading
 import time
 from typing import Any, Iterator, Mapping, Sequence
 
+if __package__:
+    from tests.harness import diagnose
+else:  # run as a script: python tests/harness/slurm_cluster.py start|stop
+    import diagnose  # type: ignore[no-redef]
+
 __all__ = ["SlurmCluster", "ClusterError", "PmiGarbled", "GARBLED"]
 
 STATE_FILE = "harness.json"
@@ -210,7 +215,7 @@ class _Output:
         return "".join(self.out), "".join(self.err)
 
 
-def _stop_group(p: subprocess.Popen, grace: float = 3.0) -> None:
+def stop_group(p: subprocess.Popen, grace: float = 3.0) -> None:
     """SIGTERM to p's process group, SIGKILL after ``grace`` s if p has not exited; reaps p."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         with contextlib.suppress(ProcessLookupError):
@@ -345,11 +350,28 @@ class SlurmCluster:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self._p(f"nvidia-smi-calls.{n}"))
 
+    @property
+    def stop_grace(self) -> float:
+        """Seconds between SIGTERM and SIGKILL for a client command the tests stop: srun waits
+        up to KillWait + 2 s for its step, then gives the job back; killed sooner, it leaves
+        its job allocated for ever, and every later job waits for its nodes."""
+        return self.kill_wait + 5.0
+
     def leftovers(self) -> list[str]:
         """Returns 'PID command line' of what this cluster still runs besides its daemons:
         anything in its nodes' namespaces (tasks, slurmstepd) and any process whose
         environment names its slurm.conf (clients that run() started, such as mpiexec on the
         head, and what they started). Another cluster's processes are never listed."""
+        left = []
+        for pid in sorted(self._own_pids()):
+            with contextlib.suppress(OSError):  # gone meanwhile
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+                left.append(f"{pid} {cmdline}")
+        return left
+
+    def _own_pids(self) -> set[int]:
+        """Returns the PIDs leftovers() describes (not the daemons, not this process)."""
         daemons = {pid for pid, _, _ in self.state["pids"]}
         pids: set[int] = set()
         for ns in self.state["netns"]:
@@ -362,13 +384,7 @@ class SlurmCluster:
                     with open(f"/proc/{entry}/environ", "rb") as f:
                         if mark in b"\0" + f.read():
                             pids.add(int(entry))
-        left = []
-        for pid in sorted(pids - daemons - {os.getpid()}):
-            with contextlib.suppress(OSError):  # gone meanwhile
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-                left.append(f"{pid} {cmdline}")
-        return left
+        return pids - daemons - {os.getpid()}
 
     def run(self, args: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
             input: str | None = None, cwd: str | None = None,
@@ -377,11 +393,11 @@ class SlurmCluster:
         (this process's environment without Slurm's, MPI's and CUDA_VISIBLE_DEVICES) + env.
 
         Text mode, stdout/stderr captured. The command's process group is stopped (SIGTERM,
-        then SIGKILL after KillWait + 5 s: an srun killed sooner leaves its job allocated for
-        ever, and every later job waits for its nodes) when it runs longer than ``timeout``
-        (subprocess.TimeoutExpired
-        is raised, with the output so far), and at once when its stderr shows a line of
-        GARBLED (PmiGarbled is raised): such a step can never finish.
+        then SIGKILL after ``stop_grace``) when it runs longer than ``timeout``
+        (subprocess.TimeoutExpired is raised, with the output so far and, at the end of its
+        stderr, what this cluster's processes were doing then: diagnose.report), and at once
+        when its stderr shows a line of GARBLED (PmiGarbled is raised): such a step can never
+        finish.
         """
         full = {**self.env, **(env or {})}
         p = subprocess.Popen(list(args), env=full, cwd=cwd, text=True, start_new_session=True,
@@ -398,9 +414,12 @@ class SlurmCluster:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(max(0.1, deadline - time.monotonic()))
             done = p.returncode is not None
-        if not done:  # srun waits KillWait + 2 s for its step, then gives the job back
-            _stop_group(p, self.kill_wait + 5.0)
+        seen = ""
+        if not done:
+            seen = diagnose.report(self._own_pids() | {p.pid})
+            stop_group(p, self.stop_grace)
         out, err = output.text()
+        err += seen
         if output.garbled is not None:
             raise PmiGarbled(list(args), output.garbled, out, err)
         if not done:
@@ -722,7 +741,10 @@ def message_timeout(kill_wait: int) -> int:
     early (`scontrol update StartTime=now`, as the tests do), is the new run's: its task is
     killed by SIGTERM about 70 s after the last run's bad exit (three suite runs lost a long
     job so; traced: the new run's slurmstepd sent it; tests/cluster/test_stale_signal.py).
-    Slurm's own hold of a requeued job (121 s) outlasts it.
+    Slurm's own hold of a requeued job (121 s) outlasts it. Clusters of KillWait <= 5 keep
+    Slurm's default (their lost-node and hang timings were measured with it; 5 s is margin
+    enough for a stepd that answers right after its SIGKILL); the 10 s of margin above is
+    for KillWait's own slack under load.
     """
     return 10 if kill_wait <= 5 else kill_wait + 10
 

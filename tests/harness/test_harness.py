@@ -185,6 +185,37 @@ def test_run_timeout_kills_group(cluster: SlurmCluster, tmp_path) -> None:
     assert [p for p in map(int, pids.read_text().split()) if _starttime(p) is not None] == []
 
 
+@pytest.mark.parametrize("script, grace, signalled", [
+    pytest.param("sleep 30", 5.0, -15, id="ends on SIGTERM: at once"),
+    pytest.param("trap '' TERM; sleep 30", 1.5, -9, id="ignores SIGTERM: SIGKILL after grace"),
+])
+def test_stop_group_gives_sigterm_its_grace(script: str, grace: float, signalled: int) -> None:
+    """stop_group: SIGTERM to the group; SIGKILL only once ``grace`` s have passed (an srun
+    killed sooner leaves its job allocated)."""
+    p = subprocess.Popen(["sh", "-c", f"{script.replace('sleep', 'echo ready; sleep')} & wait"],
+                         start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "ready\n"  # the trap is set
+    t = time.monotonic()
+    slurm_cluster.stop_group(p, grace)
+    took = time.monotonic() - t
+    p.stdout.close()
+    assert p.returncode in (signalled, 128 - signalled), p.returncode
+    assert (took >= grace) if signalled == -9 else (took < grace), took
+
+
+def test_a_timed_out_step_says_what_its_processes_were_doing(cluster: SlurmCluster) -> None:
+    """A step that outlives the timeout: the error's stderr ends with the harness's report,
+    the load and a line each for the task (asleep, little CPU) and srun (diagnose.report), so
+    that a stuck step can be told from a starved one."""
+    with pytest.raises(subprocess.TimeoutExpired) as e:
+        cluster.run(["srun", "-w", "node1", "-n1", "sleep", "60"], timeout=10)
+    report = e.value.stderr.split("--- harness, at the timeout: load average ", 1)[1]
+    assert re.search(r"pid \d+ S in \w+: 0\.\d s of CPU in \d+ s alive: /\S+/sleep 60\n",
+                     report), report
+    assert re.search(r"pid \d+ S in \w+: \d+\.\d s of CPU in \d+ s alive: "
+                     r"srun -w node1 -n1 sleep 60\n", report), report
+
+
 PMI1_PUT = os.path.join(os.path.dirname(__file__), "pmi1_put.py")
 
 
