@@ -1,7 +1,9 @@
 """Runs the test suite as pytest runs side by side: tests/cluster and tests/jax (each on
 throw-away clusters of its own; their tests mostly wait: Slurm, JAX's and TensorFlow's
 start-up, heartbeats, timeouts, a time limit) each beside everything else; a few long files
-run with tests/jax (WITH_JAX) so that the three take about as long.
+run with tests/jax (WITH_JAX) so that those take about as long; and the mutation script's
+test (BATCH: ten minutes of both cores, at the lowest CPU priority) beside them all, so that
+it uses the CPU the others leave.
 
     python scripts/side_by_side.py -- PYTEST_COMMAND...
 
@@ -18,16 +20,19 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
-#: Files that run with tests/jax, the shortest run: the long jobs' (a cluster of their own,
-#: minutes of waiting for a time limit and requeues) and the oldest versions' (TensorFlow
-#: 2.15's unit run): the three runs then take about as long each.
-WITH_JAX = ("tests/cluster/test_long_jobs.py", "tests/cluster/test_signals.py",
-            "tests/cluster/test_stale_signal.py", "tests/test_versions.py")
+#: Files that run with tests/jax, the shortest run: those of the long-job cluster (one
+#: cluster of their own, minutes of waiting for a time limit and requeues) and the oldest
+#: versions' (TensorFlow 2.15's unit run): the runs then take about as long each.
+WITH_JAX = ("tests/cluster/test_long_jobs.py", "tests/cluster/test_own_script.py",
+            "tests/cluster/test_signals.py", "tests/cluster/test_stale_signal.py",
+            "tests/test_versions.py")
+#: Batch work, a run of its own: its test lowers its own CPU priority.
+BATCH = ("tests/test_mutation_script.py",)
 #: The runs beside the rest, each its own pytest process: (the paths it runs, those it
 #: leaves out).
-BESIDE = ((("tests/cluster",), WITH_JAX), (("tests/jax", *WITH_JAX), ()))
+BESIDE = ((("tests/cluster",), WITH_JAX), (("tests/jax", *WITH_JAX), ()), (BATCH, ()))
 
 
 def existing(paths: Sequence[str]) -> List[str]:
@@ -38,6 +43,12 @@ def existing(paths: Sequence[str]) -> List[str]:
 def beside_argv(paths: Sequence[str], left_out: Sequence[str]) -> List[str]:
     """Returns a run's pytest arguments: its paths that exist, and --ignore for each left out."""
     return [*(f"--ignore={p}" for p in left_out), *existing(paths)]
+
+
+def runs_here() -> List[Tuple[Sequence[str], Sequence[str]]]:
+    """Returns the runs of BESIDE with a path in this checkout (a run of none would collect,
+    and repeat, the whole suite)."""
+    return [(paths, left_out) for paths, left_out in BESIDE if existing(paths)]
 
 
 def rest_ignores() -> List[str]:
@@ -81,7 +92,8 @@ def main(argv: Sequence[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="mpir-suite-") as tmp:
         where = Path(tmp)
         beside = []
-        for number, (paths, left_out) in enumerate(BESIDE):
+        runs = runs_here()
+        for number, (paths, left_out) in enumerate(runs):
             log = open(where / f"beside{number}.log", "w")  # noqa: SIM115 - closed below
             beside.append((paths, log, subprocess.Popen(
                 [*pytest, f"--junitxml={where / f'beside{number}.xml'}",
@@ -95,11 +107,11 @@ def main(argv: Sequence[str]) -> int:
             for _, log, _ in beside:
                 log.close()
         sys.stdout.flush()
-        for number, (paths, _) in enumerate(BESIDE):
+        for number, (paths, _) in enumerate(runs):
             print(f"\n======== {' '.join(existing(paths))}, run beside the tests above "
                   "========", flush=True)
             sys.stdout.write((where / f"beside{number}.log").read_text(errors="replace"))
-        reports = ["rest.xml"] + [f"beside{n}.xml" for n in range(len(BESIDE))]
+        reports = ["rest.xml"] + [f"beside{n}.xml" for n in range(len(runs))]
         print(summary([counts(where / r) for r in reports]), flush=True)
         return status(codes)
 

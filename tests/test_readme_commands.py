@@ -1,7 +1,7 @@
 """The commands of README.md and the docs that other tests do not already run, each taken
 from its docs block (tests/docs/blocks.py): the demo, the console script,
-`eval "$(mpi-resolver tf-config --export)"` in each task, the benchmark and mutation
-scripts."""
+`eval "$(mpi-resolver tf-config --export)"` in each task, the benchmark script (the mutation
+script's is tests/test_mutation_script.py, a run of its own)."""
 
 from __future__ import annotations
 
@@ -138,20 +138,6 @@ def test_benchmark_script_prints_measured_ratios(tmp_path):
         assert line.split("|")[7].strip() == ("yes" if after <= limit else "NO"), line
     counts = {(r["mode"], r["collectives"]) for r in exchange["mpirun"]}
     assert counts == {("verified", 3), ("mpi", 5), ("auto", 3)}, counts
-
-
-@pytest.mark.slow
-def test_mutation_script_on_one_module():
-    """bash scripts/mutation.sh "mpi_resolver.core.values*": mutmut over one module, its score
-    printed and every survivor killed or explained (exit 0); 107-151 s measured in the suite
-    (mutmut runs every unit and TensorFlow test twice before the module's mutants)."""
-    proc = subprocess.run([*shlex.split(command("mutation", "bash scripts/mutation.sh")),
-                           "mpi_resolver.core.values*"],
-                          capture_output=True, text=True, timeout=900, cwd=ROOT,
-                          stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    score = re.search(r"score: (\d+) of (\d+) other mutants killed = ([\d.]+) %", proc.stdout)
-    assert score and int(score.group(2)) > 0 and float(score.group(3)) >= 95, proc.stdout
 
 
 def test_sizes_script_lists_modules_and_the_longest_functions():
