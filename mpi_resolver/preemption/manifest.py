@@ -1,8 +1,9 @@
 """Which job's checkpoints a directory holds: a small manifest the chief writes beside them
-(the job, the step, the run's settings), and the rule for a directory another job wrote:
-taken over with a warning once that job has ended, refused while it runs or where scontrol
-cannot say (pure, but for ``read_manifest``, ``write_manifest`` and ``remove_manifest``, the
-file edge)."""
+(the job, its cluster, the step, the run's settings), and the rule for a directory another
+job wrote: taken over with a warning once that job has ended (also where this cluster's Slurm
+has forgotten it), refused while it runs, where scontrol cannot say, or where it may be
+another cluster's (pure, but for ``read_manifest``, ``write_manifest`` and
+``remove_manifest``, the file edge)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.preemption.requeue import FORGOTTEN, job_state, requeue_target
 
-__all__ = ["MANIFEST", "this_job", "manifest_for", "read_manifest", "write_manifest",
-           "foreign_warning", "remove_manifest", "check_directory_together"]
+__all__ = ["MANIFEST", "this_job", "this_cluster", "manifest_for", "read_manifest",
+           "write_manifest", "foreign_warning", "remove_manifest", "check_directory_together"]
 
 MANIFEST = "mpi_resolver.json"
-#: Slurm's job states of a job that has not ended yet.
+#: Slurm's job states of a job that has not ended yet (COMPLETING: its tasks may still be
+#: saving after SIGTERM; STOPPED: stopped by SIGSTOP, its tasks still there).
 _LIVE = {"RUNNING", "PENDING", "SUSPENDED", "REQUEUED", "CONFIGURING", "RESIZING",
-         "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT"}
+         "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "COMPLETING", "STOPPED",
+         "RESV_DEL_HOLD"}
 
 
 def this_job(env: Mapping[str, str]) -> Optional[str]:
@@ -34,11 +37,15 @@ def this_job(env: Mapping[str, str]) -> Optional[str]:
         return None
 
 
+def this_cluster(env: Mapping[str, str]) -> Optional[str]:
+    """Returns this job's cluster as Slurm names it (SLURM_CLUSTER_NAME), None where unset."""
+    return env.get("SLURM_CLUSTER_NAME", "").strip() or None
+
+
 def manifest_for(job: Optional[str], step: int, settings: Mapping[str, Any],
                  clock: Callable[[], float] = time.time) -> Dict[str, Any]:
-    """Returns the manifest of a checkpoint at ``step`` written by ``job`` (of the cluster
-    SLURM_CLUSTER_NAME names)."""
-    return {"job": job, "cluster": os.environ.get("SLURM_CLUSTER_NAME"), "step": int(step),
+    """Returns the manifest of a checkpoint at ``step`` written by ``job`` (of this_cluster)."""
+    return {"job": job, "cluster": this_cluster(os.environ), "step": int(step),
             "host": socket.gethostname(),
             "written": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(clock())),
             "settings": dict(settings)}
@@ -97,25 +104,27 @@ def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
         now = "no longer known to Slurm: it ended over MinJobAge ago"
     elif now is None or now in _LIVE or now == FORGOTTEN:
         raise ResolutionError(
-            f"{where}, {_unconfirmed(now, directory, manifest)}: two jobs must not share a "
-            "checkpoint directory (each would resume from, and delete, the other's files). "
-            "Give each job its own, e.g. --checkpoint-dir checkpoints/$SLURM_JOB_ID, as the "
-            "templates do.")
+            f"{where}, {_unconfirmed(now, directory, manifest, cluster)}: two jobs must not "
+            "share a checkpoint directory (each would resume from, and delete, the other's "
+            "files). Give each job its own, e.g. --checkpoint-dir checkpoints/$SLURM_JOB_ID, "
+            "as the templates do.")
     return (f"{where}; job {job} resumes from it and takes the directory over (job {other} "
             f"is {now}). Give each job its own directory to start afresh.")
 
 
-def _unconfirmed(now: Optional[str], directory: str, manifest: Mapping[str, Any]) -> str:
+def _unconfirmed(now: Optional[str], directory: str, manifest: Mapping[str, Any],
+                 cluster: Optional[str]) -> str:
     """Returns why another job's end is not confirmed: its live state, or what scontrol said,
     with the way out."""
     if now not in (None, FORGOTTEN):
         return f"which is {now}"
-    way_out = f"if it has, remove {os.path.join(directory, MANIFEST)}"
+    path = os.path.join(directory, MANIFEST)
     if now is None:
-        return f"and scontrol cannot say whether that job has ended ({way_out})"
+        return f"and scontrol cannot say whether that job has ended (if it has, remove {path})"
+    ours = f"is {cluster}" if cluster else "is not set"
     return (f"which this cluster's Slurm does not know (the manifest names cluster "
-            f"{manifest.get('cluster') or 'none'}: a job of another cluster may still run; "
-            f"{way_out})")
+            f"{manifest.get('cluster') or 'none'}, this job's SLURM_CLUSTER_NAME {ours}: a job "
+            f"of another cluster may still run; if that job has ended, remove {path})")
 
 
 def check_directory_together(coord: Any, key: str, directory: str, job: Optional[str]) -> None:
@@ -132,7 +141,7 @@ def check_directory_together(coord: Any, key: str, directory: str, job: Optional
         try:
             warning = foreign_warning(directory, read_manifest(directory), job,
                                       lambda j: job_state(j, timeout=10.0),
-                                      os.environ.get("SLURM_CLUSTER_NAME"))
+                                      this_cluster(os.environ))
             if warning:
                 log_once(warning)
         except ResolutionError as e:

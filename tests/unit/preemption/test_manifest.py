@@ -9,8 +9,8 @@ import pytest
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.preemption.manifest import (MANIFEST, foreign_warning, manifest_for,
-                                              read_manifest, remove_manifest, this_job,
-                                              write_manifest)
+                                              read_manifest, remove_manifest, this_cluster,
+                                              this_job, write_manifest)
 from mpi_resolver.preemption.requeue import FORGOTTEN
 
 pytestmark = pytest.mark.unit
@@ -75,7 +75,8 @@ def test_an_ended_job_s_directory_is_taken_over_with_a_warning(state, said):
 
 @pytest.mark.parametrize("state", ["RUNNING", "PENDING", "SUSPENDED", "REQUEUED",
                                    "CONFIGURING", "REQUEUE_HOLD", "SIGNALING", "STAGE_OUT",
-                                   "RESIZING", "REQUEUE_FED"])
+                                   "RESIZING", "REQUEUE_FED", "COMPLETING", "STOPPED",
+                                   "RESV_DEL_HOLD"])
 def test_a_live_job_s_directory_is_refused(state):
     with pytest.raises(ResolutionError) as e:
         foreign_warning("/ckpt", OTHER, "12", lambda job: state)
@@ -108,6 +109,14 @@ def test_the_file_is_json(tmp_path):
     assert json.loads((tmp_path / MANIFEST).read_text()) == {"job": "3", "step": 1}
 
 
+@pytest.mark.parametrize("env, cluster", [
+    ({"SLURM_CLUSTER_NAME": "hpc"}, "hpc"), ({"SLURM_CLUSTER_NAME": " hpc "}, "hpc"),
+    ({"SLURM_CLUSTER_NAME": ""}, None), ({}, None),
+])
+def test_this_cluster(env, cluster):
+    assert this_cluster(env) == cluster
+
+
 @pytest.mark.parametrize("env, cluster", [({"SLURM_CLUSTER_NAME": "hpc"}, "hpc"), ({}, None)])
 def test_the_manifest_s_fields(monkeypatch, env, cluster):
     import datetime
@@ -129,10 +138,14 @@ REFUSAL = (": two jobs must not share a checkpoint directory (each would resume 
 
 @pytest.mark.parametrize("written_on, this_cluster, said", [
     pytest.param("hpc", "hpc", None, id="this cluster's job, purged: it has ended"),
-    pytest.param("hpc", "gpu", "the manifest names cluster hpc", id="another cluster's job"),
-    pytest.param(None, "hpc", "the manifest names cluster none", id="a manifest of no cluster"),
-    pytest.param(None, None, "the manifest names cluster none", id="no cluster either side"),
-    pytest.param("hpc", None, "the manifest names cluster hpc", id="this job of no cluster"),
+    pytest.param("hpc", "gpu", "the manifest names cluster hpc, this job's SLURM_CLUSTER_NAME "
+                 "is gpu", id="another cluster's job"),
+    pytest.param(None, "hpc", "the manifest names cluster none, this job's SLURM_CLUSTER_NAME "
+                 "is hpc", id="a manifest of no cluster"),
+    pytest.param(None, None, "the manifest names cluster none, this job's SLURM_CLUSTER_NAME "
+                 "is not set", id="no cluster either side"),
+    pytest.param("hpc", None, "the manifest names cluster hpc, this job's SLURM_CLUSTER_NAME "
+                 "is not set", id="this job of no cluster"),
 ])
 def test_a_job_slurm_has_forgotten(written_on, this_cluster, said):
     """slurmctld purges a job's record MinJobAge (300 s by default) after its end: a job of
@@ -149,7 +162,7 @@ def test_a_job_slurm_has_forgotten(written_on, this_cluster, said):
         foreign_warning("/ckpt", manifest, "12", lambda job: FORGOTTEN, this_cluster)
     assert str(e.value) == (
         f"{WHERE}, which this cluster's Slurm does not know ({said}: a job of another cluster "
-        f"may still run; if it has, remove /ckpt/mpi_resolver.json){REFUSAL}")
+        f"may still run; if that job has ended, remove /ckpt/mpi_resolver.json){REFUSAL}")
 
 
 class Meeting:
