@@ -41,9 +41,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import json
-import math
 import os
-import re
 import shutil
 import statistics
 import sys
@@ -53,6 +51,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fit_rate, also when loaded by path
+from fit_rate import steps_per_second  # noqa: E402 - benchmarks/ is not a package
 MODES = ("package", "package-slurm", "jax-own")
 GOAL = 1.2
 BACKOFF = 0.8  # s: a last rank's JAX start this long met gRPC's 1 s (+-20 %) reconnect backoff
@@ -146,73 +146,6 @@ def launch(cluster, mode: str, per_node: int, path: str) -> Dict[str, Any]:
             "arrived": last["entered"] - last.get("package_import", 0.0),
             "backoff": last["jax_start"] >= BACKOFF,
             **{k: last[k] for k in PARTS if k in last}}
-
-
-def steps_per_second(cluster, python: str, script: str, epochs: int, steps: int) -> float:
-    """Runs ``script`` on both nodes; returns its steps per second over epochs 2..E, run again
-    with more steps (at most twice) where they were too short to time."""
-    for attempt in range(3):
-        times = epoch_times(cluster, python, script, epochs, steps)
-        span = times[-1] - times[0]
-        if span >= SHORTEST_SPAN or attempt == 2:
-            return rate(epochs, steps, times)
-        more = more_steps(steps, span)
-        print(f"{script}: epochs 2-{epochs} of {steps} steps took {span:.1f} s, too short to "
-              f"time; again with {more} steps", flush=True)
-        steps = more
-    raise AssertionError("unreachable")
-
-
-def epoch_times(cluster, python: str, script: str, epochs: int, steps: int) -> List[float]:
-    """Runs ``script`` on both nodes; returns when each epoch ended (seconds since its start,
-    as its lines print them).
-
-    Raises:
-      SystemExit: the run failed, or printed another number of epochs.
-    """
-    env = {"PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "3",
-           "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false", "OMP_NUM_THREADS": "1",
-           "PYTHONDONTWRITEBYTECODE": "1", "TF_NUM_INTRAOP_THREADS": "1",
-           "TF_NUM_INTEROP_THREADS": "1"}
-    # train.py's Keras is TensorFlow's, whatever the caller's environment says
-    env["KERAS_BACKEND"] = "jax" if script == "train_jax.py" else "tensorflow"
-    p = cluster.run(["srun", "-N2", "--ntasks-per-node=1", "--mpi=pmix", python,
-                     str(ROOT / "examples" / script), "--epochs", str(epochs),
-                     "--steps-per-epoch", str(steps), "--port-base", "auto"],
-                    timeout=600, env=env)
-    times = [float(t) for t in re.findall(r"^epoch \d+/\d+: .*\((\d+\.\d) s\)$", p.stdout,
-                                          re.M)]
-    if p.returncode != 0 or len(times) != epochs:
-        raise SystemExit(f"{script}: exit {p.returncode}\n{p.stdout[-3000:]}\n"
-                         f"{p.stderr[-3000:]}")
-    return times
-
-
-#: The shortest span of epochs 2..E timed: the epoch lines print tenths of a second.
-SHORTEST_SPAN = 1.0
-
-
-def more_steps(steps: int, span: float) -> int:
-    """Returns the steps per epoch that make a span of ``span`` seconds (at ``steps``) twice
-    SHORTEST_SPAN: ten times as many where it was not measurable at all."""
-    if span <= 0:
-        return steps * 10
-    return math.ceil(steps * 2 * SHORTEST_SPAN / span)
-
-
-def rate(epochs: int, steps: int, times: List[float]) -> float:
-    """Returns the steps per second over epochs 2..E from each epoch's end (seconds since the
-    start, as the lines print them).
-
-    Raises:
-      SystemExit: the span is under SHORTEST_SPAN, too short to time at a tenth of a second.
-    """
-    span = times[-1] - times[0]
-    if span < SHORTEST_SPAN:
-        raise SystemExit(f"epochs 2-{epochs} of {steps} steps took {span:.1f} s, too short "
-                         f"to time (the lines print tenths of a second): raise --fit-steps "
-                         f"so that they take {SHORTEST_SPAN:g} s or more")
-    return (epochs - 1) * steps / span
 
 
 def spread(values: List[float]) -> str:

@@ -52,9 +52,10 @@ def test_arguments_that_measure_nothing_are_refused(jax_python: str, args: list,
     assert p.returncode == 2 and says in p.stderr, p.stderr
 
 
-def bench_module():
-    """Returns benchmarks/jax_init.py as a module (its pure parts need neither JAX nor MPI)."""
-    spec = importlib.util.spec_from_file_location("jax_init_bench", BENCH)
+def fit_rate():
+    """Returns benchmarks/fit_rate.py as a module (pure, but for epoch_times)."""
+    spec = importlib.util.spec_from_file_location("fit_rate_bench",
+                                                  ROOT / "benchmarks" / "fit_rate.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -62,16 +63,18 @@ def bench_module():
 
 @pytest.mark.parametrize("times, steps_per_second", [
     ([3.0, 4.0], 80.0),        # the shortest span timed: 80 steps in 1.0 s
+    ([1.3, 2.3], 80.0),        # 0.9999999999999998 in floating point: 1.0 as printed
     ([3.0, 5.0, 7.0], 40.0),   # epochs 2 and 3: 160 steps in 4 s
     ([3.0, 3.9], None),        # under a second: refused
     ([3.0, 3.0], None),        # both lines in one tenth (was a division by zero)
 ])
 def test_the_training_rate_is_timed_over_a_second_or_refused(times, steps_per_second) -> None:
-    bench = bench_module()
+    bench = fit_rate()
     epochs = len(times)
     if steps_per_second is None:
-        with pytest.raises(SystemExit, match="too short to time .*raise --fit-steps"):
-            bench.rate(epochs, 80, times)
+        with pytest.raises(SystemExit, match="train.py: epochs 2-2 of 80 steps took .* too "
+                                             "short to time .*raise --fit-steps"):
+            bench.rate(epochs, 80, times, "train.py")
     else:
         assert bench.rate(epochs, 80, times) == pytest.approx(steps_per_second)
 
@@ -83,4 +86,28 @@ def test_the_training_rate_is_timed_over_a_second_or_refused(times, steps_per_se
     (100, 0.3, 667),    # rounded up
 ])
 def test_too_short_a_run_is_run_again_with_enough_steps(steps, span, more) -> None:
-    assert bench_module().more_steps(steps, span) == more
+    assert fit_rate().more_steps(steps, span) == more
+
+
+@pytest.mark.parametrize("spans, runs, rate", [
+    pytest.param([2.0], [100], 50.0, id="timed at once"),
+    pytest.param([0.4, 2.0], [100, 500], 250.0, id="too short once, then timed"),
+    pytest.param([0.4, 0.5, 1.0], [100, 500, 2000], 2000.0, id="timed at the third run"),
+    pytest.param([0.4, 0.5, 0.5], [100, 500, 2000], None, id="still too short: refused"),
+])
+def test_a_run_too_short_is_run_again_at_most_twice(spans, runs, rate, capsys) -> None:
+    """steps_per_second: epochs 2..E of each run spanning ``spans`` in turn; the steps each
+    run was given; the rate of the last (two epochs: its steps over its span)."""
+    bench, given = fit_rate(), []
+
+    def run(cluster, python, script, epochs, steps):
+        given.append(steps)
+        return [3.0, 3.0 + spans[len(given) - 1]]
+
+    if rate is None:
+        with pytest.raises(SystemExit, match="too short to time"):
+            bench.steps_per_second(None, "py", "s.py", 2, 100, run=run)
+    else:
+        assert bench.steps_per_second(None, "py", "s.py", 2, 100, run=run) == pytest.approx(rate)
+    assert given == runs
+    assert capsys.readouterr().out.count("too short to time; again with") == len(runs) - 1
