@@ -81,8 +81,8 @@ def env(tmp: Path, name: str, python: str = PY, **extra: str) -> Dict[str, str]:
 def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     """Runs every job at once; returns them by name once all are done. The signal table's
     jobs (test_signals.py) and test_stale_signal.py's job run meanwhile."""
-    test_signals.start_early(longjob_cluster, tmp_path_factory)
-    test_stale_signal.start_early(longjob_cluster, tmp_path_factory)
+    test_signals.EARLY.start(longjob_cluster, tmp_path_factory)
+    test_stale_signal.EARLY.start(longjob_cluster, tmp_path_factory)
     tmp = tmp_path_factory.mktemp("longjobs")
     driver = Driver(longjob_cluster)
 

@@ -10,7 +10,6 @@ these machines); the time limit's case takes its minute and the next look (60-90
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import re
 import sys
@@ -21,6 +20,7 @@ from typing import Dict, List
 import pytest
 
 from tests.cluster.conftest import ROOT
+from tests.cluster.longjobs import Early
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
@@ -77,10 +77,12 @@ def submit(cluster, log: Path, options: List[str], script: Path, *args: str) -> 
     return r.stdout.strip().split(";")[0]
 
 
-def wait_until(condition, seconds: float, what: str) -> None:
+def wait_until(condition, seconds: float, what: str, context=lambda: "") -> None:
+    """Waits until ``condition()``; fails past ``seconds`` with ``what`` and ``context()``."""
     deadline = time.monotonic() + seconds
     while not condition():
-        assert time.monotonic() < deadline, f"timed out after {seconds:g} s waiting for {what}"
+        assert time.monotonic() < deadline, \
+            f"timed out after {seconds:g} s waiting for {what}{context()}"
         time.sleep(0.1)
 
 
@@ -124,22 +126,13 @@ def measure(cluster, tmp_path_factory) -> Dict[str, Dict[str, List[str]]]:
 
 #: measure()'s run, started early by test_long_jobs.py so that its minute-long waits (the
 #: time limit's, Slurm's look at the time left) go by while the long jobs run.
-EARLY: List[concurrent.futures.Future] = []
-
-
-def start_early(cluster, tmp_path_factory) -> None:
-    """Starts measure() in a thread of its own; this module's fixture takes its answer."""
-    pool = concurrent.futures.ThreadPoolExecutor(1)
-    EARLY.append(pool.submit(measure, cluster, tmp_path_factory))
-    pool.shutdown(wait=False)
+EARLY = Early(measure)
 
 
 @pytest.fixture(scope="module")
 def measured(longjob_cluster, tmp_path_factory) -> Dict[str, Dict[str, List[str]]]:
     """Every case's measurement: the one test_long_jobs.py started, else one run now."""
-    if EARLY:
-        return EARLY.pop().result(timeout=600)
-    return measure(longjob_cluster, tmp_path_factory)
+    return EARLY.result(longjob_cluster, tmp_path_factory)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -148,26 +141,38 @@ def test_which_processes_get_the_signal(measured, case):
 
 
 def test_the_template_passes_on_a_signal_only_its_shell_gets(longjob_cluster, tmp_path):
-    """examples/train.sbatch submitted with --signal=B:USR1@N (the batch shell's only): its
-    trap sends USR1 to the tasks (here signal_probe.py as TRAIN)."""
+    """examples/train.sbatch, its tasks (signal_probe.py as TRAIN) ready: USR1 to the batch
+    shell only, as `--signal=B:USR1@N` sends it (the table above: the same processes get
+    `scancel --batch --signal=USR1`), reaches every task through its trap.
+
+    Sent by scancel once both tasks are ready: Slurm's own `B:USR1@59` with `--time=1` came
+    at its look at the time left (every 30 s), 1-31 s into the job, and under load that fell
+    before the training step's tasks had started (a signal the trap passes on then reaches no
+    task; one suite run lost it so)."""
     env = {"TRAIN": str(HERE / "signal_probe.py"), "CHECKPOINT_DIR": str(tmp_path / "ckpt"),
            "SIGNAL_PROBE_LOG": str(tmp_path)}
+    logs = [tmp_path / f"task{i}.log" for i in (0, 1)]
     job = None
+
+    def seen() -> str:
+        out = tmp_path / "out.txt"
+        return "".join(f"\n--- {p.name}\n{p.read_text()}" for p in (out, *logs) if p.exists())
+
     try:
         cluster = longjob_cluster
-        r = cluster.run(["sbatch", "--parsable", f"--output={tmp_path}/out.txt", "--time=1",
-                         "--signal=B:USR1@59", str(ROOT / "examples" / "train.sbatch")],
-                        timeout=30,
+        r = cluster.run(["sbatch", "--parsable", f"--output={tmp_path}/out.txt", "--time=10",
+                         str(ROOT / "examples" / "train.sbatch")], timeout=30,
                         env={**env, "PYTHONPATH": str(ROOT),
                              "PATH": f"{Path(PY).parent}:{cluster.env['PATH']}"})
         assert r.returncode == 0, r.stderr
         job = r.stdout.strip()
-        wait_until(lambda: all((tmp_path / f"task{i}.log").exists() for i in (0, 1)), 90,
-                   "the template's tasks")
-        wait_until(lambda: all("USR1" in (tmp_path / f"task{i}.log").read_text()
-                               for i in (0, 1)), 45, "USR1 passed on to both tasks")
-        out = (tmp_path / "out.txt").read_text()
-        assert re.search(r"^== training: ", out, re.M), out
+        wait_until(lambda: all(p.exists() and "ready" in p.read_text() for p in logs), 90,
+                   "the template's tasks", seen)
+        r = cluster.run(["scancel", "--batch", "--signal=USR1", job], timeout=30)
+        assert r.returncode == 0, r.stderr
+        wait_until(lambda: all("USR1" in p.read_text() for p in logs), 45,
+                   "USR1 passed on to both tasks", seen)
+        assert re.search(r"^== training: ", (tmp_path / "out.txt").read_text(), re.M), seen()
     finally:
         (tmp_path / "stop").touch()
         if job:

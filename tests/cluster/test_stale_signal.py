@@ -15,7 +15,6 @@ bad exit. Started early by test_long_jobs.py, beside its jobs, on the same clust
 
 from __future__ import annotations
 
-import concurrent.futures
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from tests.cluster.longjobs import show, wait_for
+from tests.cluster.longjobs import Early, show, wait_for
 from tests.harness.requeue import start_due
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -59,7 +58,6 @@ echo "step ended (run $run)"
 sleep 600
 """
 Events = Dict[str, List[Tuple[float, str]]]
-EARLY: List[concurrent.futures.Future] = []
 
 
 def noted(log: Path) -> Dict[str, List[Tuple[float, str]]]:
@@ -112,19 +110,15 @@ def observe(cluster, tmp_path_factory) -> Events:
         cluster.run(["scancel", job], timeout=30)
 
 
-def start_early(cluster, tmp_path_factory) -> None:
-    """Starts observe() in a thread of its own; this module's fixture takes its answer."""
-    pool = concurrent.futures.ThreadPoolExecutor(1)
-    EARLY.append(pool.submit(observe, cluster, tmp_path_factory))
-    pool.shutdown(wait=False)
+#: observe()'s run, started early by test_long_jobs.py (its minutes of waiting go by while
+#: the long jobs run).
+EARLY = Early(observe)
 
 
 @pytest.fixture(scope="module")
 def observed(longjob_cluster, tmp_path_factory) -> Events:
     """The observation test_long_jobs.py started, else one run now."""
-    if EARLY:
-        return EARLY.pop().result(timeout=600)
-    return observe(longjob_cluster, tmp_path_factory)
+    return EARLY.result(longjob_cluster, tmp_path_factory)
 
 
 def test_the_bad_exits_signal_reached_run_1_while_its_task_ran(observed: Events) -> None:
