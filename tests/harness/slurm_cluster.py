@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import fcntl
 import itertools
 import json
 import os
@@ -45,186 +44,28 @@ import random
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-if __package__:
-    from tests.harness import diagnose
-else:  # run as a script: python tests/harness/slurm_cluster.py start|stop
-    import diagnose  # type: ignore[no-redef]
+if not __package__:  # run as a script: python tests/harness/slurm_cluster.py start|stop
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+from tests.harness import diagnose, host_network, slurm_files  # noqa: E402
+from tests.harness.slurm_files import message_timeout  # noqa: E402
+from tests.harness.processes import (GARBLED, ClusterError, Output, PmiGarbled,  # noqa: E402
+                                     alive, kill_all, sh, starttime, stop_group)
 
-__all__ = ["SlurmCluster", "ClusterError", "PmiGarbled", "GARBLED"]
+__all__ = ["SlurmCluster", "ClusterError", "PmiGarbled", "GARBLED", "stop_group",
+           "message_timeout"]
 
 STATE_FILE = "harness.json"
-HOSTS = "/etc/hosts"
-LOCK = "/run/lock/mpir-harness.lock"
 PORT_RANGE = (20000, 32000)  # below the kernel's ephemeral range (32768-60999)
 _STRIP_PREFIXES = ("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_", "PRTE_")
 _instances = itertools.count()
-
-
-class ClusterError(RuntimeError):
-    """The throw-away cluster could not be started, used or stopped."""
-
-
-def _sh(args: Sequence[str], *, timeout: float = 10.0, check: bool = True) -> str:
-    """Run a setup command (ip, mungekey); return stdout, raise ClusterError on failure."""
-    p = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout,
-                       stdin=subprocess.DEVNULL)
-    if check and p.returncode != 0:
-        raise ClusterError(f"{shlex.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
-    return p.stdout
-
-
-def _starttime(pid: int) -> int | None:
-    """The process's start time (clock ticks since boot), or None if it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
-def _alive(pid: int) -> bool:
-    """True while pid runs; reaps it if it is our child."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-    return _starttime(pid) is not None
-
-
-def _kill_all(pids: Sequence[int], grace: float = 3.0) -> None:
-    """SIGTERM the given PIDs, wait up to grace seconds, then SIGKILL what is left."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        live = [p for p in pids if _alive(p)]
-        for p in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, sig)
-        deadline = time.monotonic() + grace
-        while live and time.monotonic() < deadline:
-            time.sleep(0.02)
-            live = [p for p in live if _alive(p)]
-        if not live:
-            return
-
-
-@contextlib.contextmanager
-def _locked() -> Iterator[None]:
-    """A machine-wide lock around subnet choice and /etc/hosts edits."""
-    path = LOCK if os.path.isdir(os.path.dirname(LOCK)) else \
-        os.path.join(tempfile.gettempdir(), "mpir-harness.lock")
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _port_free(port: int) -> bool:
-    """True if nothing listens on TCP port in the host namespace."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_subnet() -> str:
-    """A 10.199.X prefix that no address or route of the host namespace uses."""
-    used = _sh(["ip", "-4", "-o", "addr"]) + _sh(["ip", "-4", "route"])
-    for x in range(1, 255):
-        if f"10.199.{x}." not in used:
-            return f"10.199.{x}"
-    raise ClusterError("no free 10.199.X.0/24 subnet")
-
-
-def _remove_hosts_lines(marker: str) -> None:
-    """Remove exactly the /etc/hosts lines ending in marker (edited in place).
-
-    Whole-marker match: the marker of cluster 1 ('... 123-1') is a prefix of cluster 10's.
-    """
-    with open(HOSTS) as f:
-        lines = f.readlines()
-    keep = [line for line in lines if not line.rstrip().endswith(marker)]
-    if keep != lines:
-        with open(HOSTS, "w") as f:
-            f.writelines(keep)
-
-
-#: Lines of Slurm's pmi2 plugin (slurmstepd's, relayed on srun's stderr) after which the step
-#: can never finish: it could not parse a task's PMI request (Slurm 22.05's PMI-1 server reads
-#: one request with a single read() of at most 1,024 bytes, src/plugins/mpi/pmi2/pmi1.c, and
-#: parses a longer line as two broken requests), so that task waits for an answer for ever.
-GARBLED = re.compile(r"^(?:\d+: )?slurmstepd\S*: error: mpi/pmi2: (?:(?:value|cmd) not properly "
-                     r"terminated in client request|request not begin with 'cmd=')")
-
-
-class PmiGarbled(ClusterError):
-    """A step's stderr showed a GARBLED line: it was stopped at once instead of timing out."""
-
-    def __init__(self, argv: list[str], line: str, stdout: str, stderr: str) -> None:
-        super().__init__(
-            f"{shlex.join(argv)}: Slurm's pmi2 plugin could not parse a PMI request "
-            f"({line.strip()!r}); the step was stopped at once, as it can never finish. A PMI-1 "
-            "line of more than 1,024 bytes does this (Slurm 22.05's limit); see docs/"
-            "launchers.md, \"MPICH and Intel MPI under srun --mpi=pmi2\".")
-        self.line, self.stdout, self.stderr = line, stdout, stderr
-
-
-class _Output:
-    """Reads a process's stdout and stderr in two threads, watching stderr for GARBLED."""
-
-    def __init__(self, p: subprocess.Popen) -> None:
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self.garbled: str | None = None
-        self.stop = threading.Event()
-        self._readers = [threading.Thread(target=self._read, args=args, daemon=True)
-                         for args in ((p.stdout, self.out), (p.stderr, self.err))]
-        for t in self._readers:
-            t.start()
-
-    def _read(self, stream: Any, into: list[str]) -> None:
-        for line in stream:
-            into.append(line)
-            if into is self.err and self.garbled is None and GARBLED.search(line):
-                self.garbled = line
-                self.stop.set()
-        stream.close()
-
-    def wait(self, deadline: float) -> bool:
-        """Returns True once both pipes closed (the process and its children are done with
-        them), False at ``deadline`` (time.monotonic()) or on a GARBLED line."""
-        for t in self._readers:
-            while t.is_alive() and not self.stop.is_set() and time.monotonic() < deadline:
-                t.join(0.05)
-        return not self.stop.is_set() and not any(t.is_alive() for t in self._readers)
-
-    def text(self, grace: float = 5.0) -> tuple[str, str]:
-        """Returns (stdout, stderr) so far, after up to ``grace`` s for the pipes to close."""
-        for t in self._readers:
-            t.join(grace)
-        return "".join(self.out), "".join(self.err)
-
-
-def stop_group(p: subprocess.Popen, grace: float = 3.0) -> None:
-    """SIGTERM to p's process group, SIGKILL after ``grace`` s if p has not exited; reaps p."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, sig)
-        try:
-            p.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 class SlurmCluster:
@@ -309,7 +150,7 @@ class SlurmCluster:
         with open(self._p("log", f"{name}.out"), "ab") as out:
             p = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                  env=self._daemon_env(), start_new_session=True)
-        self.state["pids"].append([p.pid, _starttime(p.pid), name])
+        self.state["pids"].append([p.pid, starttime(p.pid), name])
         self._save()
         return p.pid
 
@@ -373,10 +214,7 @@ class SlurmCluster:
     def _own_pids(self) -> set[int]:
         """Returns the PIDs leftovers() describes (not the daemons, not this process)."""
         daemons = {pid for pid, _, _ in self.state["pids"]}
-        pids: set[int] = set()
-        for ns in self.state["netns"]:
-            out = _sh(["ip", "netns", "pids", ns], check=False)
-            pids |= {int(p) for p in out.split() if p.isdigit()}
+        pids = set(host_network.namespace_pids(self.state["netns"]))
         mark = f"\0SLURM_CONF={self._p('slurm.conf')}\0".encode()
         for entry in os.listdir("/proc"):
             if entry.isdigit():
@@ -403,7 +241,7 @@ class SlurmCluster:
         p = subprocess.Popen(list(args), env=full, cwd=cwd, text=True, start_new_session=True,
                              stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        output = _Output(p)
+        output = Output(p)
         if p.stdin is not None:
             with contextlib.suppress(BrokenPipeError):
                 p.stdin.write(input or "")
@@ -458,7 +296,7 @@ class SlurmCluster:
         self._save()
         self._network()
         self._write_files(port)
-        _sh(["mungekey", "--create", "--force", "--keyfile", self._p("munge", "munge.key")])
+        sh(["mungekey", "--create", "--force", "--keyfile", self._p("munge", "munge.key")])
         self._spawn("munged", ["munged", "--foreground", "--force",
                                "--socket", self._p("munge", "munge.socket"),
                                "--key-file", self._p("munge", "munge.key"),
@@ -492,13 +330,13 @@ class SlurmCluster:
 
     def _pick_port(self) -> int:
         if self._port is not None:
-            if not _port_free(self._port):
+            if not host_network.port_free(self._port):
                 raise ClusterError(f"port {self._port} (slurmctld) is in use")
             return self._port
         rng = random.Random()
         for _ in range(50):
             p = rng.randrange(*PORT_RANGE)
-            if _port_free(p) and _port_free(p + 1):
+            if host_network.port_free(p) and host_network.port_free(p + 1):
                 return p
         raise ClusterError(f"no free port pair in {PORT_RANGE}")
 
@@ -506,42 +344,34 @@ class SlurmCluster:
         return f"mpir-{self.tag}-{node}"
 
     def _network(self) -> None:
-        """Bridge with .1 in the host namespace; one namespace per node with eth0 = .2, .3, ..."""
+        """Bridge with .1 in the host namespace; one namespace per node with eth0 = .2, .3, ...
+        (host_network); the nodes' and the head's names in /etc/hosts and in each node's own
+        hosts file (without other clusters' lines)."""
         bridge = f"{self._ifbase}br"
-        with _locked():
-            net = _free_subnet()
+        with host_network.locked():
+            net = host_network.free_subnet()
             self.subnet = f"{net}.0/24"
             self.bridge_addr = f"{net}.1"
             self.state.update(subnet=self.subnet, bridge_addr=self.bridge_addr)
             self.state["links"].append(bridge)
             self._save()
-            _sh(["ip", "link", "add", bridge, "type", "bridge"])
-            _sh(["ip", "addr", "add", f"{net}.1/24", "dev", bridge])
-            _sh(["ip", "link", "set", bridge, "up"])
+            host_network.add_bridge(bridge, net)
         for i, n in enumerate(self.node_names):
             ns, veth = self._netns(n), f"{self._ifbase}v{i}"
             self._addr[n] = f"{net}.{i + 2}"
             self.state["netns"].append(ns)
             self.state["links"].append(veth)
             self._save()
-            _sh(["ip", "netns", "add", ns])
-            _sh(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
-            _sh(["ip", "link", "set", veth, "master", bridge, "up"])
-            _sh(["ip", "-n", ns, "addr", "add", f"{self._addr[n]}/24", "dev", "eth0"])
-            _sh(["ip", "-n", ns, "link", "set", "eth0", "up"])
-            _sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+            host_network.add_node(ns, veth, bridge, self._addr[n])
         marker = f"# mpir-harness {self.tag}"
         # nodeN-alias: a second name per node, as a site's high-speed network has (--address)
         entries = "".join(f"{self._addr[n]}\t{n} {n}-alias\t{marker}\n"
                           for n in self.node_names)
         entries += f"{self.bridge_addr}\t{self.head_name}\t{marker}\n"
-        with _locked():
+        with host_network.locked():
             self.state["hosts_marker"] = marker
             self._save()
-            with open(HOSTS) as f:
-                old = f.read()
-            with open(HOSTS, "w") as f:  # in place: /etc/hosts may be a bind mount
-                f.write(entries + old)
+            old = host_network.add_hosts_lines(entries)
         for n in self.node_names:  # a private copy per node, ours first
             os.makedirs(self._p("nodes", n, "spool", "pmix"), exist_ok=True)
             os.makedirs(self._p("nodes", n, "gpubin"), exist_ok=True)
@@ -550,131 +380,34 @@ class SlurmCluster:
                                           if "# mpir-harness" not in line))  # no other cluster's
 
     def _write_files(self, port: int) -> None:
-        """slurm.conf, mpi.conf, cgroup.conf, plugstack.conf, gres.conf and the fake nvidia-smi."""
-        w = self.workdir
-        nodes = "\n".join(f"NodeName={n} NodeHostname={n} NodeAddr={self._addr[n]} "
-                          f"CPUs={self.cpus_per_node}"
-                          + (f" Gres=gpu:{self.gres[n]}" if n in self.gres else "")
-                          + " State=UNKNOWN" for n in self.node_names)
-        ctl = socket.gethostname().split(".")[0]
-        slurmd_timeout = ("" if self.slurmd_timeout is None
-                          else f"SlurmdTimeout={self.slurmd_timeout}\n")
-        conf = f"""\
-ClusterName=mpir{self.tag.replace('-', 'x')}
-SlurmctldHost={ctl}({self.bridge_addr})
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort={port}
-SlurmdPort={port + 1}
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket={w}/munge/munge.socket
-StateSaveLocation={w}/state
-SlurmdSpoolDir={w}/spool
-SlurmctldPidFile={w}/state/slurmctld.pid
-SlurmdPidFile={w}/spool/slurmd.pid
-SlurmctldLogFile={w}/log/slurmctld.log
-SlurmdLogFile={w}/log/slurmd.%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-PlugStackConfig={w}/plugstack.conf
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc={w}/log/jobcomp.txt
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-SwitchType=switch/none
-MpiDefault=none
-ReturnToService=2
-InactiveLimit=0
-KillWait={self.kill_wait}
-MessageTimeout={message_timeout(self.kill_wait)}
-{slurmd_timeout}MinJobAge=60
-MailProg=/bin/true
-{"GresTypes=gpu" if self.gres else "# no GresTypes: no GRES"}
-{nodes}
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-"""
-        files = {
-            "slurm.conf": conf,
-            "mpi.conf": f"PMIxCliTmpDirBase={w}/spool/pmix\nPMIxEnv=PMIX_SECURITY_MODE=native\n",
-            "cgroup.conf": "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n",
-            "plugstack.conf": "",
-            # Slurm reads gres.conf from slurm.conf's directory (-f / SLURM_CONF)
-            "gres.conf": "AutoDetect=off\n" + "".join(
-                f"NodeName={n} Name=gpu File=/dev/tty[0-{k - 1}]\n" if k > 1 else
-                f"NodeName={n} Name=gpu File=/dev/tty0\n" for n, k in self.gres.items()),
-        }
+        """slurm.conf, mpi.conf, cgroup.conf, plugstack.conf, gres.conf and the fake nvidia-smi
+        (slurm_files); the clients' environment."""
+        files = slurm_files.config_files(
+            self.workdir, gres=self.gres,
+            slurm_conf=slurm_files.slurm_conf(
+                self.workdir, name=f"mpir{self.tag.replace('-', 'x')}",
+                controller=(socket.gethostname().split(".")[0], self.bridge_addr), port=port,
+                nodes=[(n, self._addr[n]) for n in self.node_names],
+                cpus_per_node=self.cpus_per_node, gres=self.gres, kill_wait=self.kill_wait,
+                slurmd_timeout=self.slurmd_timeout))
         for name, text in files.items():
             with open(self._p(name), "w") as f:
                 f.write(text)
         for i, n in enumerate(self.node_names):
-            if n not in self.gpus:
-                continue
-            uuids = " ".join(f"GPU-{i:08x}-0000-0000-0000-{g:012x}" for g in range(self.gpus[n]))
-            path = self._p("nodes", n, "gpubin", "nvidia-smi")
-            with open(path, "w") as f:
-                f.write(f"""#!/bin/sh
-# fake nvidia-smi of {n}: {self.gpus[n]} GPUs
-echo "$$ $*" >> {shlex.quote(self._p(f"nvidia-smi-calls.{n}"))}
-i=0
-for u in {uuids}; do
-  case "$*" in
-    *--query-gpu*) echo "$i, $u" ;;
-    *) echo "GPU $i: Fake GPU (UUID: $u)" ;;
-  esac
-  i=$((i + 1))
-done
-""")
-            os.chmod(path, 0o755)
-        env = self._daemon_env()
-        env.pop("CUDA_VISIBLE_DEVICES", None)  # a task sees the GPUs the cluster gives it
-        # The nodes' bridge is private: a machine's proxy (CI behind one) would capture the
-        # workers' gRPC traffic and hang them. Tests that want a proxy pass it themselves.
-        # (mpi_resolver.network.proxies' names; this file runs standalone, without the package)
-        for name in ("grpc_proxy", "https_proxy", "http_proxy", "no_grpc_proxy", "no_proxy"):
-            env.pop(name, None)
-            env.pop(name.upper(), None)
-        env.update({
-            "SLURM_CONF": self._p("slurm.conf"),
-            "PATH": f"{w}/gpubin:{env.get('PATH', '/usr/bin:/bin')}",
-            "OMPI_ALLOW_RUN_AS_ROOT": "1",
-            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-            "OMPI_MCA_rmaps_base_oversubscribe": "1",
-            "OMPI_MCA_hwloc_base_binding_policy": "none",
-            "OMPI_MCA_btl_tcp_if_include": self.subnet,
-            "OMPI_MCA_oob_tcp_if_include": self.subnet,
-            "OMPI_MCA_plm_rsh_agent": self.rsh_agent,
-            "OMPI_MCA_plm_rsh_no_tree_spawn": "1",
-        })
-        self.env = env
+            if n in self.gpus:
+                path = self._p("nodes", n, "gpubin", "nvidia-smi")
+                with open(path, "w") as f:
+                    f.write(slurm_files.fake_nvidia_smi(n, i, self.gpus[n],
+                                                        self._p(f"nvidia-smi-calls.{n}")))
+                os.chmod(path, 0o755)
+        self.env = slurm_files.client_env(self._daemon_env(), self.workdir, self.subnet,
+                                          self.rsh_agent)
 
     def _write_rsh_agent(self) -> None:
         """An ssh stand-in: `agent [ssh options] HOST command...` runs command on HOST."""
-        cases = "\n".join(f"  {n}|{self._addr[n]}) pid={self._slurmd_pid[n]} ;;"
-                          for n in self.node_names)
         with open(self.rsh_agent, "w") as f:
-            f.write(f"""#!/bin/sh
-# ssh stand-in for the throw-away Slurm cluster {self.tag}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -[bcDEeFIiJLlmOopQRSWw]) shift 2 ;;
-    -*) shift ;;
-    *) break ;;
-  esac
-done
-host=${{1#*@}}
-shift
-case "$host" in
-{cases}
-  *) echo "rsh-agent: unknown host $host" >&2; exit 255 ;;
-esac
-exec nsenter -t "$pid" -n -u -m -- sh -c "$*"
-""")
+            f.write(slurm_files.rsh_agent(self.tag, {n: (self._addr[n], self._slurmd_pid[n])
+                                                     for n in self.node_names}))
         os.chmod(self.rsh_agent, 0o755)
 
     @staticmethod
@@ -696,7 +429,7 @@ exec nsenter -t "$pid" -n -u -m -- sh -c "$*"
             time.sleep(0.01)
         while time.monotonic() < deadline:
             for pid, _, name in self.state["pids"]:
-                if not _alive(pid):
+                if not alive(pid):
                     raise ClusterError(f"{name} exited during start-up\n{self._log_tails()}")
             try:
                 out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=5).stdout
@@ -730,42 +463,14 @@ exec nsenter -t "$pid" -n -u -m -- sh -c "$*"
         self.stop()
 
 
-def message_timeout(kill_wait: int) -> int:
-    """Returns the MessageTimeout for a cluster of this KillWait: Slurm's default, 10 s, where
-    KillWait leaves 5 s of it (KillWait <= 5), else KillWait + 10 s.
-
-    srun --kill-on-bad-exit has its step signalled with SIG_TERM_KILL, and each node's
-    slurmstepd answers that RPC only after SIGTERM, KillWait seconds and SIGKILL. Past
-    MessageTimeout slurmctld counts the node as not answering and resends the signal 60 s
-    later (RPC_RETRY_INTERVAL) to the step of that number, which, in a requeued job started
-    early (`scontrol update StartTime=now`, as the tests do), is the new run's: its task is
-    killed by SIGTERM about 70 s after the last run's bad exit (three suite runs lost a long
-    job so; traced: the new run's slurmstepd sent it; tests/cluster/test_stale_signal.py).
-    Slurm's own hold of a requeued job (121 s) outlasts it. Clusters of KillWait <= 5 keep
-    Slurm's default (their lost-node and hang timings were measured with it; 5 s is margin
-    enough for a stepd that answers right after its SIGKILL); the 10 s of margin above is
-    for KillWait's own slack under load.
-    """
-    return 10 if kill_wait <= 5 else kill_wait + 10
-
-
 def _stop_state(state: dict[str, Any]) -> None:
     """Undo what a state record lists: processes, namespaces, links, hosts lines, temp dir."""
-    pids = [pid for pid, st, _ in state.get("pids", []) if st is not None and _starttime(pid) == st]
-    for ns in state.get("netns", []):  # everything still running inside our namespaces
-        if os.path.exists(f"/run/netns/{ns}"):
-            out = _sh(["ip", "netns", "pids", ns], check=False)
-            pids += [int(p) for p in out.split() if p.isdigit() and int(p) not in pids]
-    _kill_all(pids[::-1])
-    for ns in state.get("netns", []):
-        if os.path.exists(f"/run/netns/{ns}"):
-            _sh(["ip", "netns", "delete", ns], check=False)
-    for link in state.get("links", []):
-        if os.path.exists(f"/sys/class/net/{link}"):
-            _sh(["ip", "link", "delete", link], check=False)
-    if state.get("hosts_marker"):
-        with _locked():
-            _remove_hosts_lines(state["hosts_marker"])
+    pids = [pid for pid, st, _ in state.get("pids", []) if st is not None and starttime(pid) == st]
+    # everything still running inside our namespaces
+    pids += [p for p in host_network.namespace_pids(state.get("netns", [])) if p not in pids]
+    kill_all(pids[::-1])
+    host_network.remove(state.get("netns", []), state.get("links", []),
+                        state.get("hosts_marker"))
     state["pids"], state["netns"], state["links"], state["hosts_marker"] = [], [], [], None
     wd = state.get("workdir")
     if wd and os.path.isdir(wd):

@@ -13,8 +13,9 @@ from typing import Dict, Iterator, Optional, Tuple
 
 import pytest
 
-from . import slurm_cluster
-from .slurm_cluster import ClusterError, SlurmCluster, _starttime
+from . import host_network, slurm_cluster
+from .processes import starttime
+from .slurm_cluster import ClusterError, SlurmCluster
 
 PY = sys.executable
 _TOOLS = ("slurmctld", "slurmd", "munged", "srun", "mpirun", "ip", "nsenter", "unshare")
@@ -39,7 +40,7 @@ def ranks(out: str) -> dict[int, tuple[int, str]]:
 
 def leftovers(c: SlurmCluster, pids: list[int], netns: list[str], links: list[str]) -> list[str]:
     """What of a stopped cluster is still there (empty when stop() cleaned up)."""
-    left = [f"pid {p}" for p in pids if _starttime(p) is not None]
+    left = [f"pid {p}" for p in pids if starttime(p) is not None]
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     left += [f"netns {ns}" for ns in netns if ns in listed]
     left += [f"link {lk}" for lk in links if os.path.exists(f"/sys/class/net/{lk}")]
@@ -182,7 +183,7 @@ def test_run_timeout_kills_group(cluster: SlurmCluster, tmp_path) -> None:
         cluster.run(["sh", "-c", f"sleep 30 & echo $$ $! > {pids}; wait"], timeout=0.5)
     # without the group stop, the pipes stay open for the sleeps' 30 s
     assert time.monotonic() - t < 20
-    assert [p for p in map(int, pids.read_text().split()) if _starttime(p) is not None] == []
+    assert [p for p in map(int, pids.read_text().split()) if starttime(p) is not None] == []
 
 
 @pytest.mark.parametrize("script, grace, signalled", [
@@ -341,8 +342,8 @@ def test_remove_hosts_lines_whole_marker(tmp_path, monkeypatch) -> None:
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n10.0.0.2\tnode1\t# mpir-harness 7-1\n"
                      "10.0.1.2\tnode1\t# mpir-harness 7-10\n")
-    monkeypatch.setattr(slurm_cluster, "HOSTS", str(hosts))
-    slurm_cluster._remove_hosts_lines("# mpir-harness 7-1")
+    monkeypatch.setattr(host_network, "HOSTS", str(hosts))
+    host_network.remove_hosts_lines("# mpir-harness 7-1")
     assert hosts.read_text() == "127.0.0.1 localhost\n10.0.1.2\tnode1\t# mpir-harness 7-10\n"
 
 
