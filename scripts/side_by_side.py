@@ -1,9 +1,7 @@
 """Runs the test suite as pytest runs side by side: tests/cluster and tests/jax (each on
 throw-away clusters of its own; their tests mostly wait: Slurm, JAX's and TensorFlow's
 start-up, heartbeats, timeouts, a time limit) each beside everything else; a few long files
-run with tests/jax (WITH_JAX) so that those take about as long; and the mutation script's
-test (BATCH: ten minutes of both cores, at the lowest CPU priority) beside them all, so that
-it uses the CPU the others leave.
+run with tests/jax (WITH_JAX) so that the three take about as long.
 
     python scripts/side_by_side.py -- PYTEST_COMMAND...
 
@@ -28,11 +26,9 @@ from typing import Dict, List, Sequence, Tuple
 WITH_JAX = ("tests/cluster/test_long_jobs.py", "tests/cluster/test_own_script.py",
             "tests/cluster/test_signals.py", "tests/cluster/test_stale_signal.py",
             "tests/test_versions.py")
-#: Batch work, a run of its own: its test lowers its own CPU priority.
-BATCH = ("tests/test_mutation_script.py",)
 #: The runs beside the rest, each its own pytest process: (the paths it runs, those it
 #: leaves out).
-BESIDE = ((("tests/cluster",), WITH_JAX), (("tests/jax", *WITH_JAX), ()), (BATCH, ()))
+BESIDE = ((("tests/cluster",), WITH_JAX), (("tests/jax", *WITH_JAX), ()))
 
 
 def existing(paths: Sequence[str]) -> List[str]:

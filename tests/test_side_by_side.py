@@ -89,14 +89,13 @@ def test_every_file_runs_once_and_the_long_ones_with_jax():
     """The rest leaves out what runs beside it; tests/cluster leaves out the files that run
     with tests/jax, and those exist (a renamed one would run in tests/cluster again); every
     file of tests/cluster on the long-job cluster runs with tests/jax (else each run would
-    start that cluster); the batch run is its own."""
+    start that cluster)."""
     assert sbs.rest_ignores() == ["--ignore=tests/cluster", "--ignore=tests/jax",
-                                  *(f"--ignore={p}" for p in sbs.WITH_JAX),
-                                  *(f"--ignore={p}" for p in sbs.BATCH)]
-    (cluster, cluster_out), (jax, jax_out), batch = sbs.BESIDE
+                                  *(f"--ignore={p}" for p in sbs.WITH_JAX)]
+    (cluster, cluster_out), (jax, jax_out) = sbs.BESIDE
     assert (cluster, cluster_out, jax_out) == (("tests/cluster",), sbs.WITH_JAX, ())
-    assert jax == ("tests/jax", *sbs.WITH_JAX) and batch == (sbs.BATCH, ())
-    assert all((ROOT / p).is_file() for p in (*sbs.WITH_JAX, *sbs.BATCH))
+    assert jax == ("tests/jax", *sbs.WITH_JAX)
+    assert all((ROOT / p).is_file() for p in sbs.WITH_JAX), sbs.WITH_JAX
     on_longjob = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests/cluster").glob("test_*.py")
                   if "longjob_cluster" in p.read_text()}
     assert on_longjob and on_longjob <= set(sbs.WITH_JAX), on_longjob - set(sbs.WITH_JAX)

@@ -33,6 +33,11 @@ _RUN = re.compile(r"^== job \d+ \(run (\d+)\)", re.M)
 _FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
 
 
+#: Seconds between the jobs' starts (Driver): a job's start takes about 16 s of CPU (the
+#: preflight, TensorFlow's import on both tasks), 8 s of the machine's two cores.
+STAGGER = 10.0
+
+
 @dataclass
 class Job:
     """One batch job and how each of its runs is interrupted (``interrupts[i]`` for run
@@ -90,10 +95,15 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 class Driver:
-    """Runs jobs at once on ``cluster``; each job's thread submits it and plays its runs."""
+    """Runs jobs side by side on ``cluster``; each job's thread submits it and plays its runs,
+    job i ``stagger`` * i seconds after the first: every job's start imports TensorFlow on
+    each of its tasks, and ten jobs started at once (20 such processes, their preflights too)
+    put the load average of the 2-core machine at 29-38 for two minutes, in which a 4-rank
+    step of the tests beside them did not get the CPU to start within 120 s."""
 
-    def __init__(self, cluster: SlurmCluster, timeout: float = 400.0) -> None:
-        self.cluster, self.timeout = cluster, timeout
+    def __init__(self, cluster: SlurmCluster, timeout: float = 400.0,
+                 stagger: float = STAGGER) -> None:
+        self.cluster, self.timeout, self.stagger = cluster, timeout, stagger
         self.jobs: List[Job] = []
 
     def add(self, job: Job) -> Job:
@@ -101,8 +111,8 @@ class Driver:
         return job
 
     def run(self) -> None:
-        threads = [threading.Thread(target=self._drive, args=(job,), daemon=True)
-                   for job in self.jobs]
+        threads = [threading.Thread(target=self._drive, args=(job, i * self.stagger),
+                                    daemon=True) for i, job in enumerate(self.jobs)]
         for t in threads:
             t.start()
         for t in threads:
@@ -111,7 +121,8 @@ class Driver:
             if job.job_id:
                 self.cluster.run(["scancel", job.job_id], timeout=30)
 
-    def _drive(self, job: Job) -> None:
+    def _drive(self, job: Job, after: float) -> None:
+        time.sleep(after)
         job.started = time.monotonic()
         try:
             r = self.cluster.run(["sbatch", "--parsable", "--requeue", "--open-mode=append",
