@@ -33,9 +33,10 @@ _RUN = re.compile(r"^== job \d+ \(run (\d+)\)", re.M)
 _FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
 
 
-#: Seconds between the jobs' starts (Driver): a job's start takes about 16 s of CPU (the
-#: preflight, TensorFlow's import on both tasks), 8 s of the machine's two cores.
-STAGGER = 10.0
+#: Jobs the Driver runs at a time (8 tasks training at most), and the seconds between their
+#: starts: a job's start takes about 16 s of CPU (the preflight, TensorFlow's import on both
+#: tasks), 8 s of the machine's two cores.
+AT_ONCE, STAGGER = 4, 10.0
 
 
 @dataclass
@@ -95,48 +96,63 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 class Driver:
-    """Runs jobs side by side on ``cluster``; each job's thread submits it and plays its runs,
-    job i ``stagger`` * i seconds after the first: every job's start imports TensorFlow on
-    each of its tasks, and ten jobs started at once (20 such processes, their preflights too)
-    put the load average of the 2-core machine at 29-38 for two minutes, in which a 4-rank
-    step of the tests beside them did not get the CPU to start within 120 s."""
+    """Runs jobs side by side on ``cluster``, at most ``at_once`` at a time, their starts
+    ``stagger`` seconds apart; each job's thread submits it and plays its runs. A job's runs
+    import TensorFlow on both tasks and train: ten jobs at once (20 such tasks, their
+    preflights too) put the load average of the 2-core machine at 29-38 for two minutes, in
+    which a 4-rank step of the tests beside them (tests/cluster) could not start in 120 s."""
 
     def __init__(self, cluster: SlurmCluster, timeout: float = 400.0,
-                 stagger: float = STAGGER) -> None:
+                 at_once: int = AT_ONCE, stagger: float = STAGGER) -> None:
         self.cluster, self.timeout, self.stagger = cluster, timeout, stagger
+        self.at_once = at_once
         self.jobs: List[Job] = []
+        self._slots = threading.Semaphore(at_once)
+        self._turn = threading.Lock()
+        self._next_start = 0.0
 
     def add(self, job: Job) -> Job:
         self.jobs.append(job)
         return job
 
     def run(self) -> None:
-        threads = [threading.Thread(target=self._drive, args=(job, i * self.stagger),
-                                    daemon=True) for i, job in enumerate(self.jobs)]
+        threads = [threading.Thread(target=self._drive, args=(job,), daemon=True)
+                   for job in self.jobs]
         for t in threads:
             t.start()
+        waves = -(-len(self.jobs) // self.at_once)
+        deadline = time.monotonic() + self.timeout * waves + self.stagger * len(self.jobs)
         for t in threads:
-            t.join(self.timeout)
+            t.join(max(0.0, deadline - time.monotonic()))
         for job in self.jobs:
             if job.job_id:
                 self.cluster.run(["scancel", job.job_id], timeout=30)
 
-    def _drive(self, job: Job, after: float) -> None:
-        time.sleep(after)
-        job.started = time.monotonic()
-        try:
-            r = self.cluster.run(["sbatch", "--parsable", "--requeue", "--open-mode=append",
-                                  f"--output={job.output}", *job.argv], env=job.env,
-                                 timeout=30)
-            if r.returncode != 0:
-                raise RuntimeError(f"sbatch failed: {r.stderr}")
-            job.job_id = r.stdout.strip().split(";")[0]
-            job.target = job.target.replace("JOB", job.job_id) or job.job_id
-            for number, interrupt in enumerate(job.interrupts, 1):
-                self._play(job, number, interrupt)
-        except Exception as e:  # noqa: BLE001 - the test reports it with the output
-            job.error = f"{type(e).__name__}: {e}"
-        job.seconds = time.monotonic() - job.started
+    def _wait_turn(self) -> None:
+        """Returns ``stagger`` seconds after the last job's start (at once for the first)."""
+        with self._turn:
+            now = time.monotonic()
+            start = max(now, self._next_start)
+            self._next_start = start + self.stagger
+        time.sleep(start - now)
+
+    def _drive(self, job: Job) -> None:
+        with self._slots:
+            self._wait_turn()
+            job.started = time.monotonic()
+            try:
+                r = self.cluster.run(["sbatch", "--parsable", "--requeue", "--open-mode=append",
+                                      f"--output={job.output}", *job.argv], env=job.env,
+                                     timeout=30)
+                if r.returncode != 0:
+                    raise RuntimeError(f"sbatch failed: {r.stderr}")
+                job.job_id = r.stdout.strip().split(";")[0]
+                job.target = job.target.replace("JOB", job.job_id) or job.job_id
+                for number, interrupt in enumerate(job.interrupts, 1):
+                    self._play(job, number, interrupt)
+            except Exception as e:  # noqa: BLE001 - the test reports it with the output
+                job.error = f"{type(e).__name__}: {e}"
+            job.seconds = time.monotonic() - job.started
 
     def _play(self, job: Job, number: int, interrupt: str) -> None:
         """Plays run ``number``: waits for it to start (its '== job J (run N)' line), interrupts

@@ -79,8 +79,9 @@ def env(tmp: Path, name: str, python: str = PY, **extra: str) -> Dict[str, str]:
 
 @pytest.fixture(scope="module")
 def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
-    """Runs every job at once; returns them by name once all are done. The signal table's
-    jobs (test_signals.py) and test_stale_signal.py's job run meanwhile."""
+    """Runs every job (Driver: at most AT_ONCE at a time, 10 s apart); returns them by name
+    once all are done. The signal table's jobs (test_signals.py) and test_stale_signal.py's
+    job run meanwhile."""
     test_signals.EARLY.start(longjob_cluster, tmp_path_factory)
     test_stale_signal.EARLY.start(longjob_cluster, tmp_path_factory)
     tmp = tmp_path_factory.mktemp("longjobs")
@@ -91,6 +92,21 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
         return driver.add(Job(name, [*sbatch, TEMPLATE, *TRAIN_ARGS, *args], interrupts,
                               tmp / slug(name) / "out.txt", env(tmp, name, python, **extra)))
 
+    # first: the time limit's jobs wait a minute for it (Driver: at most AT_ONCE at a time)
+    (tmp / "time-limit").mkdir()
+    script = tmp / "time-limit" / "job.sh"
+    script.write_text(TIME_LIMIT_SCRIPT.format(train=TRAIN, ckpt=tmp / "time-limit" / "ckpt"))
+    driver.add(Job("time limit", ["-N2", "--ntasks-per-node=1", "--time=1", str(script)],
+                   [TIME_LIMIT, CANCEL], tmp / "time-limit" / "out.txt",
+                   env(tmp, "time limit"), later_time_limit=10))  # the 2nd run ends by scancel
+    (tmp / "time-limit-supervised").mkdir()
+    script = tmp / "time-limit-supervised" / "job.sh"
+    script.write_text(SUPERVISED_TIME_LIMIT_SCRIPT.format(
+        train=TRAIN, ckpt=tmp / "time-limit-supervised" / "ckpt"))
+    driver.add(Job("time limit, supervised", ["-N2", "--ntasks-per-node=1", "--time=1",
+                                              str(script)],
+                   [TIME_LIMIT, CANCEL], tmp / "time-limit-supervised" / "out.txt",
+                   env(tmp, "time limit, supervised"), later_time_limit=10))
     template("twice in a row", [USR1_TWICE, NONE], "--port-base", "25100")
     template("scontrol requeue", [REQUEUE, NONE], "--port-base", "25110")
     template("fit", [USR1, NONE], "--fit", "--port-base", "25120")
@@ -107,20 +123,6 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     array.output = tmp / "array-task" / "out-1.txt"
     array.argv.insert(0, f"--output={tmp / 'array-task' / 'out-%a.txt'}")
     array.target = "JOB_1"
-    (tmp / "time-limit").mkdir()
-    script = tmp / "time-limit" / "job.sh"
-    script.write_text(TIME_LIMIT_SCRIPT.format(train=TRAIN, ckpt=tmp / "time-limit" / "ckpt"))
-    driver.add(Job("time limit", ["-N2", "--ntasks-per-node=1", "--time=1", str(script)],
-                   [TIME_LIMIT, CANCEL], tmp / "time-limit" / "out.txt",
-                   env(tmp, "time limit"), later_time_limit=10))  # the 2nd run ends by scancel
-    (tmp / "time-limit-supervised").mkdir()
-    script = tmp / "time-limit-supervised" / "job.sh"
-    script.write_text(SUPERVISED_TIME_LIMIT_SCRIPT.format(
-        train=TRAIN, ckpt=tmp / "time-limit-supervised" / "ckpt"))
-    driver.add(Job("time limit, supervised", ["-N2", "--ntasks-per-node=1", "--time=1",
-                                              str(script)],
-                   [TIME_LIMIT, CANCEL], tmp / "time-limit-supervised" / "out.txt",
-                   env(tmp, "time limit, supervised"), later_time_limit=10))
     driver.run()
     return {job.name: job for job in driver.jobs}
 

@@ -78,9 +78,9 @@ def submission() -> Dict[str, str]:
 
 @pytest.fixture(scope="module")
 def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
-    """Runs the three jobs at once, each in a directory of its own (its checkpoints and
-    model.keras land there: the page's submit directory, CHECKPOINT_ROOT the template's
-    default there); returns them by name once all are done."""
+    """Runs the three jobs side by side (Driver), each in a directory of its own (its
+    checkpoints and model.keras land there: the page's submit directory, CHECKPOINT_ROOT the
+    template's default there); returns them by name once all are done."""
     tmp = tmp_path_factory.mktemp("own-script")
     driver = Driver(longjob_cluster)
     for name, script, interrupts, progress in JOBS:
