@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, List, Optional
 
+from tests.harness.processes import stat_fields
+
 #: At most this many processes are described (the rest are counted).
 MOST = 16
 
@@ -25,17 +27,12 @@ class ProcessTimes:
 
 
 def parse_stat(stat: str, ticks: int) -> tuple[str, float, float]:
-    """Returns (state, CPU seconds, start in seconds after boot) from a /proc/PID/stat line
-    (its command, in parentheses, may itself hold spaces and parentheses).
+    """Returns (state, CPU seconds, start in seconds after boot) from a /proc/PID/stat line.
 
     Raises:
-      ValueError: the line is not a stat line.
+      ValueError: the line is not a stat line (processes.stat_fields).
     """
-    if ")" not in stat:
-        raise ValueError(f"not a /proc/PID/stat line: {stat[:80]!r}")
-    fields = stat.rsplit(")", 1)[1].split()
-    if len(fields) < 20:
-        raise ValueError(f"not a /proc/PID/stat line (too few fields): {stat[:80]!r}")
+    fields = stat_fields(stat)
     return fields[0], (int(fields[11]) + int(fields[12])) / ticks, int(fields[19]) / ticks
 
 

@@ -12,8 +12,8 @@ import threading
 import time
 from typing import Any, Sequence
 
-__all__ = ["ClusterError", "sh", "starttime", "alive", "kill_all", "GARBLED", "PmiGarbled",
-           "Output", "stop_group"]
+__all__ = ["ClusterError", "sh", "stat_fields", "starttime", "alive", "kill_all", "GARBLED",
+           "PmiGarbled", "Output", "stop_group"]
 
 
 class ClusterError(RuntimeError):
@@ -29,12 +29,25 @@ def sh(args: Sequence[str], *, timeout: float = 10.0, check: bool = True) -> str
     return p.stdout
 
 
+def stat_fields(stat: str) -> list[str]:
+    """Returns a /proc/PID/stat line's fields after the command (state first; utime at 11,
+    stime 12, starttime 19), the command, in parentheses, may itself hold spaces and ')'.
+
+    Raises:
+      ValueError: the line is not a stat line.
+    """
+    fields = stat.rsplit(")", 1)[1].split() if ")" in stat else []
+    if len(fields) < 20:
+        raise ValueError(f"not a /proc/PID/stat line: {stat[:80]!r}")
+    return fields
+
+
 def starttime(pid: int) -> int | None:
     """The process's start time (clock ticks since boot), or None if it is gone or a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+            fields = stat_fields(f.read())
+    except (OSError, ValueError):
         return None
     return None if fields[0] in ("Z", "X") else int(fields[19])
 
