@@ -121,7 +121,8 @@ def signal_to_disk(tf: Any, parts: tuple, directory: str) -> Dict[str, float]:
     """Returns the seconds from USR1, sent in the middle of a step, to the checkpoint file on
     disk, and its parts."""
     from mpi_resolver import SlurmTerminationConfig
-    from mpi_resolver.preemption import tf_checkpoints, tf_config
+    from mpi_resolver.tensorflow import checkpoints as tf_checkpoints
+    from mpi_resolver.tensorflow import termination_config as tf_config
 
     tf_config.end_with = lambda code, seconds: None  # the benchmark goes on after the exit
     starts: List[float] = []
@@ -161,7 +162,7 @@ def signal_to_disk(tf: Any, parts: tuple, directory: str) -> Dict[str, float]:
 def measure(tf: Any, name: str, width: int, depth: int, args: argparse.Namespace) -> Dict:
     """Returns one model's figures."""
     from mpi_resolver import SlurmTerminationConfig
-    from mpi_resolver.preemption.interval import job_mtbf, overhead, young_interval
+    from mpi_resolver.long_jobs.interval import job_mtbf, overhead, young_interval
 
     mtbf = job_mtbf(2)
     with tempfile.TemporaryDirectory(dir=ROOT) as base:
@@ -189,7 +190,7 @@ def write_against_dd(checkpoint: Any, directory: str, rounds: int = 7) -> Dict[s
     same directory, the three taken in turn ``rounds`` times: this machine's disk is slower
     by turns (the same 100 MiB take 0.06 s or 0.25 s), and side by side all three meet the
     same turns."""
-    from mpi_resolver.preemption.tf_checkpoints import KeepingManager
+    from mpi_resolver.tensorflow.checkpoints import KeepingManager
 
     manager = KeepingManager(checkpoint, os.path.join(directory, "chief"), 2, chief=True,
                              agree=lambda prefix: prefix)

@@ -75,7 +75,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import PY, QUIET, RESULTS, machine  # noqa: E402 - benchmarks/ is this directory
-from mpi_resolver.preemption.requeue import job_fields  # noqa: E402
+from mpi_resolver.long_jobs.requeue import job_fields  # noqa: E402
 from tests.harness.requeue import slurm_time, start_due  # noqa: E402
 from tests.harness.slurm_cluster import SlurmCluster  # noqa: E402
 

@@ -243,8 +243,8 @@ def watch_signals(args: argparse.Namespace):
     chief's checkpoint (the chief itself, before its SlurmTerminationConfig exists)."""
     if not args.checkpoint_dir:
         return None
-    from mpi_resolver.preemption.signals import SIGTERM, WarningSignal, parse_signal
-    from mpi_resolver.preemption.watcher import SignalWatcher
+    from mpi_resolver.long_jobs.signals import SIGTERM, WarningSignal, parse_signal
+    from mpi_resolver.long_jobs.watcher import SignalWatcher
 
     watcher = SignalWatcher([parse_signal(args.signal), WarningSignal(SIGTERM, "TERM")])
     watcher.install()
@@ -344,7 +344,7 @@ class Store:
     def restore(self) -> int:
         """Restores the latest checkpoint, if any; returns its step (0 without one). Warns
         where Slurm restarted the job and there is none to resume from."""
-        from mpi_resolver.preemption.resume import missing_checkpoint
+        from mpi_resolver.long_jobs.resume import missing_checkpoint
 
         latest = self.manager.latest_checkpoint
         warning = missing_checkpoint(os.environ, self.directory, latest)

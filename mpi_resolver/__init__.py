@@ -22,11 +22,11 @@ __version__ = "0.1.0"
 #: The names imported on first use (all but StepWatchdog and long_job_settings import
 #: TensorFlow), and their modules.
 _LAZY = {"MPIClusterResolver": ".resolve.tf_resolver",
-         "SlurmTerminationConfig": ".preemption.tf_config",
-         "SlurmBackupAndRestore": ".preemption.keras_callback",
-         "StepWatchdog": ".preemption.step_watchdog",
-         "StepWatchdogCallback": ".preemption.watchdog_callback",
-         "long_job_settings": ".preemption.job_settings"}
+         "SlurmTerminationConfig": ".tensorflow.termination_config",
+         "SlurmBackupAndRestore": ".tensorflow.keras_callback",
+         "StepWatchdog": ".long_jobs.step_watchdog",
+         "StepWatchdogCallback": ".tensorflow.watchdog_callback",
+         "long_job_settings": ".long_jobs.job_settings"}
 
 
 def __getattr__(name: str) -> Any:

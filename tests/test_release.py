@@ -76,26 +76,54 @@ def test_mypy_finds_nothing_in_the_package(tmp_path):
 
 
 def test_the_import_contract_holds(tmp_path):
-    """lint-imports: the layers, the long jobs' package, and the two edges (pyproject.toml)."""
+    """lint-imports: the layers, the long-job core, its TensorFlow edge, and the three
+    protected libraries (pyproject.toml)."""
     out = check_release("imports", dist=tmp_path)
-    assert "lint-imports: 5 kept, 0 broken" in out, out
+    assert "lint-imports: 6 kept, 0 broken" in out, out
 
 
-def test_a_wrong_import_breaks_the_import_contract(tmp_path):
-    """The core importing the MPI exchange (a copy of the package with that one line added)
-    fails the step, naming the layers and the import as the README's development section
-    shows them."""
+def _broken_contract(tmp_path, module: str, line: str) -> str:
+    """Returns check_release's output for a copy of the package with ``line`` added to
+    ``module`` (a path under mpi_resolver/), after asserting that the step failed."""
     copy = tmp_path / "copy"
     shutil.copytree(ROOT / "mpi_resolver", copy / "mpi_resolver")
     shutil.copy(ROOT / "pyproject.toml", copy)
-    with open(copy / "mpi_resolver" / "core" / "values.py", "a") as values:
-        values.write("from mpi_resolver.exchange import transport  # noqa: E402,F401\n")
+    with open(copy / "mpi_resolver" / module, "a") as source:
+        source.write(line + "  # noqa: E402,F401\n")
     env = dict(os.environ, MPI_RESOLVER_DIST=str(tmp_path), MPI_RESOLVER_VENV=sys.prefix,
                IMPORTS_ROOT=str(copy))
     proc = subprocess.run(["bash", str(SCRIPT), "imports"], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
+    assert "check_release: imports FAILED: lint-imports: the import contract is broken" in out
+    return out
+
+
+def test_a_wrong_import_breaks_the_import_contract(tmp_path):
+    """The core importing the MPI exchange fails the step, naming the layers and the import
+    as the README's development section shows them."""
+    out = _broken_contract(tmp_path, "core/values.py",
+                           "from mpi_resolver.exchange import transport")
     for line in block("readme-wrong-import").splitlines():  # as the README shows it
         assert line.strip() in out, (line, out)
-    assert "check_release: imports FAILED: lint-imports: the import contract is broken" in out
+
+
+@pytest.mark.parametrize("module, line, said", [
+    # the two framework edges side by side: neither imports the other
+    ("tensorflow/quirks.py", "from mpi_resolver.jax import termination",
+     "mpi_resolver.tensorflow.quirks -> mpi_resolver.jax.termination"),
+    ("jax/arguments.py", "from mpi_resolver.tensorflow import checkpoints",
+     "mpi_resolver.jax.arguments -> mpi_resolver.tensorflow.checkpoints"),
+    # the long-job core: no framework, no edge above it
+    ("long_jobs/interval.py", "import tensorflow",
+     "mpi_resolver.long_jobs.interval -> tensorflow"),
+    ("long_jobs/schedule.py", "from mpi_resolver.tensorflow import checkpoints",
+     "mpi_resolver.long_jobs.schedule -> mpi_resolver.tensorflow.checkpoints"),
+    # the TensorFlow edge needs no resolution
+    ("tensorflow/quirks.py", "from mpi_resolver.resolve import plan",
+     "mpi_resolver.tensorflow.quirks -> mpi_resolver.resolve.plan"),
+])
+def test_the_long_jobs_layers_bite(tmp_path, module, line, said):
+    out = _broken_contract(tmp_path, module, line)
+    assert said in out, out

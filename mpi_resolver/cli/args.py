@@ -42,7 +42,7 @@ def _port_base(text: str) -> Any:
 
 def _signal(text: str) -> Any:
     """Returns --signal as a WarningSignal; argparse reports the error otherwise."""
-    from mpi_resolver.preemption.signals import parse_signal
+    from mpi_resolver.long_jobs.signals import parse_signal
 
     try:
         return parse_signal(text, "--signal")
@@ -61,7 +61,7 @@ def _checkpoint_dir(text: str) -> str:
 
 def _max_restarts(text: str) -> int:
     """Returns --max-restarts as an int >= 0; argparse reports the error otherwise."""
-    from mpi_resolver.preemption.restarts import parse_max_restarts
+    from mpi_resolver.long_jobs.restarts import parse_max_restarts
 
     try:
         return parse_max_restarts(text)
@@ -71,7 +71,7 @@ def _max_restarts(text: str) -> int:
 
 def _supervise(sub: Any) -> None:
     """Adds supervise: its --max-restarts and the command after --."""
-    from mpi_resolver.preemption.restarts import DEFAULT_MAX_RESTARTS
+    from mpi_resolver.long_jobs.restarts import DEFAULT_MAX_RESTARTS
 
     run = sub.add_parser(
         "supervise", help="run a step (srun ..., mpirun ...) again where a task fails",

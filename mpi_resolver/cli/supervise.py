@@ -1,6 +1,6 @@
 """mpi-resolver supervise: runs a step (``srun ...``, ``mpirun ...``), reads its launcher's
 report of a failed task, and runs it again in the same allocation as the restart policy
-(preemption/restarts) says; the edge: the subprocess, its stderr, the signals.
+(long_jobs/restarts) says; the edge: the subprocess, its stderr, the signals.
 
 It imports neither mpi4py nor TensorFlow and resolves nothing: it runs in the batch script,
 one process, beside the step.
@@ -18,14 +18,14 @@ import time
 from typing import IO, List, Mapping, Optional, Sequence
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.preemption.requeue import (SCONTROL_TIMEOUT, Runner, job_ending, requeue,
+from mpi_resolver.long_jobs.requeue import (SCONTROL_TIMEOUT, Runner, job_ending, requeue,
                                              requeue_target, run_scontrol)
-from mpi_resolver.preemption.restarts import (FAILURES_TO_LEAVE_OUT, REQUEUED_EXIT,
+from mpi_resolver.long_jobs.restarts import (FAILURES_TO_LEAVE_OUT, REQUEUED_EXIT,
                                               SIGTERM_EXIT, STOP_TIMEOUT, SUPERVISED_ENV,
                                               Action, RunEnd, decide, left_out,
                                               requeue_refusal, say)
-from mpi_resolver.preemption.srun_options import job_nodes, read_srun
-from mpi_resolver.preemption.step_report import StepReport
+from mpi_resolver.long_jobs.srun_options import job_nodes, read_srun
+from mpi_resolver.long_jobs.step_report import StepReport
 
 PREFIX = "mpi-resolver supervise: "
 #: Passed on to the step, and the end of restarts: Slurm's SIGTERM (time limit, scancel,

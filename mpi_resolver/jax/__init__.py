@@ -7,8 +7,9 @@ from the newest whole one (long_jobs, over checkpoints, state, termination and c
 given, from a resolution, is pure (arguments: the coordinator, the process id, the CUDA
 ordinals of the task's GPUs, the CPU collectives).
 
-May import every part below it, resolve/ included; only rehearsal/ (jax_deep) and the users'
-scripts import it. The only part of the package that imports JAX. Importing
+May import every part below it, resolve/ and the long-job core (long_jobs/) included,
+never the TensorFlow edge (mpi_resolver.tensorflow) beside it; only rehearsal/ (jax_deep)
+and the users' scripts import it. The only part of the package that imports JAX. Importing
 ``mpi_resolver.jax`` imports neither JAX nor mpi4py: its names load their modules when first
 used.
 

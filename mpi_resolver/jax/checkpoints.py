@@ -1,7 +1,7 @@
 """A long JAX job's checkpoints on disk: named NumPy arrays (the training state, flattened by
 .state) in ``DIR/ckpt-<step>.npz``, each written whole or not at all (a part file, fsync, a
 rename), the last ``keep`` kept, and the newest that reads whole found again (a torn one
-skipped with a warning, as preemption.resume says). The file edge; NumPy only (no JAX).
+skipped with a warning, as long_jobs.resume says). The file edge; NumPy only (no JAX).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.preemption.manifest import remove_manifest
-from mpi_resolver.preemption.resume import restore_newest
+from mpi_resolver.long_jobs.manifest import remove_manifest
+from mpi_resolver.long_jobs.resume import restore_newest
 
 __all__ = ["StepCheckpoints", "checkpoint_name", "step_of", "to_remove", "STEP_KEY"]
 

@@ -1,6 +1,6 @@
 """The JAX processes' meeting point for long jobs: JAX's coordination service (its key-value
 store and barriers, started by ``jax.distributed.initialize``), as
-preemption.termination.Coordinator asks, and the choices every process must share (which
+long_jobs.termination.Coordinator asks, and the choices every process must share (which
 checkpoint to restore, the next periodic save, whether the directory may be used). Alone (one
 process) it answers at once. Importing this module imports JAX.
 """
@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import jax
 
-from mpi_resolver.preemption.termination import _EVENT, _EXIT, _SAVED, chief_value
+from mpi_resolver.long_jobs.termination import _EVENT, _EXIT, _SAVED, chief_value
 
 __all__ = ["JaxCoordinator", "AGREE_WITHIN"]
 
@@ -29,7 +29,7 @@ def _client() -> Any:
 
 
 class JaxCoordinator:
-    """preemption.termination.Coordinator over JAX's coordination service; process 0 is the
+    """long_jobs.termination.Coordinator over JAX's coordination service; process 0 is the
     chief (the one that saves and requeues)."""
 
     def __init__(self) -> None:

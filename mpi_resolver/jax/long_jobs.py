@@ -1,7 +1,7 @@
 """A long JAX job's checkpoints around a training loop: ``LongJob.restore(state)`` resumes from
 the newest checkpoint that reads whole (every process on process 0's choice, a torn one
 skipped), ``LongJob.step_done(step, state)`` after every step saves periodically (every N
-steps, a duration or 'auto': preemption.schedule, as for TensorFlow) and, once Slurm's signal
+steps, a duration or 'auto': long_jobs.schedule, as for TensorFlow) and, once Slurm's signal
 or SIGTERM reached any process, saves at the same step on every process, requeues (process 0,
 or supervise) and ends the process with the package's exit code (75: run again; 143: stop).
 Process 0 writes; the state is replicated (data parallelism). Importing this module imports
@@ -27,14 +27,14 @@ from mpi_resolver.core.logs import log_each, log_once, logger
 from mpi_resolver.jax.checkpoints import StepCheckpoints, checkpoint_name
 from mpi_resolver.jax.state import named_arrays, restored
 from mpi_resolver.jax.termination import JaxTermination, disconnect
-from mpi_resolver.preemption.interval import parse_every
-from mpi_resolver.preemption.job_settings import checkpoint_dir as job_checkpoint_dir
-from mpi_resolver.preemption.job_settings import long_job_settings
-from mpi_resolver.preemption.manifest import (check_directory_together, manifest_for,
+from mpi_resolver.long_jobs.interval import parse_every
+from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
+from mpi_resolver.long_jobs.job_settings import long_job_settings
+from mpi_resolver.long_jobs.manifest import (check_directory_together, manifest_for,
                                               this_job, write_manifest)
-from mpi_resolver.preemption.process_end import EXIT_WITHIN, end_with
-from mpi_resolver.preemption.resume import missing_checkpoint
-from mpi_resolver.preemption.schedule import Schedule, job_nodes, plan_agreement
+from mpi_resolver.long_jobs.process_end import EXIT_WITHIN, end_with
+from mpi_resolver.long_jobs.resume import missing_checkpoint
+from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
 
 __all__ = ["LongJob"]
 

@@ -1,6 +1,6 @@
 """Slurm's warning signal (or SIGTERM) to a stop at one step on every JAX process, and the
 exit after the save: the package's flag-only handlers and exit rules
-(preemption.termination decides: 75 run again, 143 stop; process 0 requeues, or supervise
+(long_jobs.termination decides: 75 run again, 143 stop; process 0 requeues, or supervise
 does), with JAX's collectives for the agreement and JAX's coordination service as the meeting
 point (.coordinator). Importing this module imports JAX.
 """
@@ -15,10 +15,10 @@ import numpy as np
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.jax.coordinator import JaxCoordinator
-from mpi_resolver.preemption.job_settings import long_job_settings
-from mpi_resolver.preemption.signals import SIGTERM, WarningSignal, parse_signal
-from mpi_resolver.preemption.termination import Policy, Termination
-from mpi_resolver.preemption.watcher import SignalWatcher
+from mpi_resolver.long_jobs.job_settings import long_job_settings
+from mpi_resolver.long_jobs.signals import SIGTERM, WarningSignal, parse_signal
+from mpi_resolver.long_jobs.termination import Policy, Termination
+from mpi_resolver.long_jobs.watcher import SignalWatcher
 
 __all__ = ["JaxTermination", "disconnect"]
 
@@ -77,7 +77,7 @@ class JaxTermination:
     def finish(self, step: Optional[int] = None, failed: Optional[str] = None
                ) -> Tuple[int, str]:
         """Returns (exit code, what happened) after the save at ``step`` (see
-        preemption.termination.Termination.finish). From then on the watched signals are
+        long_jobs.termination.Termination.finish). From then on the watched signals are
         ignored: more come (the requeue's SIGTERM), and the process must end with the code."""
         try:
             return self.termination.finish(step, failed)

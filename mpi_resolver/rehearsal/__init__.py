@@ -4,5 +4,6 @@ the phases and their report; deep_tf: TensorFlow's strategy and first all-reduce
 signal still reaching the package's watcher), and ``check --checkpoint-dir`` (checkpoint_files
 and checkpoint_check: the pure verdict; checkpoint_probe: the files over MPI).
 
-May import everything below it, resolve/ and preemption/ included. Only cli/ imports it.
+May import everything below it, resolve/, long_jobs/ and the tensorflow/ and jax/ edges
+included. Only cli/ imports it.
 """

@@ -28,9 +28,9 @@ from mpi_resolver.exchange.collectives import Transport, gather_json
 from mpi_resolver.placement.layout import Layout
 from mpi_resolver.options import Options
 from mpi_resolver.resolve.resolution import Resolution
-from mpi_resolver.preemption.reach import unreached
-from mpi_resolver.preemption.signals import SIGTERM, WarningSignal
-from mpi_resolver.preemption.watcher import SignalWatcher
+from mpi_resolver.long_jobs.reach import unreached
+from mpi_resolver.long_jobs.signals import SIGTERM, WarningSignal
+from mpi_resolver.long_jobs.watcher import SignalWatcher
 
 TERM = WarningSignal(SIGTERM, "TERM")
 #: Jobs MultiWorkerMirroredStrategy takes.

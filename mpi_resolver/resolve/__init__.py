@@ -3,6 +3,6 @@ record (gpu_resolution), the resolution itself (resolution), the snapshot of the
 it reads (environment), and the TensorFlow edge, MPIClusterResolver (tf_resolver), which
 alone imports TensorFlow and is imported only when its name is used.
 
-May import every part below it (core up to network). Independent of preemption/. Only
-rehearsal/, cli/ and the package's lazy names import it.
+May import every part below it (core up to network). Independent of long_jobs/ and its
+TensorFlow edge. Only rehearsal/, cli/ and the package's lazy names import it.
 """

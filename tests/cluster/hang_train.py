@@ -21,7 +21,7 @@ def main() -> None:
     import tensorflow as tf
 
     from mpi_resolver import MPIClusterResolver
-    from mpi_resolver.preemption.step_watchdog import StepWatchdog
+    from mpi_resolver.long_jobs.step_watchdog import StepWatchdog
 
     resolver = MPIClusterResolver(port_base=port, gpus_per_node=0)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)

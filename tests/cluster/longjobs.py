@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from mpi_resolver.preemption.requeue import job_fields
+from mpi_resolver.long_jobs.requeue import job_fields
 from tests.harness.requeue import start_due
 from tests.harness.slurm_cluster import SlurmCluster
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mpi_resolver.preemption.manifest import write_manifest
+from mpi_resolver.long_jobs.manifest import write_manifest
 from tests.cluster.conftest import PY, ROOT
 from tests.cluster.test_jobs import Step
 from tests.cluster.test_lost_worker import START, TRAIN, release, task_pids

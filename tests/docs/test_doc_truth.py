@@ -45,7 +45,7 @@ TEMPLATES = ("train.sbatch", "train_gpu.sbatch")
 def named_paths(text: str) -> Iterator[str]:
     """Yields every repository path ``text`` names: folders and files of the repository
     (`examples/train.py`, `tests/unit/`), the package's folders without `mpi_resolver/`
-    (`resolve/plan.py`, `preemption/tf_config`), and the top-level files."""
+    (`resolve/plan.py`, `tensorflow/termination_config`), and the top-level files."""
     for m in _PATH.finditer(text):
         yield m.group(1).rstrip(".,:;")
 
@@ -78,8 +78,8 @@ def defines(module: Path, name: str) -> bool:
 
 
 def module_exists(dotted: str) -> bool:
-    """True where ``dotted`` (`mpi_resolver.preemption.signals`, `mpi_resolver.Name`,
-    `mpi_resolver.preemption.signals.parse_signal`) names a module of the package, or a name
+    """True where ``dotted`` (`mpi_resolver.long_jobs.signals`, `mpi_resolver.Name`,
+    `mpi_resolver.long_jobs.signals.parse_signal`) names a module of the package, or a name
     that its module defines or exports."""
     parts = dotted.split(".")
     where = ROOT / parts[0]
@@ -130,7 +130,7 @@ def test_what_counts_as_a_repository_path(text, names):
 
 @pytest.mark.parametrize("name, exists", [
     ("mpi_resolver/network/proxies.py", True), ("mpi_resolver/_proxies.py", False),
-    ("preemption/tf_config", True), ("preemption/tf_configs", False),
+    ("tensorflow/termination_config", True), ("long_jobs/tf_config", False),
     ("mpi_resolver/*/__init__.py", True), ("docs/_build/html", True),
     ("mpi_resolver/{core,cli}/__init__.py", True), ("mpi_resolver/{core,nope}/", False),
 ])
@@ -139,11 +139,11 @@ def test_which_paths_exist(name, exists):
 
 
 @pytest.mark.parametrize("name, exists", [
-    ("mpi_resolver.preemption.signals", True), ("mpi_resolver._proxies", False),
+    ("mpi_resolver.long_jobs.signals", True), ("mpi_resolver._proxies", False),
     ("mpi_resolver.MPIClusterResolver", True), ("mpi_resolver.NoSuchName", False),
     ("mpi_resolver.placement.addresses", True),
-    ("mpi_resolver.preemption.signals.parse_signal", True),
-    ("mpi_resolver.preemption.signals.no_such_function", False),
+    ("mpi_resolver.long_jobs.signals.parse_signal", True),
+    ("mpi_resolver.long_jobs.signals.no_such_function", False),
 ])
 def test_which_modules_exist(name, exists):
     assert module_exists(name) is exists

@@ -24,7 +24,7 @@ def slurm_config(monkeypatch):
     at SIG_IGN would be named by an earlier test's watcher, still asked by TensorFlow's
     thread)."""
     from mpi_resolver import SlurmTerminationConfig
-    from mpi_resolver.preemption import tf_config
+    from mpi_resolver.tensorflow import termination_config as tf_config
 
     made = []
     ended = []

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_periodic_benchmark_measures_and_prints(tmp_path):
-    from mpi_resolver.preemption.interval import job_mtbf
+    from mpi_resolver.long_jobs.interval import job_mtbf
 
     out = tmp_path / "periodic.json"
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "periodic.py"), "--mib",

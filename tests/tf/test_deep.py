@@ -26,7 +26,7 @@ from mpi_resolver.rehearsal.deep_tf import run_deep
 from mpi_resolver.resolve.environment import snapshot
 from mpi_resolver.options import make_options
 from mpi_resolver.resolve.resolution import resolve_job
-from mpi_resolver.preemption.signals import parse_signal
+from mpi_resolver.long_jobs.signals import parse_signal
 opts = make_options(gpus_per_node=0, source="slurm", port_base=int(sys.argv[1]),
                     timeout=float(sys.argv[2]))
 signal = parse_signal(sys.argv[3]) if len(sys.argv) > 3 else None

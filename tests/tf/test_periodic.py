@@ -1,6 +1,6 @@
-"""Periodic checkpoints (preemption.tf_handler), the last K kept and a torn checkpoint skipped
-(preemption.tf_checkpoints), a save that fails, the manifest and the handlers put back, with
-the installed TensorFlow in this process (one worker: preemption.tf_coordinator answers at
+"""Periodic checkpoints (tensorflow.handler), the last K kept and a torn checkpoint skipped
+(tensorflow.checkpoints), a save that fails, the manifest and the handlers put back, with
+the installed TensorFlow in this process (one worker: tensorflow.coordinator answers at
 once). Two workers, a worker killed and the step restarted: tests/cluster."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from mpi_resolver.preemption.manifest import MANIFEST, read_manifest, write_manifest
+from mpi_resolver.long_jobs.manifest import MANIFEST, read_manifest, write_manifest
 from tests.tf.test_preemption import model_and_step, train
 
 pytestmark = pytest.mark.tf
@@ -86,7 +86,7 @@ def test_a_save_that_fails_still_ends_in_the_exit_code(slurm_config, tmp_path, c
                                                         monkeypatch):
     import tensorflow as tf
 
-    from mpi_resolver.preemption.tf_checkpoints import KeepingManager
+    from mpi_resolver.tensorflow.checkpoints import KeepingManager
 
     config = slurm_config(requeue=False)
     checkpoint, step, weight = model_and_step(tf)
@@ -109,7 +109,7 @@ def test_a_periodic_save_that_fails_is_a_warning_and_training_goes_on(slurm_conf
                                                                         caplog, monkeypatch):
     import tensorflow as tf
 
-    from mpi_resolver.preemption.tf_checkpoints import KeepingManager
+    from mpi_resolver.tensorflow.checkpoints import KeepingManager
 
     checkpoint, step, weight = model_and_step(tf)
     handler = slurm_config(checkpoint_every=5).handler(None, checkpoint, str(tmp_path))
@@ -146,7 +146,7 @@ def test_another_running_job_s_directory_is_refused(slurm_config, tmp_path, monk
     import tensorflow as tf
 
     from mpi_resolver.core.errors import ResolutionError
-    from mpi_resolver.preemption import manifest
+    from mpi_resolver.long_jobs import manifest
 
     monkeypatch.setenv("SLURM_JOB_ID", "12")
     write_manifest(str(tmp_path), {"job": "11", "step": 5, "written": "t", "host": "h"})
@@ -179,7 +179,7 @@ def crashing_fit(tmp_path, crash_after, signal_after=0, **options):
     import numpy as np
 
     from mpi_resolver import SlurmBackupAndRestore
-    from mpi_resolver.preemption.keras_callback import keras2
+    from mpi_resolver.tensorflow.keras_callback import keras2
 
     keras = keras2()
     seen = []

@@ -1,5 +1,5 @@
-"""SlurmTerminationConfig (preemption/tf_config) and SlurmBackupAndRestore with the installed
-TensorFlow, in this process (one worker, no Slurm job): a real signal to this process,
+"""SlurmTerminationConfig (tensorflow/termination_config) and SlurmBackupAndRestore with the
+installed TensorFlow, in this process (one worker, no Slurm job): a real signal to this process,
 TensorFlow's PreemptionCheckpointHandler saving at the next step, the exit code (and the end
 of the process after it, process_end), and the next "run" resuming from the checkpoint. Two
 workers, the requeue and Slurm's signals: tests/cluster."""
@@ -160,7 +160,7 @@ def test_fit_saves_on_the_signal_and_resumes_at_the_next_batch(slurm_config, tmp
     import numpy as np
 
     from mpi_resolver import SlurmBackupAndRestore
-    from mpi_resolver.preemption.keras_callback import keras2
+    from mpi_resolver.tensorflow.keras_callback import keras2
 
     keras = keras2()
     x, y = np.zeros((64, 4), np.float32), np.zeros((64,), np.int32)
@@ -195,7 +195,7 @@ def test_fit_saves_on_the_signal_and_resumes_at_the_next_batch(slurm_config, tmp
     assert first == ((stopped[0], stopped[1] + 1) if stopped[1] < 7 else (stopped[0] + 1, 0))
     assert seen[-1] == (1, 7)  # to the planned end
     assert not os.path.exists(tmp_path / "chief")  # removed once fit completed
-    from mpi_resolver.preemption.watcher import SignalWatcher
+    from mpi_resolver.long_jobs.watcher import SignalWatcher
 
     for number in (signal.SIGTERM, signal.SIGUSR1):  # disarmed at the end of training
         assert not isinstance(getattr(signal.getsignal(number), "__self__", None),
@@ -204,7 +204,7 @@ def test_fit_saves_on_the_signal_and_resumes_at_the_next_batch(slurm_config, tmp
 
 END_WITH = """
 import sys, time
-from mpi_resolver.preemption.process_end import end_with
+from mpi_resolver.long_jobs.process_end import end_with
 end_with(75, float(sys.argv[1]))
 print(time.monotonic(), flush=True)  # armed (the clock is the machine's, as the test's)
 if sys.argv[2] == "hang":

@@ -1,4 +1,4 @@
-"""preemption.tf_quirks with the installed TensorFlow: no probe of Google's metadata server
+"""long_jobs.tf_quirks with the installed TensorFlow: no probe of Google's metadata server
 while a handler is built, and total_run_calls' deprecation warning dropped."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.tf
 def test_no_gce_probe_within_and_the_probe_back_after():
     from tensorflow.python.distribute.failure_handling import failure_handling_util
 
-    from mpi_resolver.preemption.tf_quirks import no_gce_probe
+    from mpi_resolver.tensorflow.quirks import no_gce_probe
 
     probe = failure_handling_util.on_gcp
     with no_gce_probe():  # here Google's server does not answer anyway: the probe replaced
@@ -30,7 +30,7 @@ def test_no_gce_probe_within_and_the_probe_back_after():
 def test_quiet_total_run_calls_drops_only_that_warning_with_one_filter(message, kept):
     import tensorflow as tf
 
-    from mpi_resolver.preemption.tf_quirks import quiet_total_run_calls
+    from mpi_resolver.tensorflow.quirks import quiet_total_run_calls
 
     log = tf.get_logger()
     quiet_total_run_calls()

@@ -1,4 +1,4 @@
-"""StepWatchdogCallback (preemption.watchdog_callback) under Keras 2's model.fit, for real, in
+"""StepWatchdogCallback (tensorflow.watchdog_callback) under Keras 2's model.fit, for real, in
 child processes (the watchdog ends its process): a Python generator that stops yielding, and a
 user's callback that hangs after a slow validation that must not count. T is 3 s: a step at an
 epoch's start (a new iterator) took over 1 s on this loaded 2-core machine."""
@@ -24,8 +24,8 @@ if tuple(int(v) for v in version("tensorflow-cpu").split(".")[:2]) >= (2, 16):
     os.environ["TF_USE_LEGACY_KERAS"] = "1"  # tf.keras is tf_keras (Keras 2); 2.15's is 2
 import numpy as np
 import tensorflow as tf
-from mpi_resolver.preemption.keras_callback import keras2
-from mpi_resolver.preemption.watchdog_callback import StepWatchdogCallback
+from mpi_resolver.tensorflow.keras_callback import keras2
+from mpi_resolver.tensorflow.watchdog_callback import StepWatchdogCallback
 keras = keras2()  # Keras 2: tf_keras, or TensorFlow 2.15's own tf.keras
 
 def batches(hang_at=None, pause=0.0):

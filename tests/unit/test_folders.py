@@ -22,8 +22,9 @@ def test_the_top_holds_the_folders_and_few_files():
     files = sorted(p.name for p in PACKAGE.iterdir()
                    if p.is_file() and p.suffix in (".py", ".typed"))
     assert files == ["__init__.py", "__main__.py", "options.py", "py.typed"], files
-    assert SUBPACKAGES == ["cli", "core", "exchange", "gpus", "jax", "launch", "network",
-                           "placement", "preemption", "rehearsal", "resolve"], SUBPACKAGES
+    assert SUBPACKAGES == ["cli", "core", "exchange", "gpus", "jax", "launch", "long_jobs",
+                           "network", "placement", "rehearsal", "resolve",
+                           "tensorflow"], SUBPACKAGES
 
 
 @pytest.mark.parametrize("name", SUBPACKAGES)
@@ -53,21 +54,21 @@ ELSEWHERE = {
     "rehearsal/jax_deep.py": "tests/jax/test_deep.py",
     "cli/args.py": "tests/unit/cli/test_main.py",
     "core/errors.py": "tests/unit/test_bad_input.py",
-    "core/logs.py": "tests/unit/preemption/test_termination.py",
+    "core/logs.py": "tests/unit/long_jobs/test_termination.py",
     "exchange/transport.py": "tests/unit/exchange/test_collectives.py",
     "gpus/notes.py": "tests/unit/gpus/test_allocation.py",
     "network/address_lookup.py": "tests/unit/placement/test_addresses.py",
     "network/address_names.py": "tests/unit/placement/test_addresses.py",
     "network/host_addresses.py": "tests/unit/rehearsal/test_connect_probe.py",
-    "preemption/disposition.py": "tests/unit/preemption/test_watcher.py",
-    "preemption/keras_callback.py": "tests/tf/test_preemption.py",
-    "preemption/tf_checkpoints.py": "tests/tf/test_periodic.py",
-    "preemption/tf_config.py": "tests/tf/test_preemption.py",
-    "preemption/process_end.py": "tests/tf/test_preemption.py",
-    "preemption/tf_quirks.py": "tests/tf/test_tf_quirks.py",
-    "preemption/watchdog_callback.py": "tests/tf/test_watchdog_callback.py",
-    "preemption/tf_coordinator.py": "tests/tf/test_periodic.py",
-    "preemption/tf_handler.py": "tests/tf/test_periodic.py",
+    "long_jobs/disposition.py": "tests/unit/long_jobs/test_watcher.py",
+    "tensorflow/keras_callback.py": "tests/tf/test_preemption.py",
+    "tensorflow/checkpoints.py": "tests/tf/test_periodic.py",
+    "tensorflow/termination_config.py": "tests/tf/test_preemption.py",
+    "long_jobs/process_end.py": "tests/tf/test_preemption.py",
+    "tensorflow/quirks.py": "tests/tf/test_tf_quirks.py",
+    "tensorflow/watchdog_callback.py": "tests/tf/test_watchdog_callback.py",
+    "tensorflow/coordinator.py": "tests/tf/test_periodic.py",
+    "tensorflow/handler.py": "tests/tf/test_periodic.py",
     "rehearsal/checkpoint_files.py": "tests/unit/rehearsal/test_checkpoint_check.py",
     "rehearsal/checkpoint_probe.py": "tests/unit/rehearsal/test_checkpoint_check.py",
     "rehearsal/deep_tf.py": "tests/tf/test_deep.py",

@@ -15,7 +15,7 @@ import pytest
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.jax.checkpoints import (STEP_KEY, StepCheckpoints, checkpoint_name, step_of,
                                           to_remove)
-from mpi_resolver.preemption.manifest import MANIFEST, manifest_for, write_manifest
+from mpi_resolver.long_jobs.manifest import MANIFEST, manifest_for, write_manifest
 
 pytestmark = pytest.mark.unit
 

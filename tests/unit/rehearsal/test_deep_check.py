@@ -522,7 +522,7 @@ def test_main_thread_phases_run_here_and_now():
                  id="--signal: watch after the strategy, check after the all-reduce"),
 ])
 def test_the_rehearsal_s_phases(signal, names):
-    from mpi_resolver.preemption.signals import parse_signal
+    from mpi_resolver.long_jobs.signals import parse_signal
 
     rehearsal = TfRehearsal(make_options(), "ring", 0.0, None,
                             signal=signal and parse_signal(signal))

@@ -17,10 +17,10 @@ def test_every_variable_the_package_reads_is_in_VARIABLES():
     from mpi_resolver.resolve.environment import VARIABLES
 
     package = pathlib.Path(__file__).resolve().parents[3].joinpath("mpi_resolver")
-    # Every module but the long jobs' (preemption/ reads the job's id and restart count for
-    # the requeue, never for a resolution).
+    # Every module but the long jobs' (long_jobs/ and its edges read the job's id and restart
+    # count for the requeue, never for a resolution).
     source = "".join(p.read_text() for p in package.rglob("*.py")
-                     if "preemption" not in p.relative_to(package).parts)
+                     if not {"long_jobs", "tensorflow"} & set(p.relative_to(package).parts))
     names = set(re.findall(r'"((?:SLURMD?|OMPI|PMIX?|MPIR?|I_MPI|CUDA)_[A-Z_]+)"', source))
     names.discard("SLURM_VARS")  # the name of a table, not a variable
     assert names and names <= set(VARIABLES), sorted(names - set(VARIABLES))

@@ -1,0 +1,152 @@
+"""Which job's checkpoints a directory holds: a small manifest the chief writes beside them
+(the job, its cluster, the step, the run's settings), and the rule for a directory another
+job wrote: taken over with a warning once that job has ended (also where this cluster's Slurm
+has forgotten it), refused while it runs, where scontrol cannot say, or where it may be
+another cluster's (pure, but for ``read_manifest``, ``write_manifest`` and
+``remove_manifest``, the file edge)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.core.logs import log_once
+from mpi_resolver.long_jobs.requeue import FORGOTTEN, job_state, requeue_target
+
+__all__ = ["MANIFEST", "this_job", "this_cluster", "manifest_for", "read_manifest",
+           "write_manifest", "foreign_warning", "remove_manifest", "check_directory_together"]
+
+MANIFEST = "mpi_resolver.json"
+#: Slurm's job states of a job that has not ended yet (COMPLETING: its tasks may still be
+#: saving after SIGTERM; STOPPED: stopped by SIGSTOP, its tasks still there).
+_LIVE = {"RUNNING", "PENDING", "SUSPENDED", "REQUEUED", "CONFIGURING", "RESIZING",
+         "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "COMPLETING", "STOPPED",
+         "RESV_DEL_HOLD"}
+
+
+def this_job(env: Mapping[str, str]) -> Optional[str]:
+    """Returns this job as scontrol names it ('12', or '10_3' for an array task), None
+    outside a Slurm job."""
+    try:
+        return requeue_target(env)
+    except ResolutionError:
+        return None
+
+
+def this_cluster(env: Mapping[str, str]) -> Optional[str]:
+    """Returns this job's cluster as Slurm names it (SLURM_CLUSTER_NAME), None where unset."""
+    return env.get("SLURM_CLUSTER_NAME", "").strip() or None
+
+
+def manifest_for(job: Optional[str], step: int, settings: Mapping[str, Any],
+                 clock: Callable[[], float] = time.time) -> Dict[str, Any]:
+    """Returns the manifest of a checkpoint at ``step`` written by ``job`` (of this_cluster)."""
+    return {"job": job, "cluster": this_cluster(os.environ), "step": int(step),
+            "host": socket.gethostname(),
+            "written": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(clock())),
+            "settings": dict(settings)}
+
+
+def read_manifest(directory: str) -> Optional[Dict[str, Any]]:
+    """Returns the manifest in ``directory``, None where there is none or it is not JSON."""
+    try:
+        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def write_manifest(directory: str, manifest: Mapping[str, Any]) -> None:
+    """Writes ``manifest`` into ``directory`` whole or not at all (a file beside it, then a
+    rename)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, MANIFEST)
+    part = f"{path}.{os.getpid()}.part"
+    with open(part, "w", encoding="utf-8") as f:
+        json.dump(dict(manifest), f)
+    os.replace(part, path)
+
+
+def remove_manifest(directory: str) -> None:
+    """Removes ``directory``'s manifest, if any (its checkpoints were removed)."""
+    try:
+        os.remove(os.path.join(directory, MANIFEST))
+    except FileNotFoundError:
+        pass
+
+
+def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
+                    job: Optional[str], state: Callable[[str], Optional[str]],
+                    cluster: Optional[str] = None) -> Optional[str]:
+    """Returns the warning where ``directory``'s checkpoints were written by another job that
+    has ended (this job goes on from them), None where they are this job's or there are none.
+    ``state(job)`` is the other job's JobState (FORGOTTEN where slurmctld knows no such job,
+    None where scontrol cannot say); ``cluster`` is this job's cluster: a job of the same
+    cluster that slurmctld has forgotten has ended (its record is purged after its end).
+
+    Raises:
+      ResolutionError: the other job has not ended, or its end cannot be confirmed: two jobs
+        must not share a directory.
+    """
+    other = None if manifest is None else manifest.get("job")
+    if manifest is None or other == job or other is None or job is None:
+        return None
+    where = (f"{directory} holds the checkpoint of job {other} (step {manifest.get('step')}, "
+             f"written {manifest.get('written')} on {manifest.get('host')})")
+    now = state(str(other))
+    ours = cluster is not None and manifest.get("cluster") == cluster
+    if now == FORGOTTEN and ours:
+        now = "no longer known to Slurm: it ended over MinJobAge ago"
+    elif now is None or now in _LIVE or now == FORGOTTEN:
+        raise ResolutionError(
+            f"{where}, {_unconfirmed(now, directory, manifest, cluster)}: two jobs must not "
+            "share a checkpoint directory (each would resume from, and delete, the other's "
+            "files). Give each job its own, e.g. --checkpoint-dir checkpoints/$SLURM_JOB_ID, "
+            "as the templates do.")
+    return (f"{where}; job {job} resumes from it and takes the directory over (job {other} "
+            f"is {now}). Give each job its own directory to start afresh.")
+
+
+def _unconfirmed(now: Optional[str], directory: str, manifest: Mapping[str, Any],
+                 cluster: Optional[str]) -> str:
+    """Returns why another job's end is not confirmed: its live state, or what scontrol said,
+    with the way out."""
+    if now not in (None, FORGOTTEN):
+        return f"which is {now}"
+    path = os.path.join(directory, MANIFEST)
+    if now is None:
+        return f"and scontrol cannot say whether that job has ended (if it has, remove {path})"
+    ours = f"is {cluster}" if cluster else "is not set"
+    return (f"which this cluster's Slurm does not know (the manifest names cluster "
+            f"{manifest.get('cluster') or 'none'}, this job's SLURM_CLUSTER_NAME {ours}: a job "
+            f"of another cluster may still run; if that job has ended, remove {path})")
+
+
+def check_directory_together(coord: Any, key: str, directory: str, job: Optional[str]) -> None:
+    """Worker 0 decides whether ``directory`` may be used (foreign_warning: its warning said
+    once, or its refusal) and tells the others over ``coord`` (the framework's meeting point:
+    ``chief``, ``agree``), so that every worker goes on or every worker raises.
+
+    Raises:
+      ResolutionError: another job that has not ended, or whose end scontrol cannot confirm,
+        wrote the directory.
+    """
+    verdict = ""
+    if coord.chief:
+        try:
+            warning = foreign_warning(directory, read_manifest(directory), job,
+                                      lambda j: job_state(j, timeout=10.0),
+                                      this_cluster(os.environ))
+            if warning:
+                log_once(warning)
+        except ResolutionError as e:
+            verdict = str(e)
+    verdict = coord.agree(f"{key}_directory", verdict,
+                          "whether the checkpoint directory may be used")
+    if verdict:
+        raise ResolutionError(verdict)

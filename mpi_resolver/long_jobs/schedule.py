@@ -1,0 +1,131 @@
+"""At which steps the periodic checkpoints fall: every worker asks ``due(step)`` after each
+step and gets the same answer, because a step count is the same on every worker and a
+duration is turned into one by the chief alone (its clock, its measured step and save
+times), then shared through ``agree`` (pure: the clock and the agreement are passed in)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, List, Mapping, Optional
+
+from mpi_resolver.core.values import whole_number
+
+from mpi_resolver.long_jobs.interval import (Every, job_mtbf, overhead, steps_for,
+                                              young_interval)
+
+__all__ = ["Schedule", "Plan", "WARMUP_STEPS", "job_nodes", "plan_agreement"]
+
+#: Steps a run takes before the chief times its steps (the first traces the graph and makes
+#: the first all-reduce's connections: seconds, not a step's time).
+WARMUP_STEPS = 10
+
+#: ``agree(index, value)``: the chief passes its value and every worker gets it back (the
+#: others pass None); ``index`` numbers the decisions of this run.
+Agree = Callable[[int, Optional[int]], int]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the chief chose for a duration or 'auto': the interval in seconds and in steps,
+    the step and save times it was computed from, and the job's failure rate."""
+
+    seconds: float
+    steps: int
+    step_seconds: float
+    save_seconds: Optional[float]
+    mtbf_seconds: float
+
+    def line(self, every: Every) -> str:
+        """Returns the one line the chief prints when it chooses the interval."""
+        why = ""
+        if every.auto:
+            why = (f" (Young: sqrt(2 x C {self.save_seconds or 0:.2f} s x M "
+                   f"{self.mtbf_seconds / 3600:.0f} h))")
+        spent = overhead(self.save_seconds or 0.0, self.seconds, self.mtbf_seconds)
+        return (f"periodic checkpoints ({every.describe()}): every {self.seconds:.0f} s = "
+                f"{self.steps} steps of {self.step_seconds:.3f} s{why}; expected overhead "
+                f"{spent * 100:.2f} % (saves and work redone after a failure)")
+
+
+def plan_agreement(coord: Any, key: str) -> Agree:
+    """Returns the schedule's agreement over ``coord`` (the framework's meeting point: its
+    ``agree(key, value, what)`` gives the chief's value to every worker), a key of its own
+    for each decision under ``key``."""
+    def agree(index: int, value: Optional[int]) -> int:
+        return int(coord.agree(f"{key}_plan_{index}", "" if value is None else str(value),
+                               "the step of the next periodic checkpoint"))
+    return agree
+
+
+def job_nodes(env: Mapping[str, str], hosts: int = 0) -> int:
+    """Returns the job's nodes, for its failure rate: ``hosts`` (the distinct hosts the caller
+    knows, e.g. a ClusterSpec's) where > 0, else SLURM_JOB_NUM_NODES, else 1."""
+    return hosts if hosts > 0 else whole_number(env.get("SLURM_JOB_NUM_NODES")) or 1
+
+
+class Schedule:
+    """The periodic saves of one run that starts at step ``start``: ``due(step)`` after every
+    step (True: save now), ``saved(seconds)`` after each save. ``nodes`` and
+    ``node_mtbf_hours`` give the job's failure rate for 'auto' and the overhead line."""
+
+    def __init__(self, every: Every, start: int, *, chief: bool, agree: Agree, nodes: int,
+                 node_mtbf_hours: float, clock: Callable[[], float] = time.monotonic,
+                 warmup: int = WARMUP_STEPS) -> None:
+        self.every, self.start, self.chief = every, start, chief
+        self._agree, self._clock, self._warmup = agree, clock, warmup
+        self.mtbf = job_mtbf(nodes, node_mtbf_hours)
+        self._next: Optional[int] = None  # a duration's or auto's next save step
+        self._decisions = 0
+        self._mark: Optional[tuple] = None  # (step, clock) the step time is measured from
+        self._started = clock()
+        self.save_seconds: Optional[float] = None
+        self.plans: List[Plan] = []
+
+    def due(self, step: int) -> bool:
+        """Returns True where every worker saves after step ``step`` (steps done)."""
+        if self.every.steps is not None:
+            return step > self.start and step % self.every.steps == 0
+        if step == self.start + 1:
+            self._mark = (step, self._clock())
+        if self._next is None and step == self.start + self._warmup:
+            self._next = self._share(self._first(step) if self.chief else None)
+        return step == self._next
+
+    def saved(self, step: int, seconds: float) -> None:
+        """Notes a save after step ``step`` that took ``seconds``; after a periodic save of a
+        duration or 'auto' rule, the chief decides the next one and every worker learns it."""
+        self.save_seconds = seconds
+        if self.every.steps is None and step == self._next:
+            now = self._clock()
+            self._next = self._share(self._decide(step, now, now - seconds) if self.chief
+                                     else None)
+            self._mark = (step, self._clock())
+
+    def _first(self, step: int) -> int:
+        """Returns the chief's first save step: at once for 'auto' (its time is Young's C),
+        else the interval from the run's start."""
+        if self.every.auto:
+            return step
+        return self._decide(step, self._started, self._clock())
+
+    def _share(self, value: Optional[int]) -> int:
+        """Returns the chief's ``value`` on every worker (the others pass None)."""
+        index, self._decisions = self._decisions, self._decisions + 1
+        return self._agree(index, value)
+
+    def _decide(self, step: int, since: float, end: float) -> int:
+        """Returns the chief's next save step: an interval (the rule's, or Young's) after
+        ``since`` on its clock, in steps timed from the mark to ``end`` (the last step's end,
+        before any save)."""
+        now = self._clock()
+        mark_step, mark_time = self._mark or (self.start, self._started)
+        step_seconds = max(end - mark_time, 0.0) / max(step - mark_step, 1)
+        if self.every.auto:
+            seconds = young_interval(self.save_seconds or 0.0, self.mtbf)
+        else:
+            seconds = float(self.every.seconds or 0.0)
+        plan = Plan(seconds, steps_for(max(seconds - (now - since), 0.0), step_seconds),
+                    step_seconds, self.save_seconds, self.mtbf)
+        self.plans.append(plan)
+        return step + plan.steps

@@ -1,0 +1,248 @@
+"""StepWatchdog: ends a worker whose training step hangs, after writing its Python stacks and
+one line saying where it is, so that the step's launcher (and `mpi-resolver supervise`)
+restarts it (the edge: a thread, the clock, faulthandler, os._exit).
+
+Use::
+
+    with StepWatchdog(resolver=resolver) as watchdog:   # armed while training
+        for ...:
+            train_step(iterator)
+            watchdog.tick()                              # after every step
+
+The rule (watchdog.StepRule): a step is stuck past ``factor`` times the median step and past
+``minimum`` seconds; the first ``warmup`` steps neither count nor trigger. A stuck step: every
+thread's Python stack to stderr (faulthandler), one line naming this worker, the step, its
+time against the limit and where the worker is (hang_site), then exit EXIT_STATUS (124). A
+worker that only waits inside TensorFlow for a peer waits ``grace`` seconds first, so that a
+stuck peer, whose own watchdog fires at about the same moment, writes its stacks first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import io
+import json
+import os
+import socket
+import sys
+import sysconfig
+import threading
+import time
+import traceback
+from collections import deque
+from typing import Any, Callable, Deque, Iterator, List, Mapping, Optional, TextIO
+
+from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.long_jobs.hang_site import WAITING, Frame, Site, hang_site
+from mpi_resolver.long_jobs.watchdog import (DEFAULT_WARMUP, DEFAULT_WINDOW, EXIT_STATUS,
+                                              median, step_rule)
+
+__all__ = ["StepWatchdog", "EXIT_STATUS", "worker_name"]
+
+#: Seconds between the watchdog thread's looks at the clock.
+INTERVAL = 0.5
+#: Seconds a waiting worker gives a stuck peer to write its stacks before it exits.
+GRACE = 2.0
+_RANKS = ("SLURM_PROCID", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+class StepWatchdog:
+    """Watches the time of each training step (see the module's docstring).
+
+    Args:
+      factor, minimum: k and T (numbers, or text as '10', '300', '5m', 'off'); where None,
+        MPI_RESOLVER_STEP_TIMEOUT_FACTOR and MPI_RESOLVER_STEP_TIMEOUT_MIN, else 10 and
+        300 s. Either 'off': the watchdog never fires.
+      warmup, window: the steps that do not count; the median's window.
+      resolver: names the task in the line ('worker:1'); ``name``: the whole name instead.
+      interval, grace: see INTERVAL and GRACE. stream: for the stacks and the line (stderr).
+      clock, exit, environ: time.monotonic, os._exit and os.environ, for tests.
+
+    Raises:
+      FormatError: a bad setting, naming the argument or the variable.
+    """
+
+    def __init__(self, factor: object = None, minimum: object = None, *,
+                 warmup: int = DEFAULT_WARMUP, window: int = DEFAULT_WINDOW,
+                 resolver: Any = None, name: Optional[str] = None,
+                 interval: float = INTERVAL, grace: float = GRACE,
+                 stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic,
+                 exit: Callable[[int], Any] = os._exit,
+                 environ: Optional[Mapping[str, str]] = None) -> None:
+        environ = os.environ if environ is None else environ
+        self.rule = step_rule(factor, minimum, warmup=warmup, window=window, environ=environ)
+        self.name = name
+        self.resolver, self._environ = resolver, environ
+        self.interval, self.grace = interval, grace
+        self._stream, self._clock, self._exit = stream, clock, exit
+        self._counted: Deque[float] = deque(maxlen=window)
+        self.steps = 0
+        self._since: Optional[float] = None  # the current step's start; None: not watched
+        self._armed = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.fired: Optional[str] = None
+
+    def start(self) -> "StepWatchdog":
+        """Arms the watchdog (the first step starts now); returns it.
+
+        Raises:
+          ResolutionError: it is armed already.
+        """
+        if self._armed:
+            raise ResolutionError("StepWatchdog.start(): the watchdog is armed already; "
+                                  "call stop() first, or use one `with` block.")
+        with self._lock:
+            self._armed, self._since = True, self._clock()
+        if self.rule is not None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._watch, daemon=True,
+                                            name="mpi_resolver step watchdog")
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Disarms the watchdog (after training); it may be started again."""
+        with self._lock:
+            self._armed, self._since = False, None
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        self._thread = None
+
+    def __enter__(self) -> "StepWatchdog":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def tick(self) -> None:
+        """Notes that a step ended and the next one starts (call it after every step)."""
+        now = self._clock()
+        with self._lock:
+            if self._since is None:
+                return
+            self.steps += 1
+            if self.rule is not None and self.rule.counts(self.steps):
+                self._counted.append(now - self._since)
+            self._since = now
+
+    def pause(self) -> None:
+        """Stops watching the current step (an evaluation, a save follows) until resume()."""
+        with self._lock:
+            self._since = None
+
+    def resume(self) -> None:
+        """Watches again where armed: the step's clock starts now."""
+        with self._lock:
+            if self._armed:
+                self._since = self._clock()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Not watched inside (an evaluation, a save); the step's clock starts again after."""
+        self.pause()
+        try:
+            yield
+        finally:
+            self.resume()
+
+    def check(self) -> Optional[str]:
+        """Looks at the clock once: where the current step is stuck, writes the stacks and
+        the line and exits (``exit``); returns the line then, else None."""
+        with self._lock:
+            if self.rule is None or self._since is None or self.fired is not None:
+                return None
+            elapsed = self._clock() - self._since
+            counted = list(self._counted)
+            if not self.rule.is_stuck(counted, elapsed):
+                return None
+            self.fired = "firing"
+        return self._fire(elapsed, counted)
+
+    def _watch(self) -> None:
+        """The thread: checks every ``interval`` seconds until stopped."""
+        while not self._stop.wait(self.interval):
+            self.check()
+
+    def _fire(self, elapsed: float, counted: List[float]) -> str:
+        """Writes the stacks and the line, waits ``grace`` where this worker only waits, and
+        exits; returns the line."""
+        out = self._stream or sys.stderr
+        site = _own_site()
+        line = self._line(elapsed, counted, site)
+        self.fired = line
+        _dump_stacks(out)
+        out.write(line + "\n")
+        out.flush()
+        if site.verdict == WAITING and self.grace > 0:
+            time.sleep(self.grace)
+        self._exit(EXIT_STATUS)
+        return line
+
+    def _line(self, elapsed: float, counted: List[float], site: Site) -> str:
+        """Returns the one line for a stuck step."""
+        assert self.rule is not None
+        window = counted[-self.rule.window:]
+        limit = self.rule.limit(counted)
+        who = self.name or worker_name(self.resolver, self._environ)
+        when = (f"in {self.grace:g} s (a stuck peer writes its stacks first)"
+                if site.verdict == WAITING and self.grace > 0 else "now")
+        return (f"mpi_resolver: step watchdog: {who}: step {self.steps + 1} has run "
+                f"{elapsed:.2f} s, past its limit of {limit:.2f} s ({self.rule.factor:g} x the "
+                f"median step {median(window):.3g} s over {len(window)} steps, at least "
+                f"{self.rule.minimum:g} s); {site.words}. Python stacks above. "
+                f"Exit {EXIT_STATUS} {when}.")
+
+
+def worker_name(resolver: Any = None, environ: Mapping[str, str] = os.environ) -> str:
+    """Returns 'worker:1 (rank 1 on node2, pid 4242)': the task (from ``resolver``, else
+    TF_CONFIG's), the rank and node (Slurm's or the MPI launcher's variables) and the PID;
+    the parts it cannot tell are left out."""
+    task = _task(resolver, environ)
+    rank = next((environ[v] for v in _RANKS if environ.get(v)), None)
+    node = environ.get("SLURMD_NODENAME") or socket.gethostname()
+    where = f"rank {rank} on {node}" if rank is not None else f"on {node}"
+    return f"{task + ' ' if task else ''}({where}, pid {os.getpid()})"
+
+
+def _task(resolver: Any, environ: Mapping[str, str]) -> Optional[str]:
+    """Returns 'worker:1' from the resolver's task, else from TF_CONFIG; None if neither."""
+    kind = getattr(resolver, "task_type", None)
+    index = getattr(resolver, "task_id", None)
+    if kind is None and environ.get("TF_CONFIG"):
+        try:
+            task = json.loads(environ["TF_CONFIG"]).get("task", {})
+            kind, index = task.get("type"), task.get("index")
+        except (ValueError, AttributeError):
+            return None
+    return f"{kind}:{index}" if kind is not None and index is not None else None
+
+
+def _own_site() -> Site:
+    """Returns where this process is (hang_site) from its threads' stacks, this one's left
+    out."""
+    frames = sys._current_frames()
+    main = threading.main_thread().ident
+    here = threading.get_ident()
+    stacks = {ident: [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_stack(top)]
+              for ident, top in frames.items() if ident != here}
+    library = [sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")]
+    own: List[Frame] = stacks.pop(main, []) if main is not None else []
+    return hang_site(own, list(stacks.values()), library)
+
+
+def _dump_stacks(out: TextIO) -> None:
+    """Writes every thread's Python stack to ``out``: faulthandler's where it has a file
+    descriptor, else traceback's."""
+    out.flush()
+    try:
+        faulthandler.dump_traceback(file=out, all_threads=True)
+        return
+    except (ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+    for ident, top in sys._current_frames().items():
+        out.write(f"Thread 0x{ident:016x} (most recent call last):\n")
+        out.write("".join(traceback.format_stack(top)))

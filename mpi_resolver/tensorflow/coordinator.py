@@ -1,0 +1,74 @@
+"""The workers' meeting point in TensorFlow: the coordination service's key-value store and
+barriers, for the exit after a save and the choices every worker must share (the TensorFlow
+edge; importing this module imports TensorFlow)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Optional
+
+import tensorflow as tf
+from tensorflow.python.eager import context
+
+from mpi_resolver.long_jobs.termination import _EVENT, _EXIT, _SAVED, chief_value
+
+__all__ = ["TfCoordinator", "AGREE_WITHIN"]
+
+#: Seconds a worker waits for the chief's word on a shared choice (the checkpoint restored,
+#: the next periodic save): the chief is at most a step away, or reading a checkpoint.
+AGREE_WITHIN = 600.0
+
+
+class TfCoordinator:
+    """Coordinator over TensorFlow's coordination service (its key-value store and
+    barriers); alone (``multi`` False) it answers at once."""
+
+    def __init__(self, chief: bool, multi: bool) -> None:
+        self.chief, self.multi = chief, multi
+
+    def announce(self, event: str) -> None:
+        if self.multi:
+            with contextlib.suppress(tf.errors.OpError):  # AlreadyExists: another was first
+                context.context().set_config_key_value(_EVENT, event)
+
+    def event(self, seconds: float) -> Optional[str]:
+        return self._get(_EVENT, seconds)
+
+    def barrier(self, seconds: float, tag: str = "") -> bool:
+        if not self.multi:
+            return True
+        try:
+            context.context().wait_at_barrier(_SAVED + tag, int(seconds * 1000))
+            return True
+        except tf.errors.OpError:
+            return False
+
+    def publish(self, text: str, tag: str = "") -> None:
+        if self.multi:
+            with contextlib.suppress(tf.errors.OpError):
+                context.context().set_config_key_value(_EXIT + tag, text)
+
+    def read(self, seconds: float, tag: str = "") -> Optional[str]:
+        return self._get(_EXIT + tag, seconds)
+
+    def agree(self, key: str, value: str, what: str, seconds: float = AGREE_WITHIN) -> str:
+        """Returns the chief's ``value`` for ``key`` on every worker (the chief's own);
+        ``what`` says what it is, for the message. Each key is set once: callers make keys
+        of their own.
+
+        Raises:
+          ResolutionError: the chief's value did not come within ``seconds``.
+        """
+        if not self.multi:
+            return value
+        return chief_value(self.chief, context.context().set_config_key_value, self._get, key,
+                           value, what=what, seconds=seconds)
+
+    def _get(self, key: str, seconds: float) -> Optional[str]:
+        if not self.multi:
+            return None
+        try:
+            value = context.context().get_config_key_value(key, int(seconds * 1000))
+        except tf.errors.OpError:
+            return None
+        return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,59 @@
+"""TensorFlow's PreemptionCheckpointHandler with periodic saves and no polling delay: where it
+checks for a save (at the start of every ``run`` of a custom loop, after every batch of
+Keras 2's ``fit``), a signal that came is claimed at once (TensorFlow's own thread looks once
+a second) and the schedule says whether every worker saves now; the chief prints the interval
+it chose (the TensorFlow edge; importing this module imports TensorFlow)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import tensorflow as tf
+
+from mpi_resolver.core.logs import log_once
+from mpi_resolver.long_jobs.interval import Every
+from mpi_resolver.long_jobs.schedule import Schedule
+from mpi_resolver.tensorflow.checkpoints import Saver
+
+__all__ = ["SlurmCheckpointHandler"]
+
+
+class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHandler):
+    """PreemptionCheckpointHandler (a signal: one coordinated save, then the exit) that also
+    saves every ``every`` (steps, a duration of the chief's clock, or 'auto'), each worker at
+    the same step; ``make_schedule(start, every)`` builds the run's schedule at its first
+    check. A periodic save that fails is a warning and training goes on."""
+
+    def __init__(self, cluster_resolver: Any, manager: Any, *, termination_config: Any,
+                 saver: Saver, every: Optional[Every],
+                 make_schedule: Callable[[int, Every], Schedule]) -> None:
+        self._saver, self._every, self._make_schedule = saver, every, make_schedule
+        self.schedule: Optional[Schedule] = None
+        self._claimed = False
+        super().__init__(cluster_resolver, manager, termination_config=termination_config)
+
+    def _check_preemption_and_maybe_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        """TensorFlow's check (the signal's save, then the exit), after the periodic save
+        that is due with the state of ``_run_counter`` steps, and after claiming a signal
+        that came since the last check."""
+        done = int(self._run_counter)
+        self._saver.step = done
+        if self._every is not None:
+            self._periodic(done, self._every)
+        if not self._claimed and self._termination_watcher_fn():
+            self._claimed = True
+            if not self._received_own_sigterm.is_set():
+                self._maybe_set_received_own_sigterm()
+        super()._check_preemption_and_maybe_checkpoint(*args, **kwargs)
+
+    def _periodic(self, step: int, every: Every) -> None:
+        """Saves the state after ``step`` steps where the schedule says so."""
+        if self.schedule is None:
+            self.schedule = self._make_schedule(step, every)
+        if not self.schedule.due(step) or self._received_checkpoint_step.is_set():
+            return  # not due, or the signal's save comes now or next: one save is enough
+        self._save_checkpoint()  # TensorFlow's: the run count into the checkpoint, then ours
+        plans = len(self.schedule.plans)
+        self.schedule.saved(step, self._saver.seconds or 0.0)
+        if self.schedule.chief and len(self.schedule.plans) > plans:
+            log_once(self.schedule.plans[-1].line(self.schedule.every))

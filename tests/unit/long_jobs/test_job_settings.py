@@ -1,0 +1,122 @@
+"""long_jobs.job_settings: each long-job setting from the script's argument, else the batch
+script's MPI_RESOLVER_* variable, else the default; a bad variable named; the public
+long_job_settings with the script's own argument names."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpi_resolver.core.errors import FormatError, ResolutionError
+from mpi_resolver.long_jobs.interval import DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS
+from mpi_resolver.long_jobs.job_settings import JobSettings, checkpoint_dir, job_settings
+
+pytestmark = pytest.mark.unit
+
+DEFAULTS = JobSettings("USR1", None, DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS)
+ALL = {"MPI_RESOLVER_SIGNAL": "USR2@300", "MPI_RESOLVER_CHECKPOINT_EVERY": "auto",
+       "MPI_RESOLVER_KEEP": "3", "MPI_RESOLVER_NODE_MTBF_HOURS": "500"}
+
+
+@pytest.mark.parametrize("env, given, expected", [
+    pytest.param({}, {}, DEFAULTS, id="nothing: the defaults"),
+    pytest.param(ALL, {}, JobSettings("USR2@300", "auto", 3, 500.0), id="the variables"),
+    pytest.param({k: "  " for k in ALL}, {}, DEFAULTS, id="blank: not set"),
+    pytest.param(ALL, {"signal": "URG@60", "checkpoint_every": 100, "keep": 1,
+                       "node_mtbf_hours": 20.0},
+                 JobSettings("URG@60", 100, 1, 20.0), id="the script's arguments win"),
+    pytest.param({"MPI_RESOLVER_CHECKPOINT_EVERY": " 10m "}, {},
+                 JobSettings("USR1", "10m", DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS),
+                 id="stripped"),
+])
+def test_job_settings(env, given, expected):
+    assert job_settings(env, **given) == expected
+
+
+@pytest.mark.parametrize("name, text", [
+    ("MPI_RESOLVER_SIGNAL", "USR9"),
+    ("MPI_RESOLVER_CHECKPOINT_EVERY", "0"),
+    ("MPI_RESOLVER_CHECKPOINT_EVERY", "10 parsecs"),
+    ("MPI_RESOLVER_KEEP", "0"),
+    ("MPI_RESOLVER_KEEP", "two"),
+    ("MPI_RESOLVER_NODE_MTBF_HOURS", "0"),
+    ("MPI_RESOLVER_NODE_MTBF_HOURS", "many"),
+])
+def test_a_bad_variable_is_named_first(name, text):
+    with pytest.raises(ResolutionError) as e:
+        job_settings({name: text})
+    assert str(e.value).startswith(f"{name}={text!r}: "), e.value
+    assert "expected" in str(e.value) or "e.g." in str(e.value), e.value  # what it should be
+
+
+@pytest.mark.parametrize("given, env, expected", [
+    ("/shared/a", {"MPI_RESOLVER_CHECKPOINT_DIR": "/shared/b"}, "/shared/a"),
+    (None, {"MPI_RESOLVER_CHECKPOINT_DIR": " /shared/b "}, "/shared/b"),
+    ("", {"MPI_RESOLVER_CHECKPOINT_DIR": "/shared/b"}, "/shared/b"),
+])
+def test_checkpoint_dir(given, env, expected):
+    assert checkpoint_dir(given, env, "backup_dir") == expected
+
+
+@pytest.mark.parametrize("env", [{}, {"MPI_RESOLVER_CHECKPOINT_DIR": ""}])
+def test_no_checkpoint_dir_names_the_argument_and_the_variable(env):
+    with pytest.raises(FormatError) as e:
+        checkpoint_dir(None, env, "backup_dir")
+    assert str(e.value).startswith("backup_dir is not given and MPI_RESOLVER_CHECKPOINT_DIR "
+                                   "is not set: "), e.value
+    assert "export MPI_RESOLVER_CHECKPOINT_DIR=DIR" in str(e.value)
+
+
+@pytest.mark.parametrize("given, env, expected", [
+    ({}, {}, DEFAULTS),
+    ({"signal": "USR2@60"}, {}, JobSettings("USR2@60", None, 2, DEFAULT_NODE_MTBF_HOURS, 60.0)),
+    ({}, {"MPI_RESOLVER_SIGNAL": "URG@90"},
+     JobSettings("URG@90", None, 2, DEFAULT_NODE_MTBF_HOURS, 90.0)),
+    ({"grace_period": 30}, {}, JobSettings("USR1", None, 2, DEFAULT_NODE_MTBF_HOURS, 30.0)),
+])
+def test_long_job_settings(given, env, expected):
+    from mpi_resolver import long_job_settings
+
+    assert long_job_settings(env=env, **given) == expected
+
+
+@pytest.mark.parametrize("given, env, start", [
+    ({"signal": "USR9"}, {}, "--signal="),
+    ({"signal": "USR1@60", "grace_period": 30}, {}, "--grace-period=30"),
+    ({"checkpoint_every": "0"}, {}, "--checkpoint-every="),
+    ({"keep": 0}, {}, "--keep=0"),
+    ({}, {"MPI_RESOLVER_KEEP": "0"}, "MPI_RESOLVER_KEEP='0'"),
+    ({"node_mtbf_hours": 0}, {}, "node_mtbf_hours=0: "),
+])
+def test_long_job_settings_names_the_script_s_own_arguments(given, env, start):
+    from mpi_resolver import long_job_settings
+
+    names = {"signal": "--signal", "grace_period": "--grace-period",
+             "checkpoint_every": "--checkpoint-every", "keep": "--keep"}
+    with pytest.raises(ResolutionError) as e:
+        long_job_settings(env=env, names=names, **given)
+    assert str(e.value).startswith(start), e.value
+
+
+@pytest.mark.parametrize("given, env, expected", [
+    pytest.param("/shared/a", {"MPI_RESOLVER_CHECKPOINT_DIR": "/shared/b"}, "/shared/a",
+                 id="the argument wins"),
+    pytest.param(None, {"MPI_RESOLVER_CHECKPOINT_DIR": " /shared/b "}, "/shared/b",
+                 id="else the variable, stripped"),
+    pytest.param("", {"MPI_RESOLVER_CHECKPOINT_DIR": "/shared/b"}, "/shared/b",
+                 id="an empty argument is not given"),
+    pytest.param(None, {"MPI_RESOLVER_CHECKPOINT_DIR": "  "}, None,
+                 id="an empty variable is not set"),
+    pytest.param(None, {}, None, id="neither: None"),
+])
+def test_long_job_settings_says_the_checkpoint_dir(given, env, expected):
+    from mpi_resolver import long_job_settings
+
+    assert long_job_settings(checkpoint_dir=given, env=env).checkpoint_dir == expected
+
+
+def test_long_job_settings_reads_this_process_s_environment(monkeypatch):
+    from mpi_resolver import long_job_settings
+
+    monkeypatch.setenv("MPI_RESOLVER_KEEP", "5")
+    monkeypatch.setenv("MPI_RESOLVER_CHECKPOINT_DIR", "/shared/c")
+    assert (long_job_settings().keep, long_job_settings().checkpoint_dir) == (5, "/shared/c")

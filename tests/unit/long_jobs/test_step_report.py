@@ -1,0 +1,113 @@
+"""srun's and mpirun's reports of a task's bad end, read line by line (lines as measured with
+Slurm 22.05.8 and Open MPI 4.1.4)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import pytest
+
+from mpi_resolver.long_jobs.step_report import StepReport, TaskEnd, signal_of
+
+pytestmark = pytest.mark.unit
+
+K = "task"
+
+
+@pytest.mark.parametrize("line, end", [
+    ("srun: error: node2: task 1: Killed", TaskEnd(1, "node2", "Killed", signal=9)),
+    ("srun: error: node2: task 1: Segmentation fault",
+     TaskEnd(1, "node2", "Segmentation fault", signal=11)),
+    ("srun: error: node2: task 1: Bus error", TaskEnd(1, "node2", "Bus error", signal=7)),
+    ("srun: error: node1: task 0: Terminated", TaskEnd(0, "node1", "Terminated", signal=15)),
+    ("srun: error: n9: task 12: Segmentation fault (core dumped)",
+     TaskEnd(12, "n9", "Segmentation fault (core dumped)", signal=11)),
+    ("srun: error: node1: task 0: Exited with exit code 3",
+     TaskEnd(0, "node1", "Exited with exit code 3", code=3)),
+    ("srun: error: node1: task 0: Exited with exit code 75  ",
+     TaskEnd(0, "node1", "Exited with exit code 75", code=75)),
+    ("srun: error: node1: tasks 0-3: Killed", TaskEnd(0, "node1", "Killed", signal=9)),
+    ("srun: error: node1: tasks 2,5: Exited with exit code 1",
+     TaskEnd(2, "node1", "Exited with exit code 1", code=1)),
+    ("srun: error: node1: task 0: Something new", TaskEnd(0, "node1", "Something new")),
+    ("mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
+     TaskEnd(1, "vm", "Killed", signal=9, word="rank")),
+    ("mpirun noticed that process rank 3 with PID 77 on node c-1 exited on signal 11 "
+     "(Segmentation fault).", TaskEnd(3, "c-1", "Segmentation fault", signal=11, word="rank")),
+    ("prterun noticed that process rank 0 with PID 5 on node n1 exited on signal 7.",
+     TaskEnd(0, "n1", "Signaled", signal=7, word="rank")),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_one_line_is_one_task_end(line: str, end: TaskEnd) -> None:
+    report = StepReport()
+    report.feed(line)
+    assert report.ends == [end]
+    assert report.first == end
+
+
+@pytest.mark.parametrize("line", [
+    "", "srun: error: Unable to create step for job 5: Invalid node name",
+    "srun: launch/slurm: _step_signal: Terminating StepId=6.0",
+    "  srun: error: node2: task 1: Killed",  # not srun's own line
+    "srun: error: node2: task x: Killed", "srun: error: node2: task 1: ",
+    "srun: error: node 2: task 1: Killed",
+    "mpirun noticed that process rank one with PID 0 on node vm exited on signal 9 (Killed).",
+    "0: rank 0: worker:0 at node1:8888", "  Exit code:    3",  # no process named before it
+])
+def test_other_lines_are_passed_over(line: str) -> None:
+    report = StepReport()
+    report.feed(line)
+    assert report.ends == [] and report.first is None
+
+
+MPIRUN_EXIT = """\
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[30822,1],1]
+  Exit code:    3
+--------------------------------------------------------------------------"""
+
+
+@pytest.mark.parametrize("text, ends", [
+    (MPIRUN_EXIT, [TaskEnd(1, None, "Exited with exit code 3", code=3, word="rank")]),
+    (MPIRUN_EXIT.replace("[[30822,1],1]", "[prterun-vm-1234@1,12]"),
+     [TaskEnd(12, None, "Exited with exit code 3", code=3, word="rank")]),
+    (MPIRUN_EXIT + "\n  Exit code:    4",  # one exit code per process named
+     [TaskEnd(1, None, "Exited with exit code 3", code=3, word="rank")]),
+    ("srun: error: node2: task 1: Killed\nsrun: error: node1: task 0: Terminated",
+     [TaskEnd(1, "node2", "Killed", signal=9), TaskEnd(0, "node1", "Terminated", signal=15)]),
+], ids=["mpirun's exit code", "Open MPI 5's process name", "an exit code alone",
+        "kill-on-bad-exit's consequence comes second"])
+def test_the_report_keeps_every_end_in_order_the_first_is_the_cause(
+        text: str, ends: List[TaskEnd]) -> None:
+    report = StepReport()
+    for line in text.splitlines():
+        report.feed(line)
+    assert report.ends == ends
+    assert report.first == ends[0]
+
+
+@pytest.mark.parametrize("end, status, text", [
+    (TaskEnd(1, "node2", "Killed", signal=9), 137, "task 1 on node2: Killed (signal 9)"),
+    (TaskEnd(0, "node1", "Exited with exit code 3", code=3), 3,
+     "task 0 on node1: Exited with exit code 3"),
+    (TaskEnd(0, "node1", "Exited with exit code 0", code=0), 0,
+     "task 0 on node1: Exited with exit code 0"),
+    (TaskEnd(2, None, "Exited with exit code 1", code=1, word="rank"), 1,
+     "rank 2: Exited with exit code 1"),
+    (TaskEnd(0, "n1", "Something new"), None, "task 0 on n1: Something new"),
+    (TaskEnd(0, "", "Killed", signal=9), 137, "task 0: Killed (signal 9)"),
+])
+def test_status_and_text(end: TaskEnd, status: Optional[int], text: str) -> None:
+    assert end.status == status
+    assert end.text() == text
+
+
+@pytest.mark.parametrize("words, number", [
+    ("Killed", 9), ("Segmentation fault", 11), ("Bus error", 7), ("Terminated", 15),
+    ("Aborted", 6), ("Aborted (core dumped)", 6), ("Killed (core dumped) ", None),
+    ("killed", None), ("", None), ("Exited with exit code 3", None),
+])
+def test_signal_of_reads_strsignal_s_words(words: str, number: Optional[int]) -> None:
+    assert signal_of(words) == number
