@@ -21,8 +21,8 @@ address and GPUs, and whether Slurm and MPI agree. Run it the way you run traini
   mpirun -n 4 mpi-resolver show           the ClusterSpec and every rank's task and GPUs
   eval "$(mpi-resolver tf-config --export)"   TF_CONFIG and GPUs for this rank (Keras users)
   srun --mpi=pmix mpi-resolver exec -- python train.py   the same, without eval
-  mpi-resolver supervise -- srun --mpi=pmix python train.py   in a batch script: run the
-                                          step again where a task fails (--max-restarts)
+  mpi-resolver supervise -- srun --mpi=pmix python train.py   in a batch script: restart,
+                                          requeue or end the step as its end says
 
 show and check print once, from rank 0; tf-config prints on every rank (its own TF_CONFIG).
 Exit status: 0 success, 1 Slurm and MPI disagree (check), 2 the job could not be resolved.
@@ -70,25 +70,40 @@ def _max_restarts(text: str) -> int:
 
 
 def _supervise(sub: Any) -> None:
-    """Adds supervise: its --max-restarts and the command after --."""
+    """Adds supervise: --max-restarts, --spare-nodes, --warned and the command after --."""
     from mpi_resolver.long_jobs.restarts import DEFAULT_MAX_RESTARTS
 
     run = sub.add_parser(
-        "supervise", help="run a step (srun ..., mpirun ...) again where a task fails",
+        "supervise", help="run a step (srun ..., mpirun ...): restart, requeue or end it as "
+                          "the restart policy says",
         description="Runs COMMAND (the batch script's `srun ...`, or `mpirun ...` without "
-                    "Slurm) and, where a task of it fails (a signal such as SIGKILL or "
-                    "SIGSEGV, or an exit code other than 0 and 75), prints one line naming "
-                    "the task, its node and how it ended (from srun's or mpirun's own "
-                    "report), and runs it again in the same allocation, up to --max-restarts "
-                    "times. Never restarted: exit 0, exit 75 (worker 0 requeued the job), "
-                    "SIGTERM (the job's end: time limit, scancel, requeue; passed on to the "
-                    "step). A node that failed twice is left out of the next srun "
-                    "(--exclude) where the job has more nodes than the step's -N. Exit "
-                    "status: the step's own; the last failure's once the restarts are used "
-                    "up.")
+                    "Slurm) and judges how each run ended by the restart policy "
+                    "(docs/long-jobs.md): what came to supervise (nothing, the warning "
+                    "signal of MPI_RESOLVER_SIGNAL, SIGTERM, SIGHUP), the run's cause (srun's "
+                    "or mpirun's report and the exit codes: a signal, out of memory, a hang, "
+                    "a usage or configuration error, the tasks' own 75 after their save) and "
+                    "whether the newest checkpoint in MPI_RESOLVER_CHECKPOINT_DIR advanced. "
+                    "It then runs the step again in this allocation (at most --max-restarts "
+                    "times), requeues the job (scontrol requeue: exit 75), or ends: 0 when "
+                    "training completed; the step's own 2 or 64-78 (a usage or configuration "
+                    "error: never restarted, never requeued); 79 when two runs in a row made "
+                    "no progress (do not requeue); 74 when the save failed without progress; "
+                    "143 when Slurm ends the job (scancel); the last failure's status when "
+                    "the restarts are used up. One line names each run's cause, task and "
+                    "node; every run is recorded in the job's ledger beside its checkpoints. "
+                    "A node that failed twice in the job, or that the site drained, is left "
+                    "out of the next run where the job has spare nodes and excluded from the "
+                    "requeued job.")
     run.add_argument("--max-restarts", type=_max_restarts, default=DEFAULT_MAX_RESTARTS,
-                     metavar="N", help="runs after the first, at most (default "
-                                       f"{DEFAULT_MAX_RESTARTS}; 0: never restart)")
+                     metavar="N", help="runs after the first in this allocation, at most "
+                                       f"(default {DEFAULT_MAX_RESTARTS}; 0: never restart)")
+    run.add_argument("--spare-nodes", default="0", metavar="N",
+                     help="run the srun step on the job's nodes less N (srun --nodes), so "
+                          "that a node that fails again can be left out (the templates' "
+                          "SPARE_NODES; default 0)")
+    run.add_argument("--warned", action="store_true",
+                     help="the warning signal came already (during the preflight): requeue "
+                          "from the newest checkpoint without starting the step")
     run.add_argument("step", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]",
                      help="the step to run, after --")
 
@@ -172,13 +187,21 @@ def _checkpoint_option(check: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    """Returns the command line's parser: show, check, tf-config, exec."""
+    """Returns the command line's parser: show, check, tf-config, exec, supervise."""
     common = _common()
     parser = argparse.ArgumentParser(
         prog="mpi-resolver", description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("show", parents=[common], help="the ClusterSpec and every rank's task")
+    _check(sub, common)
+    _tf_config_and_exec(sub, common)
+    _supervise(sub)
+    return parser
+
+
+def _check(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Adds check: the cross-check, --connect, --deep's options, --checkpoint-dir."""
     check = sub.add_parser(
         "check", parents=[common],
         help="cross-check Slurm against MPI; exit 1 with a table if they differ")
@@ -192,6 +215,10 @@ def _parser() -> argparse.ArgumentParser:
              "its own failures, and the check takes about twice --timeout.")
     _deep_options(check)
     _checkpoint_option(check)
+
+
+def _tf_config_and_exec(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Adds tf-config and exec, which both hand a program its TF_CONFIG and GPUs."""
     tfc = sub.add_parser("tf-config", parents=[common], help="this rank's TF_CONFIG")
     tfc.add_argument("--export", action="store_true",
                      help="print `export TF_CONFIG=... CUDA_VISIBLE_DEVICES=...` for a shell "
@@ -210,8 +237,6 @@ def _parser() -> argparse.ArgumentParser:
                        help="leave CUDA_VISIBLE_DEVICES out (as auto_set_gpu=False does)")
     run.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS]",
                      help="the program to run, after --")
-    _supervise(sub)
-    return parser
 
 
 def _check_framework(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

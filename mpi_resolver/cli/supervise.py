@@ -1,6 +1,8 @@
-"""mpi-resolver supervise: runs a step (``srun ...``, ``mpirun ...``), reads its launcher's
-report of a failed task, and runs it again in the same allocation as the restart policy
-(long_jobs/restarts) says; the edge: the subprocess, its stderr, the signals.
+"""mpi-resolver supervise: runs a step (``srun ...``, ``mpirun ...``), judges each run's end
+with the restart policy (long_jobs/supervision: the cause, the progress, the table) and acts:
+runs it again in the same allocation, requeues the job, or ends with the policy's status;
+every run's start and end go to the job's ledger. The edge: the checkpoint directory's
+manifest and ledger, scontrol, the step itself (cli/step_run).
 
 It imports neither mpi4py nor TensorFlow and resolves nothing: it runs in the batch script,
 one process, beside the step.
@@ -10,213 +12,204 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
-from typing import IO, List, Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import List, Mapping, Optional, Sequence
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.long_jobs.requeue import (SCONTROL_TIMEOUT, Runner, job_ending, requeue,
-                                             requeue_target, run_scontrol)
-from mpi_resolver.long_jobs.restarts import (FAILURES_TO_LEAVE_OUT, REQUEUED_EXIT,
-                                              SIGTERM_EXIT, STOP_TIMEOUT, SUPERVISED_ENV,
-                                              Action, RunEnd, decide, left_out,
-                                              requeue_refusal, say)
-from mpi_resolver.long_jobs.srun_options import job_nodes, read_srun
-from mpi_resolver.long_jobs.step_report import StepReport
+from mpi_resolver.long_jobs import exits, ledger
+from mpi_resolver.long_jobs.causes import RunEnd
+from mpi_resolver.long_jobs.job_settings import said_checkpoint_dir
+from mpi_resolver.long_jobs.manifest import read_manifest, this_job
+from mpi_resolver.long_jobs.nodes import lemons, left_out, parse_spare_nodes
+from mpi_resolver.long_jobs.policy import Action
+from mpi_resolver.long_jobs.restarts import STOP_TIMEOUT
+from mpi_resolver.long_jobs.signals import DEFAULT_SIGNAL, parse_signal
+from mpi_resolver.long_jobs.slurm_nodes import drained, node_states
+from mpi_resolver.long_jobs.srun_options import SrunLine, job_nodelist, job_nodes, read_srun
+from mpi_resolver.long_jobs.supervision import Checkpoints, Job, Verdict, judge
+from mpi_resolver.cli.step_run import CommandNotRun, Signals, run_once, say
+from mpi_resolver.cli.supervise_requeue import came_now, requeue_job
 
-PREFIX = "mpi-resolver supervise: "
-#: Passed on to the step, and the end of restarts: Slurm's SIGTERM (time limit, scancel,
-#: requeue), a hang-up. SIGINT is noted only: a terminal sends it to the step's processes too.
-_FORWARDED = (signal.SIGTERM, signal.SIGHUP)
-#: Noted and not acted on: a warning signal sent with `scancel --full` reaches the tasks
-#: itself (and its default action would end supervise, leaving the step behind).
-_NOTED = (signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
-
-
-def _say(line: Optional[str]) -> None:
-    """Prints supervise's own ``line`` (nothing for None) on stderr, prefixed."""
-    if line:
-        sys.stderr.write(PREFIX + line + "\n")
-        sys.stderr.flush()
+__all__ = ["supervise", "main", "Setup"]
 
 
-class _Stop:
-    """The signal that told supervise to stop (None until one came), passed on to the
-    running step."""
+@dataclass(frozen=True)
+class Setup:
+    """What one supervise knows before its first run: the command and its srun line, the
+    job, its checkpoint directory (None: not known), the warning signal, the spare nodes."""
 
-    def __init__(self) -> None:
-        self.signal: Optional[int] = None
-        self.at: Optional[float] = None  # when it came (time.monotonic)
-        self.child: Optional[subprocess.Popen] = None
-
-    def handle(self, number: int, _frame: object) -> None:
-        """Notes a stop signal (the first one counts) and passes SIGTERM and SIGHUP on;
-        SIGUSR1 and SIGUSR2 change nothing."""
-        if number in (signal.SIGUSR1, signal.SIGUSR2):
-            return
-        if self.signal is None:
-            self.signal, self.at = number, time.monotonic()
-        if number != signal.SIGINT:
-            self.forward(number)
-
-    def forward(self, number: int) -> None:
-        """Sends ``number`` to the running step, if one runs."""
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(number)
-
-    def install(self) -> None:
-        """Makes ``handle`` the handler of every signal supervise takes (the step, a new
-        program, gets the default actions back)."""
-        for number in _FORWARDED + _NOTED:
-            signal.signal(number, self.handle)
+    command: List[str]
+    srun: Optional[SrunLine]
+    job: Job
+    directory: Optional[str]
+    spare: int
+    nodelist: Optional[str]
 
 
-def _copy(source: IO[bytes], report: StepReport) -> None:
-    """Copies the step's stderr to supervise's as it comes, unchanged, and feeds its lines
-    to ``report``."""
-    out = sys.stderr.buffer
-    pending = b""
-    while chunk := os.read(source.fileno(), 65536):
-        out.write(chunk)
-        out.flush()
-        *lines, pending = (pending + chunk).split(b"\n")
-        for line in lines:
-            report.feed(line.decode(errors="replace"))
-    if pending:
-        report.feed(pending.decode(errors="replace"))
-
-
-def _wait(child: subprocess.Popen, stop: _Stop, stop_timeout: float) -> int:
-    """Returns the child's exit status (128 + N for signal N), killing it where it has not
-    ended ``stop_timeout`` seconds after a stop signal."""
-    deadline: Optional[float] = None
-    while True:
-        try:
-            status = child.wait(timeout=0.2)
-            return status if status >= 0 else 128 - status
-        except subprocess.TimeoutExpired:
-            pass
-        if stop.signal is not None and deadline is None:
-            deadline = time.monotonic() + stop_timeout
-        if deadline is not None and time.monotonic() > deadline:
-            _say(f"the step did not end within {stop_timeout:g} s of "
-                 f"{signal.Signals(stop.signal or signal.SIGTERM).name}: killed (SIGKILL)")
-            child.kill()
-            deadline = float("inf")
-
-
-#: Seconds to read what the step wrote after it ended (its report is in the pipe by then).
-READER_GRACE = 5.0
-
-
-def run_once(argv: Sequence[str], stop: _Stop, stop_timeout: float) -> RunEnd:
-    """Returns how one run of the step ended.
+def setup(command: Sequence[str], max_restarts: int, spare_nodes: str,
+          env: Mapping[str, str]) -> Setup:
+    """Returns supervise's setup from its arguments and the batch script's environment.
 
     Raises:
-      ResolutionError: the command cannot be run (not found, not executable).
+      FormatError, ResolutionError: MPI_RESOLVER_SIGNAL names no signal the package watches;
+        --spare-nodes is not a whole number smaller than the job's nodes, or the command
+        names its nodes itself.
     """
-    started = time.monotonic()
-    report = StepReport()
-    try:
-        child = subprocess.Popen(list(argv), stderr=subprocess.PIPE,
-                                 env={**os.environ, SUPERVISED_ENV: "1"})
-    except OSError as e:
-        raise ResolutionError(f"supervise could not run {argv[0]!r}: {e.strerror}; check "
-                              "the command's name and PATH.") from e
-    stop.child = child
-    if stop.signal not in (None, signal.SIGINT):  # came while the step was starting
-        stop.forward(stop.signal)
-    assert child.stderr is not None
-    reader = threading.Thread(target=_copy, args=(child.stderr, report), daemon=True)
-    reader.start()
-    status = _wait(child, stop, stop_timeout)
-    # A process the step left behind (a daemon, mpirun's helpers) may hold the pipe open:
-    # what srun and mpirun report is read by then; do not wait for it to close.
-    reader.join(READER_GRACE)
-    child.stderr.close()
-    return RunEnd(status, report.first, stop.signal, time.monotonic() - started)
-
-
-def supervise(command: Sequence[str], max_restarts: int, *,
-              job_nodes: Optional[int] = None, stop_timeout: float = STOP_TIMEOUT) -> int:
-    """Runs ``command`` until it ends in a way the policy does not restart; returns the exit
-    status (the step's own on success and 75, the last failure's when the restarts are used
-    up). ``job_nodes``: the allocation's nodes (SLURM_JOB_NUM_NODES), for spare nodes."""
-    stop = _Stop()
-    stop.install()
+    text = env.get("MPI_RESOLVER_SIGNAL", "").strip() or DEFAULT_SIGNAL
+    warning = parse_signal(text, "MPI_RESOLVER_SIGNAL")
+    directory = said_checkpoint_dir(None, env)
     srun = read_srun(command)
-    spare = srun.spare(job_nodes) if srun is not None else 0
-    failed: List[Optional[str]] = []
-    argv, restarts = list(command), 0
+    argv, spare = _with_spare_nodes(command, srun, spare_nodes, job_nodes(env))
+    manifest = read_manifest(directory) if directory else None
+    settings = (manifest or {}).get("settings") or {}
+    job = Job(this_job(env), os.path.basename(command[0]), max_restarts, warning.number,
+              warning.name, bool(settings.get("requeue", True)),
+              bool(settings.get("requeue_on_time_limit", False)), directory is not None)
+    return Setup(argv, read_srun(argv), job, directory, spare, job_nodelist(env))
+
+
+def _with_spare_nodes(command: Sequence[str], srun: Optional[SrunLine], text: str,
+                      nodes: Optional[int]) -> tuple:
+    """Returns (the command, with srun's -N for the job's nodes less the spare ones; the
+    spare nodes), from --spare-nodes' ``text``; the step's own -N where it has one."""
+    spare = parse_spare_nodes(text, nodes)
+    if srun is None or spare == 0:
+        return list(command), (srun.spare(nodes) if srun is not None else 0)
+    if srun.nodes is not None or srun.names_nodes:
+        raise ResolutionError(f"--spare-nodes {spare} (the templates' SPARE_NODES) and the "
+                              "step's own node options (-N, --nodelist): give one of them.")
+    assert nodes is not None  # parse_spare_nodes refuses spare nodes of an unknown job
+    return srun.with_nodes(nodes - spare), spare
+
+
+def _checkpoints(s: Setup) -> Checkpoints:
+    """Returns the job's checkpoints as its manifest shows them now."""
+    manifest = read_manifest(s.directory) if s.directory else None
+    if manifest is None:
+        return Checkpoints()
+    step = manifest.get("step")
+    ours = s.job.job is not None and manifest.get("job") == s.job.job
+    return Checkpoints(step if isinstance(step, int) else None,
+                       bool(manifest.get("completed")) and ours)
+
+
+def supervise(command: Sequence[str], max_restarts: int, *, spare_nodes: str = "0",
+              warned: bool = False, env: Optional[Mapping[str, str]] = None,
+              stop_timeout: float = STOP_TIMEOUT) -> int:
+    """Runs ``command`` until the policy ends the job or requeues it; returns the exit
+    status (0, 75 after a requeue, the policy's otherwise). ``warned``: the warning signal
+    came before supervise started (during the preflight)."""
+    env = os.environ if env is None else env
+    s = setup(command, max_restarts, spare_nodes, env)
+    signals = Signals(s.job.warning)
+    signals.install()
+    if warned:
+        signals.came.add(s.job.warning)
+    history = _history(s)
+    if not s.directory:
+        say("MPI_RESOLVER_CHECKPOINT_DIR is not set: supervise cannot see the checkpoints, "
+            f"so the restarts are bounded by --max-restarts {max_restarts} alone")
+    done = _completed_already(s)
+    if done is not None:
+        return done
+    argv, restarts = list(s.command), 0
     while True:
-        end = run_once(argv, stop, stop_timeout)
-        decision = decide(end, restarts, max_restarts)
-        _say(say(decision, end, max_restarts, os.path.basename(command[0]), restarts))
-        if decision.action is Action.REQUEUED:
-            return requeue_job(end.stop_signal, stop.at, os.environ)
-        if decision.action is not Action.RESTART:
-            return decision.status
-        failed.append(end.failure.node if end.failure is not None else None)
-        argv = _next_argv(command, failed, spare)
-        restarts = decision.restart
+        verdict = _one_run(s, argv, signals, history, restarts, stop_timeout)
+        history.append(verdict.record)
+        action = verdict.decision.action
+        if action is Action.END:
+            say(verdict.line)
+            return verdict.decision.status
+        if action is Action.REQUEUE:
+            return requeue_job(s.job, verdict, signals, ledger.blamed(history), s.nodelist)
+        say(verdict.line)
+        restarts += 1
+        argv = _next_argv(s, history)
 
 
-#: Seconds from Slurm's SIGTERM to its SIGKILL where nothing says (KillWait's default).
-KILL_WAIT = 30.0
+def _one_run(s: Setup, argv: Sequence[str], signals: Signals, history: List[ledger.RunEnded],
+             restarts: int, stop_timeout: float) -> Verdict:
+    """Runs the step once (none where a stop or the warning came already) and returns the
+    verdict on it, written to the ledger."""
+    number = len(history) + 1
+    before = _checkpoints(s)
+    _record(s, {"event": "run_start", "job": s.job.job, "run": number, "time": time.time(),
+                "nodes": s.nodelist, "argv": list(argv), "step": before.step})
+    started = signals.snapshot()
+    if started & {int(x) for x in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)} or \
+            s.job.warning in started:
+        end = RunEnd(None)
+    else:
+        end = run_once(argv, signals, stop_timeout)
+    for number_ in signals.unwatched():
+        say(f"{signal.Signals(number_).name} came to supervise, which watches "
+            f"SIG{s.job.warning_name} (MPI_RESOLVER_SIGNAL): not passed on; submit with "
+            f"--signal=B:{s.job.warning_name}@N, or set MPI_RESOLVER_SIGNAL to that signal")
+    verdict = judge(s.job, number, end, came_now(s.job, signals), before,
+                    _checkpoints(s), history, restarts)
+    _record(s, {**verdict.record.record(), "time": time.time()})
+    return verdict
 
 
-def requeue_job(stop_signal: Optional[int], since: Optional[float], env: Mapping[str, str],
-                run: Runner = run_scontrol) -> int:
-    """Requeues the job after the step's exit 75 where the policy allows (``stop_signal``:
-    the signal that came to supervise, at ``since`` on time.monotonic; after SIGTERM
-    scontrol is asked why, within what is left of KillWait); says what it did; returns the
-    exit status: 75 (to run again), or 143 where the job ends."""
+def _record(s: Setup, record: Mapping[str, object]) -> None:
+    """Appends ``record`` to the job's ledger, where its directory is known; a ledger that
+    cannot be written is said, and supervise goes on."""
+    if not s.directory:
+        return
     try:
-        target = requeue_target(env)
-    except ResolutionError:  # mpirun without Slurm: nobody to requeue the job
-        _say(f"the step asks to run again; SLURM_JOB_ID={env.get('SLURM_JOB_ID')!r}: not in a "
-             f"Slurm job, so no job is requeued: exit {REQUEUED_EXIT}")
-        return REQUEUED_EXIT
-
-    def left() -> float:
-        if since is None:
-            return SCONTROL_TIMEOUT
-        return max(KILL_WAIT - (time.monotonic() - since), 2.0)
-
-    ending = job_ending(target, run, left()) if stop_signal == signal.SIGTERM else None
-    refusal = requeue_refusal(stop_signal, ending)
-    if refusal is not None:
-        _say(f"job {target} is not requeued: {refusal}: exit {SIGTERM_EXIT}")
-        return SIGTERM_EXIT
-    outcome = requeue(target, socket.gethostname(), REQUEUED_EXIT, run, left(),
-                      fallback=False)
-    _say(f"{outcome.message}: exit {REQUEUED_EXIT}")
-    return REQUEUED_EXIT
+        os.makedirs(s.directory, exist_ok=True)
+        ledger.append(s.directory, record)
+    except OSError as e:
+        say(f"the ledger in {s.directory} cannot be written ({e.strerror}): going on without")
 
 
-def _next_argv(command: Sequence[str], failed: Sequence[Optional[str]], spare: int) -> List[str]:
-    """Returns the next run's command line: srun's with the nodes that failed twice left out
-    where the job has spare nodes (said once each), else the command as given."""
-    srun = read_srun(command)
-    nodes = left_out(failed, spare)
-    if srun is None or not nodes:
-        return list(command)
-    argv = srun.leaving_out(nodes)
-    if left_out(failed[:-1], spare) != nodes:
-        more = f"{spare} node{'s' * (spare != 1)} more than the step"
-        _say(f"{nodes[-1]} failed {FAILURES_TO_LEAVE_OUT} times: the next run leaves it out "
-             f"({argv[srun.program_at]}; the job has {more})")
-    return argv
+def _history(s: Setup) -> List[ledger.RunEnded]:
+    """Returns this job's earlier runs from its ledger (a requeued job's runs before); none
+    outside a Slurm job (another command's runs may be in the ledger)."""
+    if not s.directory or s.job.job is None:
+        return []
+    return ledger.runs(ledger.read(s.directory), s.job.job)
 
 
-def main(command: Sequence[str], max_restarts: int) -> int:
-    """Runs ``mpi-resolver supervise``, the allocation's node count from SLURM_JOB_NUM_NODES;
-    returns the exit status (2 where the command cannot be run, as exec)."""
+def _completed_already(s: Setup) -> Optional[int]:
+    """Returns 0, with one line, where the manifest says this job's training completed;
+    else None."""
+    now = _checkpoints(s)
+    if not now.completed:
+        return None
+    say(f"job {s.job.job}'s training completed at step {now.step} (its manifest in "
+        f"{s.directory}): nothing to run: exit 0")
+    return 0
+
+
+def _next_argv(s: Setup, history: Sequence[ledger.RunEnded]) -> List[str]:
+    """Returns the next run's command line: srun's with the drained nodes and those that
+    failed twice in this job left out, where the job has spare nodes (said once each)."""
+    if s.srun is None or s.spare < 1:
+        return list(s.command)
+    states = node_states(s.nodelist) if s.nodelist else None
+    out = left_out(ledger.blamed(history), drained(states), s.spare)
+    if not out:
+        return list(s.command)
+    twice = set(lemons(ledger.blamed(history)))
+    why = ", ".join(f"{n} ({'failed twice in this job' if n in twice else 'drained or down'})"
+                    for n in out)
+    say(f"the next run leaves out {why}: the job has {s.spare} node"
+        f"{'s' * (s.spare != 1)} more than the step needs")
+    return s.srun.leaving_out(out)
+
+
+def main(command: Sequence[str], max_restarts: int, spare_nodes: str = "0",
+         warned: bool = False) -> int:
+    """Runs ``mpi-resolver supervise``; returns the exit status (2 where the command cannot
+    be run, as exec; 78 where the job's settings are refused)."""
     try:
-        return supervise(command, max_restarts, job_nodes=job_nodes(os.environ))
+        return supervise(command, max_restarts, spare_nodes=spare_nodes, warned=warned)
+    except CommandNotRun as e:
+        say(f"error: {e}")
+        return exits.USAGE
     except ResolutionError as e:
-        _say(f"error: {e}")
-        return 2
+        say(f"error: {e}")
+        return exits.CONFIG
+

@@ -16,6 +16,24 @@ class FormatError(ResolutionError, ValueError):
     """A malformed input string: a hostlist, a tasks-per-node list, a number, a job list."""
 
 
+#: sysexits.h's EX_CONFIG: the exit status of a process a configuration error ended.
+EX_CONFIG = 78
+
+
+class ConfigurationError(ResolutionError):
+    """The job's configuration is refused (another job's checkpoint directory, one that
+    cannot be written): a restart would meet it again. Uncaught in a long job's process, it
+    ends the process with ``exit_status`` (EX_CONFIG), which ``mpi-resolver supervise``
+    never restarts (long_jobs.process_end)."""
+
+    exit_status = EX_CONFIG
+
+
+class VariableError(FormatError, ConfigurationError):
+    """An ``MPI_RESOLVER_*`` variable holds a value its setting refuses: a FormatError and a
+    ConfigurationError."""
+
+
 class MismatchError(ResolutionError):
     """Slurm's view of the job and MPI's (or this rank's own variables) disagree.
 

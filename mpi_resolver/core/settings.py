@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Mapping, TypeVar
 
-from mpi_resolver.core.errors import FormatError, ResolutionError
+from mpi_resolver.core.errors import (ConfigurationError, FormatError, ResolutionError,
+                                      VariableError)
 
 __all__ = ["PORT_BASE", "GPUS_PER_NODE", "CHECKPOINT_DIR", "SIGNAL", "CHECKPOINT_EVERY", "KEEP",
            "NODE_MTBF_HOURS", "VARIABLES", "setting", "number_text"]
@@ -41,8 +42,9 @@ def setting(given: Any, name: str, env: Mapping[str, str],
     (stripped), else None where the variable is unset or empty.
 
     Raises:
-      FormatError, ResolutionError: the variable's text fails ``check``: the same kind of
-        error, naming the variable first.
+      VariableError (a FormatError), ConfigurationError: the variable's text fails
+        ``check``, naming the variable first: a configuration error, which a restart would
+        meet again.
     """
     if given is not None:
         return given
@@ -52,9 +54,9 @@ def setting(given: Any, name: str, env: Mapping[str, str],
     try:
         return check(text)
     except FormatError as e:
-        raise FormatError(f"{name}={text!r}: {e}") from e
+        raise VariableError(f"{name}={text!r}: {e}") from e
     except ResolutionError as e:
-        raise ResolutionError(f"{name}={text!r}: {e}") from e
+        raise ConfigurationError(f"{name}={text!r}: {e}") from e
 
 
 def number_text(text: str) -> Any:

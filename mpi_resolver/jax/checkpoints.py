@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.long_jobs.manifest import remove_manifest
+from mpi_resolver.long_jobs.durable import sync_directory
 from mpi_resolver.long_jobs.resume import restore_newest
 
 __all__ = ["StepCheckpoints", "checkpoint_name", "step_of", "to_remove", "STEP_KEY"]
@@ -83,7 +83,7 @@ class StepCheckpoints:
             f.flush()
             os.fsync(f.fileno())
         os.replace(part, final)
-        _sync_directory(self.directory)
+        sync_directory(self.directory)
         for name in os.listdir(self.directory):  # parts left by a writer killed earlier
             if _PART.fullmatch(name):
                 _remove(os.path.join(self.directory, name))
@@ -120,11 +120,10 @@ class StepCheckpoints:
         return steps[chosen], found[chosen], warnings
 
     def remove(self) -> None:
-        """Removes every checkpoint and the manifest (training completed: the same command
-        run again starts afresh)."""
+        """Removes every checkpoint (training completed); the manifest stays, saying so, and
+        so does the ledger."""
         for step in self.steps():
             _remove(self.path(step))
-        remove_manifest(self.directory)
 
 
 def _remove(path: str) -> None:
@@ -132,17 +131,3 @@ def _remove(path: str) -> None:
         os.remove(path)
     except FileNotFoundError:
         pass
-
-
-def _sync_directory(directory: str) -> None:
-    """Makes the rename in ``directory`` durable (where the file system allows it)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-__all__ = ["Frame", "Site", "hang_site", "where", "STUCK", "WAITING", "UNKNOWN"]
+__all__ = ["Frame", "Site", "hang_site", "where", "verdict_of", "STUCK", "WAITING", "UNKNOWN"]
 
 #: A frame as traceback.extract_stack gives it: (file, line, function).
 Frame = Tuple[str, int, str]
@@ -26,6 +26,7 @@ _INPUT = "/tensorflow/python/data/"
 _TENSORFLOW = ("/tensorflow/", "/tf_keras/", "/keras/src/")
 _PACKAGES = ("/site-packages/", "/dist-packages/")
 _FROZEN = "<frozen "
+_WAITING_WORDS = "waiting for another worker"
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,16 @@ def hang_site(main: Sequence[Frame], others: Sequence[Sequence[Frame]],
     if _INPUT in frame[0]:
         return Site(STUCK, frame, f"stuck in its input pipeline (tf.data, {where(frame)})")
     return Site(WAITING, frame,
-                f"in TensorFlow's step ({where(frame)}): waiting for another worker, or busy "
-                "in TensorFlow; its own stack cannot tell which")
+                f"in TensorFlow's step ({where(frame)}): {_WAITING_WORDS}, or busy in "
+                "TensorFlow; its own stack cannot tell which")
+
+
+def verdict_of(words: str) -> str:
+    """Returns the verdict that a Site's ``words`` say (as the watchdog's line prints them):
+    STUCK, WAITING or UNKNOWN."""
+    if words.startswith("stuck "):
+        return STUCK
+    return WAITING if _WAITING_WORDS in words else UNKNOWN
 
 
 def where(frame: Frame) -> str:

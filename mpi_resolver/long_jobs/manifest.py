@@ -13,12 +13,14 @@ import socket
 import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.core.errors import ConfigurationError, ResolutionError
 from mpi_resolver.core.logs import log_once
+from mpi_resolver.long_jobs.durable import sync_directory
 from mpi_resolver.long_jobs.requeue import FORGOTTEN, job_state, requeue_target
 
 __all__ = ["MANIFEST", "this_job", "this_cluster", "manifest_for", "read_manifest",
-           "write_manifest", "foreign_warning", "remove_manifest", "check_directory_together"]
+           "write_manifest", "foreign_warning", "remove_manifest", "check_directory_together",
+           "claim_directory", "completed_for", "completed", "finished_together"]
 
 MANIFEST = "mpi_resolver.json"
 #: Slurm's job states of a job that has not ended yet (COMPLETING: its tasks may still be
@@ -62,14 +64,62 @@ def read_manifest(directory: str) -> Optional[Dict[str, Any]]:
 
 
 def write_manifest(directory: str, manifest: Mapping[str, Any]) -> None:
-    """Writes ``manifest`` into ``directory`` whole or not at all (a file beside it, then a
-    rename)."""
+    """Writes ``manifest`` into ``directory`` whole or not at all, and on disk before it
+    returns (a file beside it, fsynced, renamed over the old one, the directory fsynced)."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, MANIFEST)
     part = f"{path}.{os.getpid()}.part"
     with open(part, "w", encoding="utf-8") as f:
         json.dump(dict(manifest), f)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(part, path)
+    sync_directory(directory)
+
+
+def claim_directory(directory: str, manifest: Mapping[str, Any]) -> None:
+    """Writes the run's first manifest (the directory is this job's from now on).
+
+    Raises:
+      ConfigurationError: the directory cannot be written (no save could be either), naming
+        it and the check that finds it before the job runs.
+    """
+    try:
+        write_manifest(directory, manifest)
+    except OSError as e:
+        raise ConfigurationError(
+            f"the checkpoint directory {directory} cannot be written ({e.strerror or e}): no "
+            "checkpoint could be saved there. Give a directory every node may write (`srun "
+            f"mpi-resolver check --checkpoint-dir {directory}` checks it from every node).") \
+            from e
+
+
+def completed_for(manifest: Optional[Mapping[str, Any]], job: Optional[str]) -> bool:
+    """Returns whether ``manifest`` says the training of ``job`` (not None: outside Slurm
+    the same command run again starts afresh) completed."""
+    return bool(manifest and job is not None and manifest.get("job") == job
+                and manifest.get("completed") is True)
+
+
+def completed(manifest: Mapping[str, Any], step: int) -> Dict[str, Any]:
+    """Returns ``manifest`` at the training's last ``step``, marked completed (the second
+    phase of the completion: every task said its training ended)."""
+    return {**manifest, "step": int(step), "completed": True}
+
+
+def finished_together(coord: Any, key: str, directory: str, job: Optional[str]) -> Optional[str]:
+    """Worker 0 reads whether ``directory`` says this job's training completed and tells the
+    others over ``coord`` (``chief``, ``agree``); returns the one line to say and end with 0,
+    on every worker alike, or None where training is to run."""
+    line = ""
+    if coord.chief:
+        manifest = read_manifest(directory)
+        if completed_for(manifest, job):
+            assert manifest is not None  # completed_for says so
+            line = (f"job {job}'s training completed at step {manifest.get('step')} (the "
+                    f"manifest in {directory}): nothing to train again; exit 0")
+    told = coord.agree(f"{key}_completed", line, "whether the job's training completed")
+    return told or None
 
 
 def remove_manifest(directory: str) -> None:
@@ -90,7 +140,7 @@ def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
     cluster that slurmctld has forgotten has ended (its record is purged after its end).
 
     Raises:
-      ResolutionError: the other job has not ended, or its end cannot be confirmed: two jobs
+      ConfigurationError: the other job has not ended, or its end cannot be confirmed: two jobs
         must not share a directory.
     """
     other = None if manifest is None else manifest.get("job")
@@ -103,11 +153,14 @@ def foreign_warning(directory: str, manifest: Optional[Mapping[str, Any]],
     if now == FORGOTTEN and ours:
         now = "no longer known to Slurm: it ended over MinJobAge ago"
     elif now is None or now in _LIVE or now == FORGOTTEN:
-        raise ResolutionError(
+        raise ConfigurationError(
             f"{where}, {_unconfirmed(now, directory, manifest, cluster)}: two jobs must not "
             "share a checkpoint directory (each would resume from, and delete, the other's "
             "files). Give each job its own, e.g. --checkpoint-dir checkpoints/$SLURM_JOB_ID, "
             "as the templates do.")
+    if manifest.get("completed") is True:
+        return (f"{where}: job {other}'s training completed; job {job} starts afresh and takes "
+                f"the directory over (job {other} is {now})")
     return (f"{where}; job {job} resumes from it and takes the directory over (job {other} "
             f"is {now}). Give each job its own directory to start afresh.")
 
@@ -133,8 +186,8 @@ def check_directory_together(coord: Any, key: str, directory: str, job: Optional
     ``chief``, ``agree``), so that every worker goes on or every worker raises.
 
     Raises:
-      ResolutionError: another job that has not ended, or whose end scontrol cannot confirm,
-        wrote the directory.
+      ConfigurationError: another job that has not ended, or whose end scontrol cannot
+        confirm, wrote the directory (a restart would meet it again: exit 78 if uncaught).
     """
     verdict = ""
     if coord.chief:
@@ -149,4 +202,4 @@ def check_directory_together(coord: Any, key: str, directory: str, job: Optional
     verdict = coord.agree(f"{key}_directory", verdict,
                           "whether the checkpoint directory may be used")
     if verdict:
-        raise ResolutionError(verdict)
+        raise ConfigurationError(verdict)

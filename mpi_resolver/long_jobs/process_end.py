@@ -1,7 +1,9 @@
 """The end of a process after the save on Slurm's signal, for every framework: its exit code
 whatever the framework's teardown does (TensorFlow's took seconds and once hung past KillWait
 after a requeue; JAX's waits for its coordination service, measured past KillWait after the
-time limit), so that supervise, or srun, sees the code in time."""
+time limit), so that supervise, or srun, sees the code in time; and the end of a process that
+a configuration error stopped: its own exit status (EX_CONFIG, 78), not Python's 1, so that
+supervise never restarts what would fail the same way."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import os
 import sys
 import threading
 
-__all__ = ["end_with", "EXIT_WITHIN"]
+__all__ = ["end_with", "EXIT_WITHIN", "exit_on_configuration_error"]
 
 #: Seconds the process may take to end after the save, its script's cleanup included.
 EXIT_WITHIN = 10.0
@@ -29,3 +31,23 @@ def end_with(code: int, seconds: float) -> None:
     timer = threading.Timer(seconds, now)
     timer.daemon = True
     timer.start()
+
+
+def exit_on_configuration_error() -> None:
+    """Makes an uncaught error that has an ``exit_status`` (core.errors.ConfigurationError)
+    end this process with that status, after Python's own traceback; other errors end it as
+    before. Installed once (a long job's classes call it)."""
+    previous = sys.excepthook
+    if getattr(previous, "_mpi_resolver", False):
+        return
+
+    def hook(kind: type, error: BaseException, trace: object) -> None:
+        previous(kind, error, trace)  # type: ignore[arg-type]
+        status = getattr(error, "exit_status", None)
+        if isinstance(status, int) and not isinstance(status, bool):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+
+    hook._mpi_resolver = True  # type: ignore[attr-defined]
+    sys.excepthook = hook

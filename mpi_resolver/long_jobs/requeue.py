@@ -62,9 +62,12 @@ def read_requeue(target: str, returncode: int, output: str, code: int, *,
     text = " ".join(output.split())
     if returncode == 0:
         return RequeueOutcome(True, f"requeued job {target} ({command})")
-    if "pending execution" in text or "already" in text.lower():
+    if "pending execution" in text:
         return RequeueOutcome(True, f"job {target} is requeued already (by scontrol requeue "
                                     f"or Slurm's preemption): {command}: {text}")
+    if "already completing or completed" in text or "already finished" in text:
+        return RequeueOutcome(False, f"job {target} is ending or has ended (scancel, or Slurm "
+                                     f"ended it first): not requeued: {command}: {text}")
     if "presently disabled" in text:
         return RequeueOutcome(False, (
             f"job {target} cannot be requeued ({command}: {text}): submit it with "

@@ -17,7 +17,7 @@ from typing import List, Mapping, Optional, Sequence, Tuple
 
 from mpi_resolver.core.values import whole_number
 
-__all__ = ["SrunLine", "read_srun", "job_nodes", "JOB_NODES"]
+__all__ = ["SrunLine", "read_srun", "job_nodes", "job_nodelist", "JOB_NODES"]
 
 #: The allocation's node count, as sbatch and salloc set it (srun reads it as its -N).
 JOB_NODES = "SLURM_JOB_NUM_NODES"
@@ -107,6 +107,12 @@ class SrunLine:
             return 0  # --exclude=FILE: its nodes are not known here
         return max(job_nodes - self.nodes - len(self.excluded), 0)
 
+    def with_nodes(self, count: int) -> List[str]:
+        """Returns the command line with ``--nodes=COUNT`` after srun's own options (the step
+        on the job's nodes less its spare ones)."""
+        at = self.program_at
+        return [*self.argv[:at], f"--nodes={count}", *self.argv[at:]]
+
     def leaving_out(self, nodes: Sequence[str]) -> List[str]:
         """Returns the command line with ``nodes`` left out too: one ``--exclude=`` of its own
         excluded nodes and ``nodes`` after srun's options (srun takes the last --exclude)."""
@@ -140,3 +146,9 @@ def job_nodes(env: Mapping[str, str]) -> Optional[int]:
     """Returns the job's node count from ``env`` (JOB_NODES), None where unset or not a
     whole number."""
     return whole_number(env.get(JOB_NODES))
+
+
+def job_nodelist(env: Mapping[str, str]) -> Optional[str]:
+    """Returns the job's nodes as Slurm's hostlist ('node[1-3]', SLURM_JOB_NODELIST), None
+    outside a Slurm job."""
+    return env.get("SLURM_JOB_NODELIST", "").strip() or None

@@ -12,6 +12,12 @@ Measured (Slurm 22.05.8, Open MPI 4.1.4)::
 
 With ``--kill-on-bad-exit=1`` srun then ends the other tasks ("task 0: Terminated") and exits
 143 whatever the first task did: the first line is the cause, the rest its consequence.
+
+Also read, as Slurm and the package print them: a task over its memory limit (srun's
+``task 1: Out Of Memory``, slurmstepd's ``Detected 1 oom-kill event(s) in StepId=12.0``), the
+step watchdog's line of a stuck or waiting rank (step_watchdog), and faulthandler's
+``Timeout (0:05:00)!``, the watchdog's backstop, which fires where the interpreter lock is held.
+Each may carry srun's ``--label`` prefix (``1: ``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ import signal
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-__all__ = ["TaskEnd", "StepReport", "signal_of"]
+from mpi_resolver.long_jobs.exits import HUNG
+from mpi_resolver.long_jobs.hang_site import STUCK, WAITING, verdict_of
+
+__all__ = ["TaskEnd", "StepReport", "signal_of", "Watchdog", "OUT_OF_MEMORY"]
 
 _SRUN = re.compile(r"^srun: error: (?P<node>[^\s:]+): tasks? (?P<task>\d+)[\d,-]*: "
                    r"(?P<how>.+?)\s*$")
@@ -30,6 +39,14 @@ _MPIRUN_SIGNAL = re.compile(r"^(?:mpirun|prterun|mpiexec) noticed that process r
                             r"with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]+)\))?")
 _MPIRUN_FIRST = re.compile(r"^\s*Process name:\s*\[.*,(\d+)\]+\s*$")
 _MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(\d+)\s*$")
+_LABEL = r"^(?:(?P<label>\d+): )?"
+_OOM_STEP = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill event")
+_WATCHDOG = re.compile(_LABEL + r"mpi_resolver: step watchdog: .*?\((?:rank (?P<rank>\d+) )?on "
+                       r"(?P<node>[^,\s]+), pid \d+\): (?P<what>.*?); (?P<words>.*)\. Python "
+                       r"stacks above\.")
+_BACKSTOP = re.compile(_LABEL + r"Timeout \(\d+:\d\d:\d\d\)!\s*$")
+#: srun's words for a task the cgroup's memory limit ended.
+OUT_OF_MEMORY = "Out Of Memory"
 _CORE = " (core dumped)"
 #: strsignal()'s words, as srun prints them ('Killed', 'Bus error'), to the signal's number.
 _BY_WORDS: Dict[str, int] = {signal.strsignal(s) or s.name: int(s) for s in signal.Signals}
@@ -90,11 +107,27 @@ def _mpirun_signal(m: "re.Match[str]") -> TaskEnd:
     return TaskEnd(int(m[1]), m[2], m[4] or "Signaled", signal=int(m[3]), word="rank")
 
 
+@dataclass(frozen=True)
+class Watchdog:
+    """The step watchdog's line of one rank: its rank (None where the line names none), node,
+    what it says of the step, and its verdict (hang_site's STUCK, WAITING or UNKNOWN)."""
+
+    rank: Optional[int]
+    node: str
+    what: str
+    verdict: str
+
+
 @dataclass
 class StepReport:
-    """The task ends a launcher reported, fed its output line by line (``feed``), in order."""
+    """The task ends a launcher reported, fed its output line by line (``feed``), in order;
+    and what else the step's output said of its end: an out-of-memory event, the step
+    watchdog's lines, faulthandler's backstop."""
 
     ends: List[TaskEnd] = field(default_factory=list)
+    watchdogs: List[Watchdog] = field(default_factory=list)
+    oom_event: bool = False  # slurmstepd saw the cgroup's OOM killer in the step
+    backstop: bool = False  # faulthandler's timeout fired in a rank
     _rank: Optional[int] = None  # mpirun's 'Process name:' line, until its 'Exit code:'
 
     def feed(self, line: str) -> None:
@@ -108,9 +141,39 @@ class StepReport:
         elif (m := _MPIRUN_CODE.match(line)) and self._rank is not None:
             self.ends.append(_exit(self._rank, None, int(m[1]), "rank"))
             self._rank = None
+        elif m := _WATCHDOG.match(line):
+            rank = m["rank"] if m["rank"] is not None else m["label"]
+            self.watchdogs.append(Watchdog(None if rank is None else int(rank), m["node"],
+                                           m["what"], verdict_of(m["words"])))
+        elif _OOM_STEP.match(line):
+            self.oom_event = True
+        elif _BACKSTOP.match(line):
+            self.backstop = True
 
     @property
     def first(self) -> Optional[TaskEnd]:
         """Returns the first task end reported (the cause; later ones may be its
         consequence), or None where none was."""
         return self.ends[0] if self.ends else None
+
+    @property
+    def out_of_memory(self) -> Optional[TaskEnd]:
+        """Returns the first task the launcher reported out of memory, None where none."""
+        return next((e for e in self.ends if e.how == OUT_OF_MEMORY), None)
+
+    @property
+    def hung(self) -> bool:
+        """Returns whether a rank's watchdog, or its backstop, ended the step."""
+        return bool(self.watchdogs) or self.backstop
+
+    def stuck(self) -> Optional[TaskEnd]:
+        """Returns the task a hang is blamed on: the first rank whose watchdog found it stuck
+        (as a task end on its node), else the first reported end of a rank that did not say
+        it was waiting for a peer (it never arrived: stopped, holding the interpreter lock,
+        killed), else None: never a waiting peer."""
+        for w in self.watchdogs:
+            if w.verdict == STUCK and w.rank is not None:
+                return TaskEnd(w.rank, w.node, f"hung ({w.what.split(', past ')[0]})",
+                               code=HUNG)
+        waiting = {w.rank for w in self.watchdogs if w.verdict == WAITING}
+        return next((e for e in self.ends if e.task not in waiting), None)

@@ -10,10 +10,11 @@ import math
 import socket
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional, Protocol, Tuple
+from typing import Callable, Dict, Mapping, Optional, Protocol, Tuple
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once
+from mpi_resolver.long_jobs import exits
 from mpi_resolver.long_jobs.requeue import (ENDING, RUNNING, TIME_LIMIT, RequeueOutcome, Runner,
                                              job_ending, requeue, requeue_target, run_scontrol)
 from mpi_resolver.long_jobs.restarts import SUPERVISED_ENV
@@ -23,12 +24,12 @@ from mpi_resolver.long_jobs.watcher import Arrival, Displaced, SignalWatcher
 __all__ = ["Policy", "Coordinator", "Termination", "REQUEUE_EXIT_CODE", "TERMINATED_EXIT_CODE",
            "slow_save", "chief_value", "DEFAULT_WAIT"]
 
-#: Exit code after a save where the job is to run again (requeued by worker 0, or to be
-#: requeued by the batch script): sysexits' EX_TEMPFAIL, "try again later".
-REQUEUE_EXIT_CODE = 75
+#: Exit code after a save where the job is to run again (requeued by worker 0, or by
+#: supervise): sysexits' EX_TEMPFAIL, "try again later" (exits.REQUEUE).
+REQUEUE_EXIT_CODE = exits.REQUEUE
 #: Exit code after a save on SIGTERM where the job ends (scancel, time limit without
-#: requeue_on_time_limit, Slurm's own requeue or preemption): 128 + SIGTERM, as a shell says.
-TERMINATED_EXIT_CODE = 128 + SIGTERM
+#: requeue_on_time_limit, Slurm's own requeue or preemption): 128 + SIGTERM (exits.TERMINATED).
+TERMINATED_EXIT_CODE = exits.TERMINATED
 #: Seconds workers wait for each other after the save when no grace period says how long
 #: there is (Slurm's KillWait is 30 s by default).
 DEFAULT_WAIT = 30.0
@@ -46,6 +47,12 @@ class Policy:
     grace_period: Optional[float]
     requeue: bool
     requeue_on_time_limit: bool
+
+    def settings(self) -> Dict[str, object]:
+        """Returns the choices the manifest records for supervise, which requeues the job
+        as the tasks would (requeue=False, requeue_on_time_limit reach it so)."""
+        return {"signal": self.warning.name, "requeue": self.requeue,
+                "requeue_on_time_limit": self.requeue_on_time_limit}
 
 
 class Coordinator(Protocol):
@@ -153,10 +160,11 @@ class Termination:
         log_once(f"{d.signal.full_name} is now handled by {d.owner}, not by mpi_resolver: "
                  f"that signal will not save a checkpoint; {why}.")
 
-    def finish(self, step: Optional[int] = None,
-               failed: Optional[str] = None) -> Tuple[int, str]:
+    def finish(self, step: Optional[int] = None, failed: Optional[str] = None,
+               advanced: bool = True) -> Tuple[int, str]:
         """Returns (exit code, what happened) once the checkpoint is saved (at ``step``; or
-        not: ``failed`` says why, and the last checkpoint is what the job resumes from):
+        not: ``failed`` says why, and the newest whole checkpoint is what the job resumes
+        from, where one ``advanced`` in this run; else exits.SAVE_FAILED and no requeue):
         every worker waits for the others to have saved; worker 0 requeues the job where the
         policy asks and tells the others; all take worker 0's code. Every wait and scontrol
         call shares one deadline: the signal's time plus the grace period (DEFAULT_WAIT
@@ -174,7 +182,7 @@ class Termination:
         tag = "" if step is None else f"_{step}"
         saved = coord.barrier(self._left(), tag)
         if coord.chief:
-            code, what = self._decide(event, saved, failed)
+            code, what = self._decide(event, saved, failed, advanced)
             coord.publish(f"{code} {what}", tag)
             return code, what
         told = coord.read(self._left(), tag)
@@ -199,17 +207,25 @@ class Termination:
         warned = event == self.policy.warning.name
         return REQUEUE_EXIT_CODE if warned else TERMINATED_EXIT_CODE
 
-    def _decide(self, event: str, saved: bool, failed: Optional[str]) -> Tuple[int, str]:
+    def _decide(self, event: str, saved: bool, failed: Optional[str],
+                advanced: bool) -> Tuple[int, str]:
         """Returns worker 0's (exit code, what happened), requeueing the job where asked
-        (under supervise, which requeues: the code alone)."""
+        (under supervise, which requeues: the code alone). A failed save exits
+        exits.SAVE_FAILED: under supervise, which judges the progress; without it, the job
+        is requeued only where a checkpoint advanced in this run."""
         prefix = f"checkpoint saved on SIG{event}"
         if failed:
-            prefix = (f"the save on SIG{event} failed ({failed}): the job resumes from the "
-                      "last checkpoint that restores")
+            prefix = f"the save on SIG{event} failed ({failed})"
         elif not saved:
             prefix += " (not every worker said it had saved: worker 0's checkpoint is whole)"
         if self.env.get(SUPERVISED_ENV) == "1":
-            return self._leave_to_supervise(event, prefix)
+            return self._leave_to_supervise(event, prefix, failed is not None)
+        if failed and not advanced:
+            return exits.SAVE_FAILED, (f"{prefix} and no checkpoint advanced in this run: "
+                                       "not requeued (a requeue would redo the run and fail "
+                                       "the same save)")
+        if failed:
+            prefix += "; the job resumes from the newest checkpoint that restores"
         reason = self._requeue_reason(event)
         warned = event == self.policy.warning.name
         if isinstance(reason, str):
@@ -222,11 +238,15 @@ class Termination:
         code = REQUEUE_EXIT_CODE if outcome.done or warned else TERMINATED_EXIT_CODE
         return code, f"{prefix}; {outcome.message.rstrip('.')}"
 
-    def _leave_to_supervise(self, event: str, prefix: str) -> Tuple[int, str]:
-        """Returns the code and line where supervise runs the step and decides: 75 (run
+    def _leave_to_supervise(self, event: str, prefix: str, failed: bool) -> Tuple[int, str]:
+        """Returns the code and line where supervise runs the step and decides: 74 after a
+        failed save (supervise requeues where a checkpoint advanced in this run); 75 (run
         again) after the warning signal, and after SIGTERM with requeue_on_time_limit
         (supervise asks scontrol whether the time limit ended the job); else 143."""
         warned = event == self.policy.warning.name
+        if failed:
+            return exits.SAVE_FAILED, (f"{prefix}; supervise requeues the job where a "
+                                       "checkpoint advanced in this run, else it ends")
         if warned or self.policy.requeue_on_time_limit:
             return REQUEUE_EXIT_CODE, f"{prefix}; supervise requeues the job"
         return (TERMINATED_EXIT_CODE, f"{prefix}; not requeued: SIGTERM ends the job "

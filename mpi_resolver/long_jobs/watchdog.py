@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Sequence
 
-from mpi_resolver.core.errors import FormatError
+from mpi_resolver.core.errors import FormatError, VariableError
+from mpi_resolver.long_jobs import exits
 
 __all__ = ["StepRule", "median", "parse_factor", "parse_minimum", "step_rule",
            "DEFAULT_FACTOR", "DEFAULT_MINIMUM", "DEFAULT_WARMUP", "DEFAULT_WINDOW",
@@ -35,8 +36,8 @@ MINIMUM_VARIABLE = "MPI_RESOLVER_STEP_TIMEOUT_MIN"
 #: The value of either that turns the watchdog off.
 OFF = "off"
 #: A stuck step's exit status: GNU timeout's "timed out" (a failure that `supervise` reruns;
-#: not 75, the requeue's, nor 143 = 128 + SIGTERM, nor any 128 + signal).
-EXIT_STATUS = 124
+#: not 75, the requeue's, nor 143 = 128 + SIGTERM, nor any 128 + signal): exits.HUNG.
+EXIT_STATUS = exits.HUNG
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DECIMAL = r"(\d+(?:\.\d*)?|\.\d+)"
@@ -147,7 +148,10 @@ def _setting(value: object, argument: str, variable: str, environ: Mapping[str, 
     text = environ.get(variable)
     if text is None or not text.strip():
         return default
-    return parse(text, variable)
+    try:
+        return parse(text, variable)
+    except FormatError as e:  # a variable: a configuration error (exit 78 if uncaught)
+        raise VariableError(str(e)) from e
 
 
 def _check_count(value: object, argument: str, least: int) -> None:

@@ -1,6 +1,11 @@
 """Signal handlers that only record that a signal came (no I/O, no locks: a handler can run
 in the middle of anything), and the check that they are still the ones installed (the edge:
-Python's signal module, and sigaction through .disposition)."""
+Python's signal module, and sigaction through .disposition).
+
+One handler per signal number serves every watcher of the process (``_dispatch``): two
+watchers of one signal (a second ``fit``, a script's own watcher beside the package's) both
+see it; the handler it replaced comes back when the last of them is uninstalled.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,17 @@ from mpi_resolver.long_jobs.disposition import DEFAULT, IGNORED, handler_address
 from mpi_resolver.long_jobs.signals import WarningSignal
 
 __all__ = ["SignalWatcher", "Arrival", "Displaced"]
+
+#: The watchers installed for each signal number, and the handler that was there before the
+#: first of them (put back when the last one goes).
+_WATCHERS: Dict[int, List["SignalWatcher"]] = {}
+_BEFORE: Dict[int, Any] = {}
+
+
+def _dispatch(signum: int, frame: Any) -> None:
+    """The one Python handler of a watched signal: every installed watcher notes it."""
+    for watcher in list(_WATCHERS.get(signum, ())):
+        watcher._on_signal(signum, frame)
 
 
 @dataclass(frozen=True)
@@ -53,7 +69,7 @@ class SignalWatcher:
         self._first: Optional[Tuple[int, float, float]] = None
         self._count = 0
         self._came: Dict[int, bool] = {}
-        self._previous: Dict[int, Any] = {}
+        self._installed: set = set()
         self._c_handler: Optional[int] = None
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -64,7 +80,8 @@ class SignalWatcher:
             self._first = (signum, self._clock(), time.time())
 
     def install(self) -> None:
-        """Installs the handlers (remembering the ones they replace).
+        """Installs the handlers (the process's one handler of each signal, shared by its
+        watchers; the handler it replaces is remembered).
 
         Raises:
           ResolutionError: not in the main thread, where Python runs signal handlers.
@@ -75,21 +92,35 @@ class SignalWatcher:
                 "runs signal handlers there): create SlurmTerminationConfig (or "
                 "SlurmBackupAndRestore) in the training script's main thread.")
         for s in self.signals:
-            self._previous.setdefault(s.number, signal.getsignal(s.number))
-            signal.signal(s.number, self._on_signal)
+            current = signal.getsignal(s.number)
+            if not _WATCHERS.get(s.number):
+                _BEFORE[s.number] = current
+            watchers = _WATCHERS.setdefault(s.number, [])
+            if self not in watchers:
+                watchers.append(self)
+            if current is not _dispatch:
+                signal.signal(s.number, _dispatch)
+            self._installed.add(s.number)
         self._c_handler = handler_address(self.signals[0].number) if self.signals else None
 
     @property
     def installed(self) -> bool:
         """Returns True between install() and uninstall()."""
-        return bool(self._previous)
+        return bool(self._installed)
 
     def uninstall(self) -> None:
-        """Puts back the handlers install() replaced (main thread); from then on the watcher
-        reports no displacement (TensorFlow's thread may still ask it, once a second)."""
-        for number, previous in self._previous.items():
-            signal.signal(number, previous if previous is not None else signal.SIG_DFL)
-        self._previous.clear()
+        """Leaves the process's handlers (main thread); the last watcher of a signal puts
+        back the handler the first one replaced. From then on this watcher reports no
+        displacement (TensorFlow's thread may still ask it, once a second)."""
+        for number in sorted(self._installed):
+            watchers = _WATCHERS.get(number, [])
+            if self in watchers:
+                watchers.remove(self)
+            if not watchers:
+                previous = _BEFORE.pop(number, None)
+                _WATCHERS.pop(number, None)
+                signal.signal(number, previous if previous is not None else signal.SIG_DFL)
+        self._installed.clear()
 
     @property
     def arrival(self) -> Optional[Arrival]:
@@ -126,8 +157,7 @@ class SignalWatcher:
     def _owner(self, number: int) -> Optional[str]:
         """Returns who holds signal ``number`` where it is not this watcher, else None."""
         python = signal.getsignal(number)
-        if python is not None and not isinstance(getattr(python, "__self__", None),
-                                                 SignalWatcher):  # a newer watcher: ours too
+        if python is not None and python is not _dispatch:
             return _python_owner(python)
         address = handler_address(number)
         if address is None or self._c_handler is None or address == self._c_handler:
@@ -145,7 +175,7 @@ class SignalWatcher:
         thread); returns those it took back."""
         taken = [d for d in self.displaced() if which(d)]
         for d in taken:
-            signal.signal(d.signal.number, self._on_signal)
+            signal.signal(d.signal.number, _dispatch)
         return taken
 
     def ignore(self) -> None:

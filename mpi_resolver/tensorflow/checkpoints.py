@@ -1,11 +1,14 @@
 """A long job's checkpoints in TensorFlow: the last K kept, the newest that restores read back
-(a torn one skipped, every worker on the same one), and the save that never raises into the
-training loop (the TensorFlow edge; importing this module imports TensorFlow)."""
+(a torn one skipped, every worker on the same one), on disk before the save returns (its files
+and TensorFlow's `checkpoint` state file fsynced), and the save that never raises into the
+training loop; the other workers' part of the save (TensorFlow's collective save needs every
+worker) goes to their own memory, never to the shared directory (the TensorFlow edge;
+importing this module imports TensorFlow)."""
 
 from __future__ import annotations
 
+import glob
 import os
-import shutil
 import time
 from typing import Any, Callable, Mapping, Optional
 
@@ -13,10 +16,11 @@ import tensorflow as tf
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_each, log_once, logger
-from mpi_resolver.long_jobs.manifest import manifest_for, remove_manifest, write_manifest
+from mpi_resolver.long_jobs.durable import sync_directory, sync_files
+from mpi_resolver.long_jobs.manifest import manifest_for, write_manifest
 from mpi_resolver.long_jobs.resume import restore_newest
 
-__all__ = ["KeepingManager", "Saver", "remove_part"]
+__all__ = ["KeepingManager", "Saver", "remove_part", "scratch_manager", "fsync_checkpoint"]
 
 #: ``agree(prefix)``: the chief's restored checkpoint (prefix or '' for none) on every worker.
 AgreeOn = Callable[[str], str]
@@ -76,8 +80,9 @@ class KeepingManager(tf.train.CheckpointManager):
 
 class Saver:
     """The save TensorFlow's handler calls (its ``save_fn``): the chief into the kept
-    checkpoints, another worker into a throw-away directory removed after; a failure is
-    noted (``failed``), never raised into the training loop."""
+    checkpoints, another worker into a throw-away copy in its own memory, removed after; a
+    failure is noted (``failed``), never raised into the training loop. ``resumed`` is the
+    step the run started from, ``newest`` the step of this run's last whole save."""
 
     def __init__(self, manager: KeepingManager, scratch: Optional[tf.train.CheckpointManager],
                  *, job: Optional[str], settings: Mapping[str, Any],
@@ -87,6 +92,13 @@ class Saver:
         self.failed: Optional[str] = None
         self.seconds: Optional[float] = None
         self.step = 0
+        self.resumed = 0
+        self.newest: Optional[int] = None
+
+    @property
+    def advanced(self) -> bool:
+        """Returns whether a save of this run moved the newest checkpoint past its start."""
+        return self.newest is not None and self.newest > self.resumed
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         start = self._clock()
@@ -99,30 +111,50 @@ class Saver:
                      "last one that restores is kept")
             return
         self.seconds = self._clock() - start
+        self.newest = self.step
 
-    def claim(self, step: int) -> None:
-        """Writes the manifest (the chief; this job's from now on, at ``step``) before the
-        first save, so that another job started on the directory meanwhile is told."""
+    def claim(self, step: int, **more: Any) -> None:
+        """Writes the manifest (the chief; this job's from now on, at ``step``, with ``more``
+        of its fields) before the first save, so that another job started on the directory
+        meanwhile is told."""
         if self.scratch is None:
             write_manifest(os.path.dirname(self.manager.directory.rstrip("/")),
-                           manifest_for(self.job, step, self.settings))
+                           {**manifest_for(self.job, step, self.settings), **more})
 
     def _write(self, *args: Any, **kwargs: Any) -> None:
         if self.scratch is None:  # the chief
-            self.manager.save(*args, **kwargs)
+            prefix = self.manager.save(*args, **kwargs)
+            fsync_checkpoint(prefix, self.manager.directory)
             self.claim(self.step)
             return
         self.scratch.save(*args, **kwargs)
-        shutil.rmtree(os.path.dirname(self.scratch.directory), ignore_errors=True)
+        tf.io.gfile.rmtree(os.path.dirname(self.scratch.directory.rstrip("/")))
+
+
+def scratch_manager(checkpoint: Any, task: int) -> tf.train.CheckpointManager:
+    """Returns a non-chief worker's throw-away CheckpointManager: in this process's memory
+    (TensorFlow's ram:// file system), so that the collective save every worker must take
+    part in writes one copy to the shared directory, the chief's, not one a worker."""
+    return tf.train.CheckpointManager(checkpoint, f"ram://mpi_resolver/workertemp_{task}/chief",
+                                      max_to_keep=1)
+
+
+def fsync_checkpoint(prefix: Optional[str], directory: str) -> None:
+    """Puts checkpoint ``prefix``'s files, TensorFlow's `checkpoint` state file beside them,
+    and ``directory`` itself on disk (fsync), where they are local files: a node lost right
+    after a save leaves the save whole, or the one before it."""
+    if not prefix or "://" in prefix:
+        return
+    sync_files([*glob.glob(prefix + ".*"), os.path.join(directory, "checkpoint")])
+    sync_directory(directory)
 
 
 def remove_part(checkpoint_dir: str, chief: bool, task_id: int) -> None:
-    """Removes this worker's part of ``checkpoint_dir`` (the chief: ``chief/`` and the
-    manifest; another worker: ``workertemp_<task_id>/``), as Keras' BackupAndRestore does when
-    training completed."""
+    """Removes this worker's part of ``checkpoint_dir`` (the chief: ``chief/``; another
+    worker: ``workertemp_<task_id>/``, where an older release wrote it), as Keras'
+    BackupAndRestore does when training completed. The manifest stays (it says the
+    training completed) and so does the ledger."""
     part = "chief" if chief else f"workertemp_{task_id}"
     path = os.path.join(checkpoint_dir, part)
     if tf.io.gfile.exists(path):
         tf.io.gfile.rmtree(path)
-    if chief:
-        remove_manifest(checkpoint_dir)

@@ -53,6 +53,8 @@ ELSEWHERE = {
     "jax/keras_job.py": "tests/jax/test_long_job_alone.py",
     "rehearsal/jax_deep.py": "tests/jax/test_deep.py",
     "cli/args.py": "tests/unit/cli/test_main.py",
+    "cli/step_run.py": "tests/unit/cli/test_supervise.py",
+    "cli/supervise_requeue.py": "tests/unit/cli/test_supervise.py",
     "core/errors.py": "tests/unit/test_bad_input.py",
     "core/logs.py": "tests/unit/long_jobs/test_termination.py",
     "exchange/transport.py": "tests/unit/exchange/test_collectives.py",

@@ -126,13 +126,15 @@ def test_a_file_renamed_to_another_step_is_refused(tmp_path: Path) -> None:
     assert step is None and "says step 4" in warnings[0]
 
 
-def test_remove_takes_the_checkpoints_and_the_manifest_only(tmp_path: Path) -> None:
+def test_remove_takes_the_checkpoints_only(tmp_path: Path) -> None:
+    """Training completed: the checkpoints go; the manifest (which says so) and the user's
+    files stay."""
     files = StepCheckpoints(str(tmp_path), keep=2)
     files.save(1, arrays(1))
     write_manifest(str(tmp_path), manifest_for("12", 1, {}))
     (tmp_path / "notes.txt").write_text("the user's")
     files.remove()
-    assert os.listdir(tmp_path) == ["notes.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["mpi_resolver.json", "notes.txt"]
     files.remove()  # again: nothing there, no error
 
 

@@ -48,10 +48,14 @@ def test_no_job_to_requeue_is_an_error_that_says_so(job):
                  "job 12 is requeued already (by scontrol requeue or Slurm's preemption): "
                  "scontrol requeue 12: Job is pending execution for job 12",
                  id="requeued already"),
-    pytest.param(1, "Job has already finished for job 12", True,
-                 "job 12 is requeued already (by scontrol requeue or Slurm's preemption): "
-                 "scontrol requeue 12: Job has already finished for job 12",
-                 id="'already'"),
+    pytest.param(1, "Job has already finished for job 12", False,
+                 "job 12 is ending or has ended (scancel, or Slurm ended it first): not "
+                 "requeued: scontrol requeue 12: Job has already finished for job 12",
+                 id="finished: not requeued"),
+    pytest.param(1, "Job/step already completing or completed for job 12", False,
+                 "job 12 is ending or has ended (scancel, or Slurm ended it first): not "
+                 "requeued: scontrol requeue 12: Job/step already completing or completed for "
+                 "job 12", id="completing: not requeued, never 'requeued already'"),
     pytest.param(1, "Requested operation is presently disabled for job 12", False,
                  "job 12 cannot be requeued (scontrol requeue 12: Requested operation is "
                  "presently disabled for job 12): submit it with '#SBATCH --requeue' (this "

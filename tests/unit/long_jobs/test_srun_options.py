@@ -135,3 +135,25 @@ def test_leaving_out(argv: List[str], nodes: Sequence[str], out: List[str]) -> N
 ])
 def test_job_nodes(env, nodes) -> None:
     assert job_nodes(env) == nodes
+
+
+@pytest.mark.parametrize("env, nodelist", [
+    ({"SLURM_JOB_NODELIST": "node[1-3]"}, "node[1-3]"), ({"SLURM_JOB_NODELIST": " "}, None),
+    ({}, None),
+])
+def test_job_nodelist(env, nodelist) -> None:
+    from mpi_resolver.long_jobs.srun_options import job_nodelist
+
+    assert job_nodelist(env) == nodelist
+
+
+@pytest.mark.parametrize("argv, count, out", [
+    (["srun", "--mpi=pmix", "python", "t.py"], 2, ["srun", "--mpi=pmix", "--nodes=2", "python",
+                                                   "t.py"]),
+    (["srun", "python"], 1, ["srun", "--nodes=1", "python"]),
+])
+def test_with_nodes(argv, count, out) -> None:
+    from mpi_resolver.long_jobs.srun_options import read_srun
+
+    line = read_srun(argv)
+    assert line is not None and line.with_nodes(count) == out

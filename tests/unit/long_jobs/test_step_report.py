@@ -111,3 +111,89 @@ def test_status_and_text(end: TaskEnd, status: Optional[int], text: str) -> None
 ])
 def test_signal_of_reads_strsignal_s_words(words: str, number: Optional[int]) -> None:
     assert signal_of(words) == number
+
+
+#: The step watchdog's line (step_watchdog._line) of a stuck rank and of a waiting one.
+STUCK_LINE = ("mpi_resolver: step watchdog: worker:1 (rank 1 on node2, pid 4242): step 3 has "
+              "run 601.00 s, past its limit of 600.00 s (10 x the median step 60 s over 1 "
+              "steps, at least 300 s); stuck in train.py:12 step. Python stacks above. Exit "
+              "124 now.")
+WAITING_LINE = ("mpi_resolver: step watchdog: worker:0 (rank 0 on node1, pid 17): step 3 has "
+                "run 601.00 s, past its limit of 600.00 s (10 x the median step 60 s over 1 "
+                "steps, at least 300 s); in TensorFlow's step (tensorflow/x.py:1 f): waiting "
+                "for another worker, or busy in TensorFlow; its own stack cannot tell which. "
+                "Python stacks above. Exit 124 in 2 s (a stuck peer writes its stacks first).")
+UNKNOWN_LINE = ("mpi_resolver: step watchdog: (on vm, pid 9): step 5 has run 1.00 s, past its "
+                "limit of 0.50 s (2 x the median step 0.1 s over 3 steps, at least 0.5 s); "
+                "cannot tell where: its main thread shows no frame outside Python's own "
+                "library. Python stacks above. Exit 124 now.")
+
+
+@pytest.mark.parametrize("line, rank, node, verdict", [
+    (STUCK_LINE, 1, "node2", "stuck"),
+    (WAITING_LINE, 0, "node1", "waiting"),
+    (UNKNOWN_LINE, None, "vm", "unknown"),
+    ("3: " + STUCK_LINE.replace("rank 1 on", "on"), 3, "node2", "stuck"),  # srun --label
+], ids=["stuck", "waiting", "no rank", "srun's label gives the rank"])
+def test_the_watchdog_s_line_is_read(line: str, rank: Optional[int], node: str,
+                                     verdict: str) -> None:
+    report = StepReport()
+    report.feed(line)
+    [w] = report.watchdogs
+    assert (w.rank, w.node, w.verdict) == (rank, node, verdict)
+    assert report.hung and report.ends == []
+
+
+@pytest.mark.parametrize("line, oom, backstop", [
+    ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=10238881.0. Some of your "
+     "processes may have been killed by the cgroup out-of-memory handler.", True, False),
+    ("slurmstepd: error: Detected 2 oom_kill event in step 12.batch cgroup.", True, False),
+    ("slurmstepd: error: Detected oom-kill", False, False),
+    ("Timeout (0:05:00)!", False, True),
+    ("2: Timeout (1:00:00)!", False, True),
+    ("Timeout (0:05:00)! and more", False, False),
+    ("Timeout (5 minutes)!", False, False),
+])
+def test_out_of_memory_and_the_backstop_are_noted(line: str, oom: bool, backstop: bool) -> None:
+    report = StepReport()
+    report.feed(line)
+    assert (report.oom_event, report.backstop, report.hung) == (oom, backstop, backstop)
+
+
+def test_srun_s_out_of_memory_is_a_task_end_without_a_status() -> None:
+    report = StepReport()
+    for line in ("srun: error: node2: task 1: Out Of Memory",
+                 "srun: error: node1: task 0: Terminated"):
+        report.feed(line)
+    assert report.out_of_memory == TaskEnd(1, "node2", "Out Of Memory")
+    assert report.first.status is None
+
+
+def _report(*lines: str) -> StepReport:
+    report = StepReport()
+    for line in lines:
+        report.feed(line)
+    return report
+
+
+@pytest.mark.parametrize("lines, blamed", [
+    # a stuck rank's own watchdog names it, whoever exited first
+    ([WAITING_LINE, STUCK_LINE, "srun: error: node1: task 0: Exited with exit code 124"],
+     TaskEnd(1, "node2", "hung (step 3 has run 601.00 s)", code=124)),
+    # only waiting peers fired: the rank that did not say it waited (stopped, holding the
+    # interpreter lock, killed by srun) is the one, never a waiting peer
+    ([WAITING_LINE, "srun: error: node1: task 0: Exited with exit code 124",
+      "srun: error: node2: task 1: Killed"], TaskEnd(1, "node2", "Killed", signal=9)),
+    # the backstop's exit of the stuck rank
+    ([WAITING_LINE, "Timeout (0:11:00)!", "srun: error: node2: task 1: Exited with exit code 1"],
+     TaskEnd(1, "node2", "Exited with exit code 1", code=1)),
+    # waiting peers only, and no other end reported: nobody is blamed
+    ([WAITING_LINE, "srun: error: node1: task 0: Exited with exit code 124"], None),
+    # no watchdog line: the first end
+    (["srun: error: node1: task 0: Exited with exit code 124"],
+     TaskEnd(0, "node1", "Exited with exit code 124", code=124)),
+], ids=["stuck named", "the one that did not wait", "the backstop's exit", "nobody",
+        "the first end"])
+def test_a_hang_is_blamed_on_the_rank_that_did_not_arrive(lines: List[str],
+                                                          blamed: Optional[TaskEnd]) -> None:
+    assert _report(*lines).stuck() == blamed

@@ -435,12 +435,34 @@ def test_a_failed_warning_requeue_is_still_75_for_the_batch_script():
     assert termination(USR1, run=slurm)[0].finish()[0] == REQUEUE_EXIT_CODE
 
 
-def test_a_failed_save_is_said_and_the_job_still_requeued(caplog):
+def test_a_failed_save_is_requeued_only_where_a_checkpoint_advanced(caplog):
+    """A save that fails on the warning signal (a read-only mount, a full quota) must not
+    requeue the job for ever from step 0: without supervise, worker 0 requeues only where a
+    checkpoint advanced in this run, else the job ends with exits.SAVE_FAILED."""
     t, coord = termination(USR1, grace=12.0, now=105.0)
-    assert t.finish(40, "No space left on device") == (REQUEUE_EXIT_CODE, (
-        "the save on SIGUSR1 failed (No space left on device): the job resumes from the last "
+    assert t.finish(40, "No space left on device", advanced=True) == (REQUEUE_EXIT_CODE, (
+        "the save on SIGUSR1 failed (No space left on device); the job resumes from the newest "
         f"checkpoint that restores; {REQUEUED}"))
     assert not caplog.records  # no slow-save warning for a save that did not happen
+    t, coord = termination(USR1, grace=12.0, now=105.0)
+    assert t.finish(40, "Read-only file system", advanced=False) == (74, (
+        "the save on SIGUSR1 failed (Read-only file system) and no checkpoint advanced in this "
+        "run: not requeued (a requeue would redo the run and fail the same save)"))
+    assert coord.calls[-1][0] == "publish"
+
+
+@pytest.mark.parametrize("advanced", [True, False])
+def test_under_supervise_a_failed_save_is_74_and_supervise_judges(advanced):
+    t, _ = termination(USR1, env=SUPERVISED)
+    assert t.finish(40, "Read-only file system", advanced=advanced) == (74, (
+        "the save on SIGUSR1 failed (Read-only file system); supervise requeues the job where "
+        "a checkpoint advanced in this run, else it ends"))
+
+
+def test_the_manifest_carries_the_requeue_choices_for_supervise():
+    t, _ = termination(USR1, requeue=False, on_time_limit=True)
+    assert t.policy.settings() == {"signal": "USR1", "requeue": False,
+                                   "requeue_on_time_limit": True}
 
 
 def test_each_save_meets_under_its_own_step():

@@ -14,6 +14,7 @@ import pytest
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.long_jobs import disposition
+from mpi_resolver.long_jobs import watcher as watcher_module
 from mpi_resolver.long_jobs.signals import parse_signal
 from mpi_resolver.long_jobs.watcher import Displaced, SignalWatcher
 from tests.standins.build import sigtaker
@@ -23,15 +24,29 @@ pytestmark = pytest.mark.unit
 USR1, USR2, TERM = parse_signal("USR1"), parse_signal("USR2"), parse_signal("TERM")
 
 
-@pytest.fixture
-def watcher():
-    """A SignalWatcher of USR1 and USR2, installed; the handlers before it put back after."""
-    before = {n: signal.getsignal(n) for n in (10, 12)}
-    w = SignalWatcher([USR1, USR2], clock=lambda: 42.0)
-    w.install()
-    yield w
+@pytest.fixture(autouse=True)
+def _handlers_and_watchers_put_back():
+    """Every test leaves the process's handlers and the watchers' registry as it found them."""
+    before = {n: signal.getsignal(n) for n in (10, 12, 15)}
+    registry = {n: list(w) for n, w in watcher_module._WATCHERS.items()}
+    replaced = dict(watcher_module._BEFORE)
+    watcher_module._WATCHERS.clear()  # as in a fresh process: no other test's watchers
+    watcher_module._BEFORE.clear()
+    yield
+    watcher_module._WATCHERS.clear()
+    watcher_module._WATCHERS.update(registry)
+    watcher_module._BEFORE.clear()
+    watcher_module._BEFORE.update(replaced)
     for n, handler in before.items():
         signal.signal(n, handler)
+
+
+@pytest.fixture
+def watcher():
+    """A SignalWatcher of USR1 and USR2, installed."""
+    w = SignalWatcher([USR1, USR2], clock=lambda: 42.0)
+    w.install()
+    return w
 
 
 @pytest.fixture(scope="module")
@@ -123,13 +138,35 @@ def test_tensorflow_s_library_is_recognised():
     assert not Displaced(TERM, "libnccl.so.2 (/opt/libnccl.so.2)").tensorflow
 
 
-def test_uninstall_puts_back_what_was_there(watcher):
+def test_uninstall_puts_back_what_was_there():
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     w = SignalWatcher([USR1])
     w.install()
-    assert signal.getsignal(signal.SIGUSR1) == w._on_signal
+    assert signal.getsignal(signal.SIGUSR1) is watcher_module._dispatch
     w.uninstall()
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+
+
+def test_two_watchers_of_one_signal_both_see_it_and_the_last_puts_back():
+    """Two watchers in one process (a second fit's config, a script's own watcher beside
+    the package's): each notes the signal; the handler before them comes back only when
+    the last of them leaves."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    usr2 = signal.getsignal(signal.SIGUSR2)
+    first, second = SignalWatcher([USR1]), SignalWatcher([USR1, USR2])
+    first.install()
+    second.install()
+    os.kill(os.getpid(), signal.SIGUSR1)
+    assert wait_for(lambda: first.came(signal.SIGUSR1) and second.came(signal.SIGUSR1))
+    assert first.displaced() == [] and second.displaced() == []
+    first.uninstall()
+    assert signal.getsignal(signal.SIGUSR1) is watcher_module._dispatch  # second still there
+    os.kill(os.getpid(), signal.SIGUSR1)
+    assert wait_for(lambda: second.count == 2)
+    assert first.count == 1
+    second.uninstall()
+    assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGUSR2) == usr2
 
 
 def test_a_watcher_reports_displacements_only_while_installed(watcher):

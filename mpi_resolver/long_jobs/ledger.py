@@ -1,0 +1,103 @@
+"""The job's ledger: one JSON record a line, appended and fsynced, in the job's checkpoint
+directory beside the manifest, kept when the checkpoints are removed. supervise writes a
+record when a run starts and when it ends (its cause, task, node, progress and what followed),
+so that what one run learnt (no progress, a node that failed) survives a requeue, when a new
+supervise takes over (pure, but for ``append`` and ``read``, the file edge).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+__all__ = ["LEDGER", "RunEnded", "append", "read", "runs", "stalled_before", "blamed"]
+
+LEDGER = "mpi_resolver.ledger.jsonl"
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """The ledger's record of a run's end: which job and run, how it ended (the cause's
+    words, the launcher's words, the task's node and whether the failure is blamed on it,
+    the status), the newest checkpoint's step before and after it, its progress and the
+    action that followed."""
+
+    job: Optional[str]
+    run: int
+    cause: str
+    what: str
+    node: Optional[str]
+    blamed: bool
+    status: int
+    step_before: Optional[int]
+    step_after: Optional[int]
+    progress: str
+    action: str
+    seconds: float = 0.0
+    event: str = "run_end"
+
+    def record(self) -> Dict[str, Any]:
+        """Returns the record as the ledger's line holds it."""
+        return asdict(self)
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Optional["RunEnded"]:
+        """Returns the record read back, None where it is not a whole run_end record."""
+        names = {f.name for f in fields(cls)}
+        if record.get("event") != "run_end" or not names <= set(record):
+            return None
+        try:
+            return cls(**{name: record[name] for name in names})
+        except TypeError:  # pragma: no cover - every field is given above
+            return None
+
+
+def append(directory: str, record: Mapping[str, Any]) -> None:
+    """Appends ``record`` as one line to ``directory``'s ledger, on disk before it returns
+    (fsync): a crash right after leaves the line whole or absent, never half of it."""
+    line = json.dumps(dict(record), sort_keys=True) + "\n"
+    fd = os.open(os.path.join(directory, LEDGER), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read(directory: str) -> List[Dict[str, Any]]:
+    """Returns ``directory``'s ledger records, oldest first; a line that is not one JSON
+    object (a torn last line) is passed over; none where there is no ledger."""
+    try:
+        with open(os.path.join(directory, LEDGER), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def runs(records: Iterable[Mapping[str, Any]], job: Optional[str]) -> List[RunEnded]:
+    """Returns the ends of ``job``'s runs among ``records``, oldest first."""
+    ended = (RunEnded.of(r) for r in records)
+    return [r for r in ended if r is not None and r.job == job]
+
+
+def stalled_before(ended: List[RunEnded]) -> Optional[RunEnded]:
+    """Returns the last run that started, where it made no progress; else None."""
+    started = [r for r in ended if r.cause != "not started"]
+    return started[-1] if started and started[-1].progress == "stalled" else None
+
+
+def blamed(ended: Iterable[RunEnded]) -> List[str]:
+    """Returns the node each run's failure was blamed on, oldest first."""
+    return [r.node for r in ended if r.blamed and r.node]

@@ -1,0 +1,109 @@
+"""long_jobs.supervision: a run judged end to end (its cause, its progress, the table, the
+rules beyond one run), the one line supervise says of it, and its ledger record."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import pytest
+
+from mpi_resolver.long_jobs.causes import RunEnd
+from mpi_resolver.long_jobs.ledger import RunEnded
+from mpi_resolver.long_jobs.policy import Action, Came
+from mpi_resolver.long_jobs.step_report import StepReport
+from mpi_resolver.long_jobs.supervision import Checkpoints, Job, judge
+
+pytestmark = pytest.mark.unit
+
+JOB = Job("12", "srun", 3, 10)
+NO_DIR = Job("12", "srun", 3, 10, checkpoints_seen=False)
+
+
+def run(status: Optional[int], *lines: str, seconds: float = 12.34) -> RunEnd:
+    report = StepReport()
+    for line in lines:
+        report.feed(line)
+    return RunEnd(status, report, seconds)
+
+
+KILLED = run(143, "srun: error: node2: task 1: Killed", "srun: error: node1: task 0: Terminated")
+USAGE = run(143, "srun: error: node1: task 0: Exited with exit code 2")
+SAVED = run(143, "srun: error: node1: task 0: Exited with exit code 75")
+OOM = run(143, "srun: error: node2: task 1: Out Of Memory")
+STALLED_RUN = RunEnded("12", 1, "killed by a signal", "task 1 on node2: Killed (signal 9)",
+                       "node2", True, 137, 40, 40, "stalled", "restart", 3.0)
+
+
+@pytest.mark.parametrize("job, end, came, before, after, history, restarts, action, status, "
+                         "line", [
+    pytest.param(JOB, run(0), Came.NOTHING, Checkpoints(), Checkpoints(200), [], 0, Action.END,
+                 0, None, id="a first run that completes: silent"),
+    pytest.param(JOB, run(0), Came.NOTHING, Checkpoints(40), Checkpoints(200), [], 2, Action.END,
+                 0, "the step completed after 2 restarts", id="completed after restarts"),
+    pytest.param(JOB, KILLED, Came.NOTHING, Checkpoints(40), Checkpoints(120), [], 0,
+                 Action.RESTART, 137,
+                 "run 1: task 1 on node2: Killed (signal 9), 12.3 s into the run; the newest "
+                 "checkpoint advanced to step 120: restart 1 of 3", id="a kill: restarted"),
+    pytest.param(JOB, KILLED, Came.NOTHING, Checkpoints(40), Checkpoints(40), [STALLED_RUN], 1,
+                 Action.END, 79,
+                 "run 2: task 1 on node2: Killed (signal 9), 12.3 s into the run; the newest "
+                 "checkpoint is still step 40: no progress in the last two runs (run 1: task 1 "
+                 "on node2: Killed (signal 9)): the job stops, not requeued: exit 79",
+                 id="a crash loop: stopped at the second run without progress"),
+    pytest.param(JOB, KILLED, Came.NOTHING, Checkpoints(), Checkpoints(), [], 0, Action.RESTART,
+                 137, "run 1: task 1 on node2: Killed (signal 9), 12.3 s into the run; no "
+                 "checkpoint yet: restart 1 of 3", id="no checkpoint yet"),
+    pytest.param(NO_DIR, KILLED, Came.NOTHING, Checkpoints(), Checkpoints(), [STALLED_RUN], 3,
+                 Action.END, 137,
+                 "run 2: task 1 on node2: Killed (signal 9), 12.3 s into the run: the restarts "
+                 "are used up (--max-restarts 3): exit 137",
+                 id="no directory: --max-restarts alone"),
+    pytest.param(JOB, USAGE, Came.NOTHING, Checkpoints(), Checkpoints(), [], 0, Action.END, 2,
+                 "run 1: task 0 on node1: Exited with exit code 2, 12.3 s into the run; no "
+                 "checkpoint yet: a usage or configuration error fails the same way again: not "
+                 "restarted, not requeued: exit 2", id="a usage error: ended at once"),
+    pytest.param(JOB, SAVED, Came.NOTHING, Checkpoints(40), Checkpoints(90), [], 0,
+                 Action.REQUEUE, 75,
+                 "run 1: task 0 on node1: Exited with exit code 75, 12.3 s into the run; the "
+                 "newest checkpoint advanced to step 90: the tasks had the warning signal",
+                 id="the tasks saved: requeued (the edge adds scontrol's answer)"),
+    pytest.param(JOB, RunEnd(None), Came.WARNING, Checkpoints(90), Checkpoints(90), [], 1,
+                 Action.REQUEUE, 75,
+                 "the warning signal came to supervise; run 1 is not started; the newest "
+                 "checkpoint is still step 90: the job's time is ending",
+                 id="the warning between two runs: requeued without a run"),
+    pytest.param(JOB, OOM, Came.NOTHING, Checkpoints(40), Checkpoints(200, completed=True), [],
+                 0, Action.END, 0,
+                 "run 1: task 1 on node2: Out Of Memory, 12.3 s into the run; its training "
+                 "completed at step 200: nothing is trained again: exit 0",
+                 id="a task killed after training completed: no retraining"),
+    pytest.param(JOB, KILLED, Came.JOB_ENDS, Checkpoints(40), Checkpoints(60), [], 0,
+                 Action.END, 143,
+                 "SIGTERM (Slurm ends the job) came to supervise; run 1: task 1 on node2: Killed "
+                 "(signal 9), 12.3 s into the run; the newest checkpoint advanced to step 60: "
+                 "Slurm ends the job (scancel, or its own requeue or preemption): exit 143",
+                 id="scancel"),
+])
+def test_judge(job: Job, end: RunEnd, came: Came, before: Checkpoints, after: Checkpoints,
+               history: List[RunEnded], restarts: int, action: Action, status: int,
+               line: Optional[str]) -> None:
+    verdict = judge(job, len(history) + 1, end, came, before, after, history, restarts)
+    assert (verdict.decision.action, verdict.decision.status) == (action, status)
+    assert verdict.line == line
+
+
+def test_the_record() -> None:
+    verdict = judge(JOB, 3, KILLED, Came.NOTHING, Checkpoints(40), Checkpoints(120), [], 0)
+    assert verdict.record == RunEnded("12", 3, "killed by a signal",
+                                      "task 1 on node2: Killed (signal 9)", "node2", True, 137,
+                                      40, 120, "advanced", "restart", 12.34)
+
+
+@pytest.mark.parametrize("end, blamed", [
+    (KILLED, True), (run(143, "srun: error: node2: task 1: Exited with exit code 124"), True),
+    (OOM, False), (USAGE, False), (SAVED, False),
+    (run(143, "srun: error: node2: task 1: User defined signal 1"), False),
+])
+def test_which_failures_blame_the_node(end: RunEnd, blamed: bool) -> None:
+    verdict = judge(JOB, 1, end, Came.NOTHING, Checkpoints(), Checkpoints(1), [], 0)
+    assert verdict.record.blamed is blamed and verdict.record.node in ("node1", "node2")
