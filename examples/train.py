@@ -251,8 +251,7 @@ def main(argv=None) -> int:
         if args.save:
             save_model(model, args.save, is_chief)
     say(f"final test accuracy: {accuracy:.4f}")
-    if steps.config is not None:  # completed: the same command run again starts afresh
-        steps.config.remove_checkpoints()
+    if steps.config is not None:  # completed (and recorded) at the end of training
         say(steps.line())
     return 0
 
@@ -347,7 +346,10 @@ def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, s
         say(steps.line())
         raise
     if config is not None:
-        config.disarm()  # training is over: SIGTERM ends the process again
+        # Training is over: every worker says so, the manifest records the job's training
+        # completed (a failure after it, in the evaluation, trains nothing again), the
+        # checkpoints go, and SIGTERM ends the process again.
+        config.complete()
     return model, steps
 
 

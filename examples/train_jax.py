@@ -200,10 +200,11 @@ def main(argv=None) -> int:
     except SystemExit:  # saved on Slurm's signal: the exit code says what comes next
         say(f"steps done: {steps['done']} (resumed from {resumed})")
         raise
+    if job is not None:  # training completed: recorded, then the checkpoints go
+        job.complete(remove=True)
     emit(f"process {index}: weights digest {weights_digest(model)}")  # the same everywhere
     say(f"final test accuracy: {held_out_accuracy(model, x_test, y_test):.4f}")
-    if job is not None:  # completed: the same command run again starts afresh
-        job.complete(remove=True)
+    if job is not None:
         say(f"steps done: {steps['done']} (resumed from {resumed})")
     return 0
 

@@ -139,10 +139,11 @@ def main(argv=None) -> int:
     except SystemExit:  # saved on Slurm's signal: the exit code says what comes next
         say(f"steps done: {step} (resumed from {start})")
         raise
+    if job:  # training completed: recorded, then the checkpoints go
+        job.complete(remove=True)
     say(f"final test accuracy: {accuracy(state, x_test, y_test):.4f}")
     emit(f"process {index}: weights digest {digest(state)}")
     if job:
-        job.complete(remove=True)
         say(f"steps done: {step} (resumed from {start})")
     return 0
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpi_resolver.core.errors import (ExchangeTimeout, FormatError, MismatchError,
-                                      MissingDependencyError, ResolutionError)
+from mpi_resolver.core.errors import (ConfigurationError, ExchangeTimeout, FormatError,
+                                      MismatchError, MissingDependencyError, ResolutionError)
 
 __all__ = ["MPIClusterResolver", "ResolutionError", "FormatError", "MismatchError",
-           "MissingDependencyError", "ExchangeTimeout", "SlurmTerminationConfig",
+           "MissingDependencyError", "ExchangeTimeout", "ConfigurationError",
+           "SlurmTerminationConfig",
            "SlurmBackupAndRestore", "StepWatchdog", "StepWatchdogCallback", "long_job_settings"]
 __version__ = "0.1.0"
 

@@ -70,7 +70,8 @@ def _max_restarts(text: str) -> int:
 
 
 def _supervise(sub: Any) -> None:
-    """Adds supervise: --max-restarts, --spare-nodes, --warned and the command after --."""
+    """Adds supervise: --max-restarts, --spare-nodes, --warned-file and the command after
+    --."""
     from mpi_resolver.long_jobs.restarts import DEFAULT_MAX_RESTARTS
 
     run = sub.add_parser(
@@ -101,9 +102,11 @@ def _supervise(sub: Any) -> None:
                      help="run the srun step on the job's nodes less N (srun --nodes), so "
                           "that a node that fails again can be left out (the templates' "
                           "SPARE_NODES; default 0)")
-    run.add_argument("--warned", action="store_true",
-                     help="the warning signal came already (during the preflight): requeue "
-                          "from the newest checkpoint without starting the step")
+    run.add_argument("--warned-file", metavar="FILE",
+                     help="a file whose existence says that the warning signal came (the "
+                          "templates' trap creates it when the signal comes to the batch "
+                          "script): the running step saves and the job is requeued; before a "
+                          "run, it is requeued without starting one")
     run.add_argument("step", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS]",
                      help="the step to run, after --")
 

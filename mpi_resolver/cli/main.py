@@ -222,7 +222,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "supervise":  # no resolution, no MPI: it runs in the batch script
         from mpi_resolver.cli.supervise import main as supervise
 
-        return supervise(args.step, args.max_restarts, args.spare_nodes, args.warned)
+        return supervise(args.step, args.max_restarts, args.spare_nodes, args.warned_file)
     env = snapshot()
     launch = detect_launch(env)
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.

@@ -46,10 +46,13 @@ def say(line: Optional[str]) -> None:
 class Signals:
     """The signals that came to supervise (``came``, every one noted) and when the first
     stop came (``stopped_at``, time.monotonic); the running step's process group gets the
-    stops and the warning signal (``warning``: its number) passed on."""
+    stops and the warning signal (``warning``: its number) passed on. ``warned_file``: a
+    file the batch script's trap creates when the warning signal comes to it (B:), so that
+    supervise knows it whenever it came (before supervise started, between two runs)."""
 
-    def __init__(self, warning: int) -> None:
+    def __init__(self, warning: int, warned_file: Optional[str] = None) -> None:
         self.warning = warning
+        self.warned_file = warned_file
         self.came: Set[int] = set()
         self.stopped_at: Optional[float] = None
         self.child: Optional[subprocess.Popen] = None
@@ -86,7 +89,11 @@ class Signals:
         return self.stopped_at is not None
 
     def snapshot(self) -> FrozenSet[int]:
-        """Returns the signals that came so far."""
+        """Returns the signals that came so far; the warning signal too where the batch
+        script's trap marked that it came (``warned_file`` exists: it came to the batch
+        shell, and went to the tasks from there)."""
+        if self.warned_file and os.path.exists(self.warned_file):
+            self.came.add(self.warning)
         return frozenset(self.came)
 
     def unwatched(self) -> List[int]:

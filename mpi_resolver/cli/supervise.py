@@ -95,17 +95,15 @@ def _checkpoints(s: Setup) -> Checkpoints:
 
 
 def supervise(command: Sequence[str], max_restarts: int, *, spare_nodes: str = "0",
-              warned: bool = False, env: Optional[Mapping[str, str]] = None,
+              warned_file: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
               stop_timeout: float = STOP_TIMEOUT) -> int:
     """Runs ``command`` until the policy ends the job or requeues it; returns the exit
-    status (0, 75 after a requeue, the policy's otherwise). ``warned``: the warning signal
-    came before supervise started (during the preflight)."""
+    status (0, 75 after a requeue, the policy's otherwise). ``warned_file``: where it
+    exists, the warning signal came (to the batch script, whose trap creates it)."""
     env = os.environ if env is None else env
     s = setup(command, max_restarts, spare_nodes, env)
-    signals = Signals(s.job.warning)
+    signals = Signals(s.job.warning, warned_file)
     signals.install()
-    if warned:
-        signals.came.add(s.job.warning)
     history = _history(s)
     if not s.directory:
         say("MPI_RESOLVER_CHECKPOINT_DIR is not set: supervise cannot see the checkpoints, "
@@ -201,11 +199,12 @@ def _next_argv(s: Setup, history: Sequence[ledger.RunEnded]) -> List[str]:
 
 
 def main(command: Sequence[str], max_restarts: int, spare_nodes: str = "0",
-         warned: bool = False) -> int:
+         warned_file: Optional[str] = None) -> int:
     """Runs ``mpi-resolver supervise``; returns the exit status (2 where the command cannot
     be run, as exec; 78 where the job's settings are refused)."""
     try:
-        return supervise(command, max_restarts, spare_nodes=spare_nodes, warned=warned)
+        return supervise(command, max_restarts, spare_nodes=spare_nodes,
+                         warned_file=warned_file)
     except CommandNotRun as e:
         say(f"error: {e}")
         return exits.USAGE

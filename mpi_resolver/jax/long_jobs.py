@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from typing import Any, Dict, Optional, Tuple
 
 from mpi_resolver.core.errors import ResolutionError
@@ -27,12 +28,15 @@ from mpi_resolver.core.logs import log_each, log_once, logger
 from mpi_resolver.jax.checkpoints import StepCheckpoints, checkpoint_name
 from mpi_resolver.jax.state import named_arrays, restored
 from mpi_resolver.jax.termination import JaxTermination, disconnect
+from mpi_resolver.jax.coordinator import AGREE_WITHIN
 from mpi_resolver.long_jobs.interval import parse_every
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import long_job_settings
-from mpi_resolver.long_jobs.manifest import (check_directory_together, manifest_for,
-                                              this_job, write_manifest)
-from mpi_resolver.long_jobs.process_end import EXIT_WITHIN, end_with
+from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_directory,
+                                             completed, finished_together, manifest_for,
+                                             this_job, write_manifest)
+from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
+                                                exit_on_configuration_error)
 from mpi_resolver.long_jobs.resume import missing_checkpoint
 from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
 
@@ -59,6 +63,7 @@ class LongJob:
                  keep: Any = None, node_mtbf_hours: Any = None, signal: Any = None,
                  grace_period: Any = None, requeue: bool = True,
                  requeue_on_time_limit: bool = False, check_every: int = 1) -> None:
+        exit_on_configuration_error()  # a refused setting ends the process with 78
         given = long_job_settings(signal=signal, grace_period=grace_period,
                                   checkpoint_every=checkpoint_every, keep=keep,
                                   node_mtbf_hours=node_mtbf_hours)
@@ -75,6 +80,8 @@ class LongJob:
         self.key = f"mpi_resolver_jax_{next(_JOBS)}"
         self.schedule: Optional[Schedule] = None
         self.start = 0
+        self.newest: Optional[int] = None  # the step of this run's last whole save
+        self._last: Optional[Tuple[int, State]] = None  # the last step_done's step and state
 
     def restore(self, state: Any) -> Tuple[int, Any]:
         """Returns (the step to go on from, the state): the newest checkpoint that reads
@@ -82,10 +89,18 @@ class LongJob:
         none. Every process calls it; all take process 0's choice.
 
         Raises:
-          ResolutionError: another job that has not ended wrote the directory; a process
-            cannot read process 0's checkpoint; the checkpoint does not fit ``state``.
+          ConfigurationError: another job that has not ended wrote the directory, or it
+            cannot be written (uncaught: exit 78).
+          ResolutionError: a process cannot read process 0's checkpoint; the checkpoint does
+            not fit ``state``.
+          SystemExit: this job's training completed already (0, every process).
         """
         check_directory_together(self.coord, self.key, self.directory, self.job)
+        done = finished_together(self.coord, self.key, self.directory, self.job)
+        if done is not None:
+            if self.chief:
+                logger.warning("mpi_resolver: %s", done)
+            raise SystemExit(0)
         step: Optional[int] = None
         arrays: Optional[Dict[str, Any]] = None
         if self.chief:
@@ -100,7 +115,8 @@ class LongJob:
         if told and not self.chief:
             step, arrays = int(told), self._read(int(told))
         self.start = step or 0
-        self._claim(self.start)
+        if self.chief:  # the directory is this job's from now on
+            claim_directory(self.directory, self._manifest(self.start))
         if arrays is None:
             return 0, state
         return self.start, restored(state, arrays, os.path.join(self.directory,
@@ -111,6 +127,7 @@ class LongJob:
         signal, then SystemExit with the exit code; else the periodic save where due.
         ``state``: the training state, or a callable that returns it (called on process 0
         only, where a save is due)."""
+        self._last = (step, state)
         if self.termination.should_stop():
             self._stop(step, state)
         if self.every is None:
@@ -118,23 +135,40 @@ class LongJob:
         if self.schedule is None:
             self.schedule = self._make_schedule(self.start)
         if self.schedule.due(step):
-            seconds, _ = self._save(step, state)
+            seconds, failed = self._save(step, state)
             plans = len(self.schedule.plans)
-            self.schedule.saved(step, seconds or 0.0)
+            if failed is None:
+                self.schedule.saved(step, seconds or 0.0)
+            else:
+                self.schedule.failed(step, seconds or 0.0)
             if self.chief and len(self.schedule.plans) > plans:
                 log_once(self.schedule.plans[-1].line(self.schedule.every))
 
     def complete(self, remove: bool = False) -> None:
-        """Training is over: puts the signals' handlers back; ``remove``: process 0 removes
-        the checkpoints and the manifest (the same command run again starts afresh)."""
-        self.termination.disarm()
-        if remove and self.chief:
-            self.files.remove()
+        """Training is over; every process calls it after its last step_done. In two phases:
+        the last step saved where the newest checkpoint is older, every process says its
+        training ended (a barrier); then process 0 records in the manifest that the job's
+        training completed, and, where ``remove``, the checkpoints go (the manifest and the
+        ledger stay). A failure before the second phase resumes at the final step with no
+        step to do; after it, a run of this job ends 0 at once and supervise trains nothing
+        again. The signals' handlers are put back."""
+        try:
+            final = self._last[0] if self._last is not None else self.start
+            if self._last is not None and self.newest != final and self.start != final:
+                self._save(*self._last)
+            self.coord.barrier(AGREE_WITHIN, f"_completed_{final}")
+            if self.chief:
+                claim_directory(self.directory, completed(self._manifest(final), final))
+                if remove:
+                    self.files.remove()
+        finally:
+            self.termination.disarm()
 
     def _stop(self, step: int, state: State) -> None:
         """Saves at ``step``, waits for the others, requeues where asked; raises SystemExit."""
         _, failed = self._save(step, state)
-        code, what = self.termination.finish(step, failed)
+        advanced = self.newest is not None and self.newest > self.start
+        code, what = self.termination.finish(step, failed, advanced)
         if self.chief:
             logger.warning("mpi_resolver: %s; exit code %d", what, code)
         end_with(code, EXIT_WITHIN)  # past JAX's teardown, which may wait past KillWait
@@ -142,19 +176,23 @@ class LongJob:
         raise SystemExit(code)
 
     def _save(self, step: int, state: State) -> Tuple[Optional[float], Optional[str]]:
-        """Process 0 writes the checkpoint at ``step``; returns (seconds, None), or (None,
-        why) where it failed (a warning; the last checkpoint that restores stays)."""
+        """Process 0 writes the checkpoint at ``step``; returns (seconds, None), or (the
+        seconds it took to fail, why) where it failed (a warning; the last checkpoint that
+        restores stays). Every process learns ``newest``."""
         if not self.chief:
+            self.newest = step  # process 0's save: its failure ends every process alike
             return 0.0, None
+        start = time.monotonic()
         try:
             tree = state() if callable(state) else state
             seconds = self.files.save(step, named_arrays(tree))
+            write_manifest(self.directory, self._manifest(step))
         except Exception as e:  # noqa: BLE001 - disk full, quota: noted, training goes on
             failed = " ".join(str(e).split())[:300] or type(e).__name__
             log_once(f"the checkpoint at step {step} was not saved ({failed}); the last one "
                      "that restores is kept")
-            return None, failed
-        self._claim(step)
+            return time.monotonic() - start, failed
+        self.newest = step
         return seconds, None
 
     def _read(self, step: int) -> Dict[str, Any]:
@@ -171,12 +209,11 @@ class LongJob:
                 f"this process cannot read ({e}): is the directory on a file system every "
                 "node sees?") from e
 
-    def _claim(self, step: int) -> None:
-        """Process 0 writes the manifest: the directory is this job's from now on."""
-        if self.chief:
-            write_manifest(self.directory, manifest_for(self.job, step, {
-                "checkpoint_every": self.every.describe() if self.every else None,
-                "keep": self.files.keep, "signal": self.termination.policy.warning.name}))
+    def _manifest(self, step: int) -> Dict[str, Any]:
+        """Returns the manifest of this job's checkpoint at ``step``."""
+        return manifest_for(self.job, step, {
+            "checkpoint_every": self.every.describe() if self.every else None,
+            "keep": self.files.keep, **self.termination.policy.settings()})
 
     def _make_schedule(self, start: int) -> Schedule:
         """Returns this run's periodic schedule from step ``start``."""

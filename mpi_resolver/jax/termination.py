@@ -74,13 +74,13 @@ class JaxTermination:
         mine = np.array([1 if self.termination.watch() else 0], dtype=np.int32)
         return bool(np.asarray(multihost_utils.process_allgather(mine)).max())
 
-    def finish(self, step: Optional[int] = None, failed: Optional[str] = None
-               ) -> Tuple[int, str]:
+    def finish(self, step: Optional[int] = None, failed: Optional[str] = None,
+               advanced: bool = True) -> Tuple[int, str]:
         """Returns (exit code, what happened) after the save at ``step`` (see
         long_jobs.termination.Termination.finish). From then on the watched signals are
         ignored: more come (the requeue's SIGTERM), and the process must end with the code."""
         try:
-            return self.termination.finish(step, failed)
+            return self.termination.finish(step, failed, advanced)
         finally:
             self.watcher.ignore()
 

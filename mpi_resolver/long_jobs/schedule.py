@@ -80,6 +80,7 @@ class Schedule:
         self._mark: Optional[tuple] = None  # (step, clock) the step time is measured from
         self._started = clock()
         self.save_seconds: Optional[float] = None
+        self._failures = 0  # periodic saves that failed in a row
         self.plans: List[Plan] = []
 
     def due(self, step: int) -> bool:
@@ -93,9 +94,26 @@ class Schedule:
         return step == self._next
 
     def saved(self, step: int, seconds: float) -> None:
-        """Notes a save after step ``step`` that took ``seconds``; after a periodic save of a
-        duration or 'auto' rule, the chief decides the next one and every worker learns it."""
+        """Notes a save after step ``step`` that took ``seconds`` (the whole save, as the
+        caller timed it); after a periodic save of a duration or 'auto' rule, the chief
+        decides the next one and every worker learns it."""
         self.save_seconds = seconds
+        self._failures = 0
+        self._plan_next(step, seconds)
+
+    def failed(self, step: int, seconds: float) -> None:
+        """Notes a periodic save after step ``step`` that failed after ``seconds``: the next
+        one is planned as after a save, with the longest save time measured (a failure that
+        came at once says nothing of a save's cost), and each failure in a row doubles the
+        interval, of WARMUP_STEPS steps at least, so that a directory that refuses every
+        save (read-only, full) is not tried at every step."""
+        self.save_seconds = max(seconds, self.save_seconds or 0.0)
+        self._failures += 1
+        self._plan_next(step, seconds)
+
+    def _plan_next(self, step: int, seconds: float) -> None:
+        """After the periodic save at ``step`` (``seconds`` long) of a duration or 'auto'
+        rule: the chief decides the next save's step, every worker learns it."""
         if self.every.steps is None and step == self._next:
             now = self._clock()
             self._next = self._share(self._decide(step, now, now - seconds) if self.chief
@@ -125,6 +143,8 @@ class Schedule:
             seconds = young_interval(self.save_seconds or 0.0, self.mtbf)
         else:
             seconds = float(self.every.seconds or 0.0)
+        if self._failures:
+            seconds = max(seconds, self._warmup * step_seconds) * 2 ** self._failures
         plan = Plan(seconds, steps_for(max(seconds - (now - since), 0.0), step_seconds),
                     step_seconds, self.save_seconds, self.mtbf)
         self.plans.append(plan)

@@ -10,11 +10,15 @@ Use::
             watchdog.tick()                              # after every step
 
 The rule (watchdog.StepRule): a step is stuck past ``factor`` times the median step and past
-``minimum`` seconds; the first ``warmup`` steps neither count nor trigger. A stuck step: every
-thread's Python stack to stderr (faulthandler), one line naming this worker, the step, its
-time against the limit and where the worker is (hang_site), then exit EXIT_STATUS (124). A
-worker that only waits inside TensorFlow for a peer waits ``grace`` seconds first, so that a
-stuck peer, whose own watchdog fires at about the same moment, writes its stacks first.
+``minimum`` seconds; the first ``warmup`` steps do not count, and every step before a median
+exists has ``start_timeout`` seconds (MPI_RESOLVER_START_TIMEOUT): arm it before the
+strategy's rendezvous to bound that too. faulthandler's timer is its backstop (backstop), for
+a process that holds the interpreter lock; the package's own saves are not watched
+(paused_watchdogs). A stuck step: every thread's Python stack to stderr (faulthandler), one
+line naming this worker, the step, its time against the limit and where the worker is
+(hang_site), then exit EXIT_STATUS (124). A worker that only waits inside TensorFlow for a
+peer waits ``grace`` seconds first (past the backstop's margin), so that a stuck peer, whose
+own watchdog or backstop fires at about the same moment, writes its stacks and ends first.
 """
 
 from __future__ import annotations
@@ -30,21 +34,44 @@ import sysconfig
 import threading
 import time
 import traceback
+import weakref
 from collections import deque
 from typing import Any, Callable, Deque, Iterator, List, Mapping, Optional, TextIO
 
 from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.long_jobs.backstop import Backstop, margin
 from mpi_resolver.long_jobs.hang_site import WAITING, Frame, Site, hang_site
 from mpi_resolver.long_jobs.watchdog import (DEFAULT_WARMUP, DEFAULT_WINDOW, EXIT_STATUS,
-                                              median, step_rule)
+                                             START_VARIABLE, median, step_rule)
 
-__all__ = ["StepWatchdog", "EXIT_STATUS", "worker_name"]
+__all__ = ["StepWatchdog", "EXIT_STATUS", "worker_name", "paused_watchdogs"]
 
 #: Seconds between the watchdog thread's looks at the clock.
 INTERVAL = 0.5
-#: Seconds a waiting worker gives a stuck peer to write its stacks before it exits.
-GRACE = 2.0
+#: Seconds a waiting worker gives a stuck peer beyond its backstop's margin to write its
+#: stacks and end before it exits itself.
+GRACE = 5.0
 _RANKS = ("SLURM_PROCID", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+#: The watchdogs armed in this process (the package pauses them inside its own saves).
+_ARMED: "weakref.WeakSet[StepWatchdog]" = weakref.WeakSet()
+
+
+@contextlib.contextmanager
+def paused_watchdogs() -> Iterator[None]:
+    """Inside: no armed watchdog of this process watches: the package's own saves, restores,
+    completion and exit barrier are no training step, and a long one must not end the run
+    with 124 (restarted) where it should end with 75 (requeued). Each step's clock starts
+    again after."""
+    dogs = [dog for dog in list(_ARMED) if dog.watching]  # not those the script paused
+    for dog in dogs:
+        dog.pause()
+    try:
+        yield
+    finally:
+        for dog in dogs:
+            dog.resume()
 
 
 class StepWatchdog:
@@ -54,9 +81,13 @@ class StepWatchdog:
       factor, minimum: k and T (numbers, or text as '10', '300', '5m', 'off'); where None,
         MPI_RESOLVER_STEP_TIMEOUT_FACTOR and MPI_RESOLVER_STEP_TIMEOUT_MIN, else 10 and
         300 s. Either 'off': the watchdog never fires.
+      start_timeout: S, the seconds each step has before a median exists (the first one
+        included); where None, MPI_RESOLVER_START_TIMEOUT, else 1800 s.
       warmup, window: the steps that do not count; the median's window.
       resolver: names the task in the line ('worker:1'); ``name``: the whole name instead.
-      interval, grace: see INTERVAL and GRACE. stream: for the stacks and the line (stderr).
+      interval: see INTERVAL. grace: the seconds a worker that only waits gives a stuck
+        peer (None: the backstop's margin + GRACE). stream: for the stacks and the line
+        (stderr).
       clock, exit, environ: time.monotonic, os._exit and os.environ, for tests.
 
     Raises:
@@ -64,14 +95,17 @@ class StepWatchdog:
     """
 
     def __init__(self, factor: object = None, minimum: object = None, *,
+                 start_timeout: object = None,
                  warmup: int = DEFAULT_WARMUP, window: int = DEFAULT_WINDOW,
                  resolver: Any = None, name: Optional[str] = None,
-                 interval: float = INTERVAL, grace: float = GRACE,
+                 interval: float = INTERVAL, grace: Optional[float] = None,
                  stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic,
                  exit: Callable[[int], Any] = os._exit,
                  environ: Optional[Mapping[str, str]] = None) -> None:
         environ = os.environ if environ is None else environ
-        self.rule = step_rule(factor, minimum, warmup=warmup, window=window, environ=environ)
+        self.rule = step_rule(factor, minimum, warmup=warmup, window=window,
+                              start=start_timeout, environ=environ)
+        self._backstop = Backstop(stream or sys.stderr, clock)
         self.name = name
         self.resolver, self._environ = resolver, environ
         self.interval, self.grace = interval, grace
@@ -96,6 +130,8 @@ class StepWatchdog:
                                   "call stop() first, or use one `with` block.")
         with self._lock:
             self._armed, self._since = True, self._clock()
+        _ARMED.add(self)
+        self._arm_backstop()
         if self.rule is not None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._watch, daemon=True,
@@ -107,6 +143,8 @@ class StepWatchdog:
         """Disarms the watchdog (after training); it may be started again."""
         with self._lock:
             self._armed, self._since = False, None
+        _ARMED.discard(self)
+        self._backstop.cancel()
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
@@ -128,17 +166,30 @@ class StepWatchdog:
             if self.rule is not None and self.rule.counts(self.steps):
                 self._counted.append(now - self._since)
             self._since = now
+        self._arm_backstop()
+
+    def _arm_backstop(self) -> None:
+        """Arms faulthandler's timer for the step that starts now."""
+        if self.rule is not None and self._since is not None:
+            self._backstop.arm(self.rule.limit(list(self._counted)))
+
+    @property
+    def watching(self) -> bool:
+        """Returns whether a step is being watched now (armed, not paused)."""
+        return self._since is not None
 
     def pause(self) -> None:
         """Stops watching the current step (an evaluation, a save follows) until resume()."""
         with self._lock:
             self._since = None
+        self._backstop.cancel()
 
     def resume(self) -> None:
         """Watches again where armed: the step's clock starts now."""
         with self._lock:
             if self._armed:
                 self._since = self._clock()
+        self._arm_backstop()
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -170,6 +221,7 @@ class StepWatchdog:
     def _fire(self, elapsed: float, counted: List[float]) -> str:
         """Writes the stacks and the line, waits ``grace`` where this worker only waits, and
         exits; returns the line."""
+        self._backstop.cancel()  # this thread runs: the backstop is not needed here
         out = self._stream or sys.stderr
         site = _own_site()
         line = self._line(elapsed, counted, site)
@@ -177,10 +229,18 @@ class StepWatchdog:
         _dump_stacks(out)
         out.write(line + "\n")
         out.flush()
-        if site.verdict == WAITING and self.grace > 0:
-            time.sleep(self.grace)
+        if site.verdict == WAITING and self.grace_for(counted) > 0:
+            time.sleep(self.grace_for(counted))
         self._exit(EXIT_STATUS)
         return line
+
+    def grace_for(self, counted: List[float]) -> float:
+        """Returns the seconds a worker that only waits gives a stuck peer: the grace given,
+        else past the peer's backstop (its margin after this step's limit) by GRACE."""
+        if self.grace is not None:
+            return self.grace
+        assert self.rule is not None
+        return margin(self.rule.limit(counted)) + GRACE
 
     def _line(self, elapsed: float, counted: List[float], site: Site) -> str:
         """Returns the one line for a stuck step."""
@@ -188,13 +248,18 @@ class StepWatchdog:
         window = counted[-self.rule.window:]
         limit = self.rule.limit(counted)
         who = self.name or worker_name(self.resolver, self._environ)
-        when = (f"in {self.grace:g} s (a stuck peer writes its stacks first)"
-                if site.verdict == WAITING and self.grace > 0 else "now")
+        grace = self.grace_for(counted)
+        when = (f"in {grace:g} s (a stuck peer writes its stacks and ends first)"
+                if site.verdict == WAITING and grace > 0 else "now")
+        if window:
+            why = (f"({self.rule.factor:g} x the median step {median(window):.3g} s over "
+                   f"{len(window)} steps, at least {self.rule.minimum:g} s)")
+        else:
+            why = (f"(no step timed yet: the start bound, {START_VARIABLE}, a rendezvous or a "
+                   "first step that never came)")
         return (f"mpi_resolver: step watchdog: {who}: step {self.steps + 1} has run "
-                f"{elapsed:.2f} s, past its limit of {limit:.2f} s ({self.rule.factor:g} x the "
-                f"median step {median(window):.3g} s over {len(window)} steps, at least "
-                f"{self.rule.minimum:g} s); {site.words}. Python stacks above. "
-                f"Exit {EXIT_STATUS} {when}.")
+                f"{elapsed:.2f} s, past its limit of {limit:.2f} s {why}; {site.words}. "
+                f"Python stacks above. Exit {EXIT_STATUS} {when}.")
 
 
 def worker_name(resolver: Any = None, environ: Mapping[str, str] = os.environ) -> str:

@@ -3,8 +3,10 @@ peer it waits for, is stuck (pure: numbers in, a verdict out; step_watchdog is t
 
 A step is stuck when it has run longer than ``factor`` times the median of the last
 ``window`` counted steps and longer than ``minimum`` seconds. The first ``warmup`` steps
-(tracing the step function, building the collectives' groups, the first all-reduce) neither
-count nor trigger; nor does a step before any counted step is done (there is no median yet).
+(tracing the step function, building the collectives' groups, the first all-reduce) do not
+count. Until a counted step is done there is no median: every step then has ``start``
+seconds (MPI_RESOLVER_START_TIMEOUT), so that a rendezvous that never completes, or a first
+step that never comes, is seen too.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Callable, Mapping, Optional, Sequence
 from mpi_resolver.core.errors import FormatError, VariableError
 from mpi_resolver.long_jobs import exits
 
-__all__ = ["StepRule", "median", "parse_factor", "parse_minimum", "step_rule",
+__all__ = ["StepRule", "median", "parse_factor", "parse_minimum", "parse_start", "step_rule",
            "DEFAULT_FACTOR", "DEFAULT_MINIMUM", "DEFAULT_WARMUP", "DEFAULT_WINDOW",
-           "FACTOR_VARIABLE", "MINIMUM_VARIABLE", "EXIT_STATUS", "OFF"]
+           "DEFAULT_START", "FACTOR_VARIABLE", "MINIMUM_VARIABLE", "START_VARIABLE",
+           "EXIT_STATUS", "OFF"]
 
 #: k: a step may take this many times the median step. Healthy jitter (garbage collection,
 #: a slow node, a periodic save folded into a step) stays within a few times the median.
@@ -30,9 +33,15 @@ DEFAULT_MINIMUM = 300.0
 DEFAULT_WARMUP = 2
 #: The median is over this many of the latest counted steps.
 DEFAULT_WINDOW = 100
+#: S: the seconds each step has before a median exists (the first step included). A large
+#: model's first step compiles it (XLA: minutes to tens of minutes), builds NCCL's
+#: communicators across thousands of GPUs (minutes) and reads its first batches; 30 minutes
+#: is above what those take and far below the hours a hung rendezvous would hold the job.
+DEFAULT_START = 1800.0
 #: The variables read where the caller passes nothing.
 FACTOR_VARIABLE = "MPI_RESOLVER_STEP_TIMEOUT_FACTOR"
 MINIMUM_VARIABLE = "MPI_RESOLVER_STEP_TIMEOUT_MIN"
+START_VARIABLE = "MPI_RESOLVER_START_TIMEOUT"
 #: The value of either that turns the watchdog off.
 OFF = "off"
 #: A stuck step's exit status: GNU timeout's "timed out" (a failure that `supervise` reruns;
@@ -47,28 +56,28 @@ _DURATION = re.compile(_DECIMAL + r"\s*([smh]?)")
 @dataclass(frozen=True)
 class StepRule:
     """The rule's settings (checked by ``step_rule``): factor k, minimum T in seconds, the
-    warm-up steps and the median's window."""
+    warm-up steps, the median's window, and the start bound S in seconds."""
 
     factor: float = DEFAULT_FACTOR
     minimum: float = DEFAULT_MINIMUM
     warmup: int = DEFAULT_WARMUP
     window: int = DEFAULT_WINDOW
+    start: float = DEFAULT_START
 
     def counts(self, step: int) -> bool:
         """Returns whether the duration of ``step`` (the first is 1) counts for the median."""
         return step > self.warmup
 
-    def limit(self, counted: Sequence[float]) -> Optional[float]:
+    def limit(self, counted: Sequence[float]) -> float:
         """Returns the seconds the current step may take, given the durations of the counted
-        steps so far (oldest first); None where none is counted yet (no limit applies)."""
+        steps so far (oldest first): the start bound where none is counted yet."""
         if not counted:
-            return None
+            return self.start
         return max(self.minimum, self.factor * median(counted[-self.window:]))
 
     def is_stuck(self, counted: Sequence[float], elapsed: float) -> bool:
         """Returns whether a step that has run ``elapsed`` seconds is past its limit."""
-        limit = self.limit(counted)
-        return limit is not None and elapsed > limit
+        return elapsed > self.limit(counted)
 
 
 def median(values: Sequence[float]) -> float:
@@ -119,11 +128,28 @@ def parse_minimum(value: object, argument: str = "minimum") -> Optional[float]:
     return seconds
 
 
+def parse_start(value: object, argument: str = "start_timeout") -> float:
+    """Returns S in seconds from a number of seconds or text ('1800', '30m', '1h').
+
+    Raises:
+      FormatError: naming ``argument``: not a positive, finite duration.
+    """
+    seconds = _seconds(value)
+    if seconds is None or not seconds > 0:
+        raise FormatError(f"{argument}={value!r}: expected the seconds the first step may "
+                          "take, a duration above 0: seconds ('1800', '1800s'), minutes "
+                          f"('30m') or hours ('1h'); e.g. {argument}=45m for a model whose "
+                          "first step compiles for long.")
+    return seconds
+
+
 def step_rule(factor: object = None, minimum: object = None, *,
               warmup: int = DEFAULT_WARMUP, window: int = DEFAULT_WINDOW,
+              start: object = None,
               environ: Optional[Mapping[str, str]] = None) -> Optional[StepRule]:
-    """Returns the rule from the arguments; where one is None, from FACTOR_VARIABLE or
-    MINIMUM_VARIABLE in ``environ``, else the default. None where either is 'off'.
+    """Returns the rule from the arguments; where one is None, from FACTOR_VARIABLE,
+    MINIMUM_VARIABLE or START_VARIABLE in ``environ``, else the default. None where the
+    factor or the minimum is 'off'.
 
     Raises:
       FormatError: naming the argument or the variable, for a bad value.
@@ -132,11 +158,13 @@ def step_rule(factor: object = None, minimum: object = None, *,
     k = _setting(factor, "factor", FACTOR_VARIABLE, environ, DEFAULT_FACTOR, parse_factor)
     t = _setting(minimum, "minimum", MINIMUM_VARIABLE, environ, DEFAULT_MINIMUM,
                  parse_minimum)
+    s = _setting(start, "start_timeout", START_VARIABLE, environ, DEFAULT_START, parse_start)
     _check_count(warmup, "warmup", 0)
     _check_count(window, "window", 1)
     if k is None or t is None:
         return None
-    return StepRule(factor=k, minimum=t, warmup=warmup, window=window)
+    return StepRule(factor=k, minimum=t, warmup=warmup, window=window,
+                    start=DEFAULT_START if s is None else s)
 
 
 def _setting(value: object, argument: str, variable: str, environ: Mapping[str, str],

@@ -13,6 +13,7 @@ import tensorflow as tf
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs.interval import Every
 from mpi_resolver.long_jobs.schedule import Schedule
+from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
 from mpi_resolver.tensorflow.checkpoints import Saver
 
 __all__ = ["SlurmCheckpointHandler"]
@@ -35,7 +36,7 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
     def _check_preemption_and_maybe_checkpoint(self, *args: Any, **kwargs: Any) -> None:
         """TensorFlow's check (the signal's save, then the exit), after the periodic save
         that is due with the state of ``_run_counter`` steps, and after claiming a signal
-        that came since the last check."""
+        that came since the last check; the step watchdog does not watch the saves."""
         done = int(self._run_counter)
         self._saver.step = done
         if self._every is not None:
@@ -44,16 +45,24 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
             self._claimed = True
             if not self._received_own_sigterm.is_set():
                 self._maybe_set_received_own_sigterm()
-        super()._check_preemption_and_maybe_checkpoint(*args, **kwargs)
+        with paused_watchdogs():  # the signal's save, where it comes now, and the exit
+            super()._check_preemption_and_maybe_checkpoint(*args, **kwargs)
 
     def _periodic(self, step: int, every: Every) -> None:
-        """Saves the state after ``step`` steps where the schedule says so."""
+        """Saves the state after ``step`` steps where the schedule says so; the schedule
+        learns the whole save's time as TensorFlow measured it (a user's save_fn's too), or
+        that it failed."""
         if self.schedule is None:
             self.schedule = self._make_schedule(step, every)
         if not self.schedule.due(step) or self._received_checkpoint_step.is_set():
             return  # not due, or the signal's save comes now or next: one save is enough
-        self._save_checkpoint()  # TensorFlow's: the run count into the checkpoint, then ours
+        with paused_watchdogs():
+            self._save_checkpoint()  # TensorFlow's: the run count into the checkpoint, then ours
         plans = len(self.schedule.plans)
-        self.schedule.saved(step, self._saver.seconds or 0.0)
+        took = float(getattr(self, "_checkpoint_time", 0.0) or 0.0)
+        if self._saver.failed is not None:
+            self.schedule.failed(step, took)
+        else:
+            self.schedule.saved(step, took)
         if self.schedule.chief and len(self.schedule.plans) > plans:
             log_once(self.schedule.plans[-1].line(self.schedule.every))

@@ -18,7 +18,6 @@ import tensorflow as tf
 
 from mpi_resolver.core.errors import MissingDependencyError
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir
-from mpi_resolver.long_jobs.manifest import remove_manifest
 from mpi_resolver.tensorflow.termination_config import SlurmTerminationConfig
 
 __all__ = ["SlurmBackupAndRestore", "keras2"]
@@ -107,12 +106,13 @@ class SlurmBackupAndRestore(keras2().callbacks.BackupAndRestore):  # type: ignor
         model._preemption_handler = self.preemption_handler
 
     def on_train_end(self, logs: Any = None) -> None:
-        """Removes the backup and its manifest (as BackupAndRestore does), then puts the
-        signals' handlers back: from here on SIGTERM ends the process (evaluation, saving
-        the model)."""
+        """Completes the training on every worker (SlurmTerminationConfig.complete: the
+        final step saved, every worker's end, the manifest's "completed"), then removes the
+        backup where ``delete_checkpoint`` (as BackupAndRestore does; the manifest stays,
+        saying the training completed) and puts the signals' handlers back: from here on
+        SIGTERM ends the process (evaluation, saving the model)."""
         try:
-            super().on_train_end(logs)
-            if self.delete_checkpoint:
-                remove_manifest(self.backup_dir)
+            self.termination_config.complete(remove=bool(self.delete_checkpoint))
         finally:
-            self.termination_config.disarm()
+            self.model._training_state = None
+            self._training_state = None

@@ -4,13 +4,11 @@ module imports TensorFlow)."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 import tensorflow as tf
-from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.eager import context
 
 from mpi_resolver.core.errors import ResolutionError
@@ -18,30 +16,18 @@ from mpi_resolver.core.logs import log_once, logger
 from mpi_resolver.long_jobs.interval import job_mtbf, parse_every, parse_keep
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import job_settings
-from mpi_resolver.long_jobs.manifest import check_directory_together, this_job
-from mpi_resolver.long_jobs.process_end import EXIT_WITHIN, end_with
-from mpi_resolver.long_jobs.resume import missing_checkpoint
-from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
-from mpi_resolver.tensorflow.coordinator import TfCoordinator
-from mpi_resolver.tensorflow.checkpoints import (KeepingManager, Saver,
-                                                    remove_part)
-from mpi_resolver.tensorflow.quirks import no_gce_probe, quiet_total_run_calls
+from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
+                                                exit_on_configuration_error)
 from mpi_resolver.long_jobs.signals import SIGTERM, WarningSignal, grace_seconds, parse_signal
+from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
 from mpi_resolver.long_jobs.termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy,
-                                                 Termination)
+                                                Termination)
 from mpi_resolver.long_jobs.watcher import SignalWatcher
+from mpi_resolver.tensorflow.checkpoints import Saver
+from mpi_resolver.tensorflow.coordinator import TfCoordinator
+from mpi_resolver.tensorflow.handler_setup import build, complete, is_chief
 
 __all__ = ["SlurmTerminationConfig", "TfCoordinator"]
-
-
-def _chief(resolver: Any, env: Mapping[str, str]) -> bool:
-    """Returns True for the worker that requeues: the chief, or worker 0 without one (the
-    resolver's task), else rank 0 as Slurm numbers the tasks."""
-    if resolver is not None:
-        spec = resolver.cluster_spec()
-        if spec.jobs and resolver.task_type is not None:
-            return multi_worker_util.is_chief(spec, resolver.task_type, resolver.task_id)
-    return env.get("SLURM_PROCID", "0").strip() == "0"
 
 
 class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
@@ -92,6 +78,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
                  requeue_on_time_limit: bool = False, save_fn: Any = None,
                  checkpoint_every: Union[str, int, None] = None, keep: Optional[int] = None,
                  node_mtbf_hours: Optional[float] = None) -> None:
+        exit_on_configuration_error()  # a refused setting ends the process with 78
         given = job_settings(os.environ, signal=signal, checkpoint_every=checkpoint_every,
                              keep=keep, node_mtbf_hours=node_mtbf_hours)
         warning = parse_signal(given.signal)
@@ -102,7 +89,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         job_mtbf(1, given.node_mtbf_hours)  # its check
         self.cluster_resolver = cluster_resolver
         self.saver: Optional[Saver] = None
-        self._built: Optional[tuple] = None  # (directory, chief, task id) once handler() ran
+        self._built: Optional[tuple] = None  # (handler, directory, task id) once handler() ran
         self._user_save_fn = save_fn
         self.watcher = SignalWatcher([warning, WarningSignal(SIGTERM, "TERM")])
         self.watcher.install()
@@ -124,7 +111,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         resolver = self.cluster_resolver
         ps = resolver is not None and "ps" in resolver.cluster_spec().jobs
         multi = context.context().coordination_service is not None and not ps
-        return TfCoordinator(_chief(resolver, os.environ), multi)
+        return TfCoordinator(is_chief(resolver, os.environ), multi)
 
     def _exit(self) -> None:
         """After the save: worker 0's decision, its one line, then SystemExit(code), which
@@ -135,8 +122,10 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         saver, chief = self.saver, True
         try:
             chief = self.termination.coordinator().chief
-            code, what = self.termination.finish(
-                saver.step if saver else None, saver.failed if saver else None)
+            with paused_watchdogs():
+                code, what = self.termination.finish(
+                    saver.step if saver else None, saver.failed if saver else None,
+                    saver.advanced if saver else True)
         except Exception as e:  # noqa: BLE001 - the exit must come whatever went wrong
             code = self.termination.default_code(self.policy.warning.name)
             what = f"the exit after the save went wrong ({type(e).__name__}: {e})"
@@ -146,11 +135,25 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         end_with(code, EXIT_WITHIN)
         sys.exit(code)
 
+    def complete(self, remove: bool = True) -> None:
+        """Training is over: every worker calls it after its last step (main thread). The
+        final step is saved where the newest checkpoint is older; every worker says its
+        training ended; then worker 0 records in the manifest that the job's training
+        completed, and the checkpoints go where ``remove`` (the manifest, which says so, and
+        the ledger stay). A failure after it (the final evaluation, the teardown) trains
+        nothing again: supervise ends the job with 0, and a run of this job started again
+        ends 0 at once; another job on the directory starts afresh. The signals' handlers
+        are put back, so that SIGTERM ends the process again. Without a handler: disarm()
+        alone."""
+        try:
+            if self._built is not None and self.saver is not None:
+                handler, directory, task = self._built
+                complete(self, handler, directory, task, remove=remove)
+        finally:
+            self.disarm()
+
     def remove_checkpoints(self) -> None:
-        """Removes this worker's part of the handler's checkpoint directory once training
-        completed (the chief: its checkpoints and the manifest; another worker: its scratch
-        directory), so that the same command run again starts afresh. Not after an
-        interruption: the next run resumes from them.
+        """complete()'s older name: completes the training, then the checkpoints go.
 
         Raises:
           ResolutionError: no handler was built (``handler()`` names the directory).
@@ -158,7 +161,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         if self._built is None:
             raise ResolutionError("remove_checkpoints() removes the checkpoints of the "
                                   "directory handler() was given: build the handler first.")
-        remove_part(*self._built)
+        self.complete()
 
     def disarm(self) -> None:
         """Puts back the handlers the config replaced, so that SIGTERM ends the process
@@ -178,50 +181,35 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         saves periodically where ``checkpoint_every`` asks), which restores the newest
         checkpoint that reads whole when it is built (a torn one skipped with a warning; every
         worker on worker 0's). Its files stay in ``checkpoint_dir`` (a directory every node
-        sees): the chief's last ``keep`` checkpoints in ``checkpoint_dir/chief``, the other
-        workers' parts (written, then removed, at every save) in
-        ``checkpoint_dir/workertemp_<id>``, as Keras 2's BackupAndRestore lays them out, and
-        the manifest (which job wrote them, at which step) in ``checkpoint_dir``. Not given:
-        MPI_RESOLVER_CHECKPOINT_DIR.
+        sees): the chief's last ``keep`` checkpoints in ``checkpoint_dir/chief``, as Keras 2's
+        BackupAndRestore lays them out, and the manifest (which job wrote them, at which step)
+        in ``checkpoint_dir``; the other workers' part of each save (TensorFlow's save is
+        collective) stays in their own memory. Not given: MPI_RESOLVER_CHECKPOINT_DIR. Where
+        the manifest says this job's training completed, every worker ends with 0 at once.
 
         Raises:
           FormatError: no directory given and MPI_RESOLVER_CHECKPOINT_DIR not set.
-          ResolutionError: another job that has not ended wrote ``checkpoint_dir``; a worker
-            cannot read the checkpoint worker 0 restored.
+          ConfigurationError: another job that has not ended wrote ``checkpoint_dir``, or it
+            cannot be written (uncaught: exit 78).
+          ResolutionError: a worker cannot read the checkpoint worker 0 restored.
+          SystemExit: this job's training completed already (0).
         """
-        from mpi_resolver.tensorflow.handler import SlurmCheckpointHandler
-
         checkpoint_dir = job_checkpoint_dir(checkpoint_dir, os.environ, "checkpoint_dir")
         if self.cluster_resolver is None:
             self.cluster_resolver = cluster_resolver
         if not self.watcher.installed:  # disarmed by an earlier fit in this process
             self.watcher.install()
         self.take_back_from_tensorflow()
-        chief, job, coord = _chief(cluster_resolver, os.environ), this_job(os.environ), \
-            self.coordinator_now()
-        key = f"mpi_resolver_{next(_HANDLERS)}"  # every worker builds its handlers in turn
-        check_directory_together(coord, key, checkpoint_dir, job)
-        directory = chief_directory(checkpoint_dir)
-        warning = missing_checkpoint(os.environ, directory, tf.train.latest_checkpoint(directory))
-        if warning and chief:  # one line for the job
-            log_once(warning)
-        manager = KeepingManager(checkpoint, directory, self.keep, chief=chief, agree=lambda p: (
-            coord.agree(f"{key}_restored", p, "which checkpoint it restored")))
-        self._built = (checkpoint_dir, chief, getattr(cluster_resolver, "task_id", None) or 0)
-        self.saver = Saver(manager, None if chief else _scratch(checkpoint, checkpoint_dir,
-                                                                cluster_resolver),
-                           job=job, settings=self._settings())
-        self.save_fn = self._user_save_fn or self.saver
-        self._say_schedule(chief)
-        quiet_total_run_calls()
-        with no_gce_probe():
-            handler = SlurmCheckpointHandler(
-                cluster_resolver, manager, termination_config=self, saver=self.saver,
-                every=self.every, make_schedule=lambda start, every: Schedule(
-                    every, start, chief=coord.chief, agree=plan_agreement(coord, key),
-                    nodes=_nodes(cluster_resolver), node_mtbf_hours=self.node_mtbf_hours))
-        self.saver.claim(int(handler._run_counter))  # the directory is this job's from now
+        handler = build(self, cluster_resolver, checkpoint, checkpoint_dir)
+        self._say_schedule(handler)
+        self._built = (handler, checkpoint_dir, getattr(cluster_resolver, "task_id", None) or 0)
         return handler
+
+    def use_saver(self, saver: Saver) -> None:
+        """Makes ``saver`` the handler's save (TensorFlow's handler takes ``save_fn`` when it
+        is built), unless the script gave its own save_fn."""
+        self.saver = saver
+        self.save_fn = self._user_save_fn or saver
 
     def coordinator_now(self) -> TfCoordinator:
         """Returns the termination's coordinator (built on first use)."""
@@ -229,36 +217,14 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         assert isinstance(coord, TfCoordinator)  # what _coordinator makes
         return coord
 
-    def _settings(self) -> Dict[str, Any]:
+    def settings(self) -> Dict[str, Any]:
+        """Returns the settings the manifest records (supervise reads the requeue choices
+        there)."""
         return {"checkpoint_every": self.every.describe() if self.every else None,
-                "keep": self.keep, "signal": self.policy.warning.name}
+                "keep": self.keep, **self.policy.settings()}
 
-    def _say_schedule(self, chief: bool) -> None:
-        if chief and self.every is not None and self.every.steps is not None:
+    def _say_schedule(self, handler: Any) -> None:
+        if self.coordinator_now().chief and self.every is not None and \
+                self.every.steps is not None:
             log_once(f"periodic checkpoints every {self.every.steps} steps; the last "
                      f"{self.keep} kept")
-
-
-#: Numbers the handlers this process builds (a second fit): each has its own keys.
-_HANDLERS = itertools.count()
-
-
-def _scratch(checkpoint: Any, checkpoint_dir: str, resolver: Any) -> Any:
-    """Returns a non-chief worker's throw-away CheckpointManager (workertemp_<id>)."""
-    task = getattr(resolver, "task_id", None) or 0
-    where = os.path.join(checkpoint_dir, f"workertemp_{task}", "chief")
-    return tf.train.CheckpointManager(checkpoint, where, max_to_keep=1)
-
-
-def _nodes(resolver: Any) -> int:
-    """Returns the job's nodes: the ClusterSpec's distinct hosts, else as job_nodes says."""
-    hosts: set = set()
-    if resolver is not None:
-        spec = resolver.cluster_spec()
-        hosts = {a.rsplit(":", 1)[0] for j in spec.jobs for a in spec.job_tasks(j)}
-    return job_nodes(os.environ, len(hosts))
-
-
-def chief_directory(checkpoint_dir: str) -> str:
-    """Returns where the chief's checkpoint goes in ``checkpoint_dir``."""
-    return os.path.join(checkpoint_dir, "chief")

@@ -23,6 +23,8 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
+from mpi_resolver.long_jobs import exits
+
 from tests.docs.blocks import ROOT, block, parse, sources
 
 pytestmark = pytest.mark.unit
@@ -167,6 +169,9 @@ def _literal_returns(tree: ast.AST, module: object) -> Tuple[Set[int], bool]:
             return node.value
         if isinstance(node, ast.Name) and isinstance(getattr(module, node.id, None), int):
             return getattr(module, node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == "exits":  # long_jobs.exits' statuses, defined once
+            return getattr(exits, node.attr)
         return None
 
     for node in ast.walk(tree):
@@ -194,15 +199,25 @@ def _literal_returns(tree: ast.AST, module: object) -> Tuple[Set[int], bool]:
 def code_statuses() -> Dict[str, Set[str]]:
     """Returns {command group: the exit statuses its code returns ('N': a status it passes
     on)}, read from mpi_resolver/cli/: main.py's for show, check, tf-config and exec
-    (argparse's own usage error included), supervise.py's for supervise (main.py returns
-    supervise's call, counted there)."""
-    from mpi_resolver.cli import args, main, supervise
+    (argparse's own usage error included); for supervise, its own modules' (main.py returns
+    supervise's call, counted there), the restart policy's rows and every status of
+    long_jobs/exits its rules name (the decision is the policy's: supervise passes it on)."""
+    from mpi_resolver.cli import args, main, supervise, supervise_requeue
+    from mpi_resolver.long_jobs import policy
 
     out: Dict[str, Set[str]] = {}
-    for group, module in (("main", main), ("supervise", supervise)):
-        numbers, passed_on = _literal_returns(ast.parse(Path(module.__file__).read_text()),
-                                              module)
-        out[group] = {str(n) for n in numbers} | ({"N"} if passed_on else set())
+    for group, modules in (("main", [main]), ("supervise", [supervise, supervise_requeue])):
+        out[group] = set()
+        for module in modules:
+            numbers, passed_on = _literal_returns(
+                ast.parse(Path(module.__file__).read_text()), module)
+            out[group] |= {str(n) for n in numbers} | ({"N"} if passed_on else set())
+    rules = ast.parse(Path(policy.__file__).read_text())
+    out["supervise"] |= {str(getattr(exits, n.attr)) for n in ast.walk(rules)
+                         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                         and n.value.id == "exits"}
+    out["supervise"] |= {str(row.status) for row in policy.ROWS if row.status is not None}
+    out["supervise"] |= {"N"} if any(row.status is None for row in policy.ROWS) else set()
     try:
         args.parse_args(["--no-such-option"])
     except SystemExit as e:  # argparse's usage error

@@ -77,9 +77,11 @@ def test_the_ports_take_the_signal_and_the_directory_from_the_template(script, c
     assert "signal=" not in text and "MPI_RESOLVER_" not in text, script
     assert "/examples/train.sbatch" in block("own-script-sbatch")
     template = (ROOT / "examples" / "train.sbatch").read_text()
-    asked = re.findall(r"^#SBATCH --signal=(\S+)", template, re.M)
+    asked = re.findall(r"^#SBATCH --signal=B:(\S+)", template, re.M)  # to the batch shell
     assert len(asked) == 1, asked
-    assert re.findall(r"^export MPI_RESOLVER_SIGNAL=(\S+)", template, re.M) == asked
+    # the package is told the same name and seconds, unless the submitter exported its own
+    assert re.findall(r"^export MPI_RESOLVER_SIGNAL=\$\{MPI_RESOLVER_SIGNAL:-(\S+)\}$",
+                      template, re.M) == asked
     assert re.search(r"^export MPI_RESOLVER_CHECKPOINT_DIR=\S", template, re.M)
 
 

@@ -65,7 +65,7 @@ def test_periodic_saves_the_signal_and_the_resume(jax_python: str, tmp_path: Pat
     assert lines == [{"start": 8, "w": 8.0, "n": 8},  # the state at the signal's step
                      {"done": 20, "files": ["ckpt-00000015.npz", "ckpt-00000018.npz",
                                             "mpi_resolver.json"]},
-                     {"left": []}], lines
+                     {"left": ["mpi_resolver.json"]}], lines  # it says: completed
 
 
 def test_sigterm_ends_with_143_and_a_torn_newest_is_skipped(jax_python: str,
@@ -96,20 +96,34 @@ def test_the_variables_give_what_the_script_does_not(jax_python: str, tmp_path: 
     assert "checkpoint saved on SIGUSR2" in p.stderr
     manifest = json.loads((ck / "mpi_resolver.json").read_text())
     assert manifest["step"] == 11 and manifest["settings"] == {
-        "checkpoint_every": "5 steps", "keep": 1, "signal": "USR2"}
+        "checkpoint_every": "5 steps", "keep": 1, "signal": "USR2", "requeue": True,
+        "requeue_on_time_limit": False}
 
 
 def test_a_failing_save_is_a_warning_and_training_goes_on(jax_python: str,
                                                           tmp_path: Path) -> None:
+    """Every save fails (a directory where each checkpoint file goes): training goes on, and
+    the signal's failed save ends the job with 74, not requeued (a requeue would loop from
+    step 0 for ever)."""
     ck = tmp_path / "ck"
-    for step in (5, 12):  # a directory where the checkpoint file goes: its write fails
+    for step in (5, 10, 12):  # a directory where the checkpoint file goes: its write fails
         (ck / f"ckpt-{step:08d}.npz").mkdir(parents=True)
     p, lines = loop(jax_python, f"{str(ck)!r}, checkpoint_every=5", stop_at=12)
-    assert p.returncode == 75, p.stderr[-3000:]
+    assert p.returncode == 74, p.stderr[-3000:]
     assert lines[0]["start"] == 0 and "no checkpoint in" in p.stderr
     assert "the checkpoint at step 5 was not saved (" in p.stderr
-    assert "the save on SIGUSR1 failed (" in p.stderr and "resumes from the last checkpoint" \
-        in p.stderr
+    assert "the save on SIGUSR1 failed (" in p.stderr and "and no checkpoint advanced in " \
+        "this run: not requeued" in p.stderr
+
+
+def test_a_failing_signal_save_after_a_periodic_one_resumes_from_it(jax_python: str,
+                                                                    tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    (ck / "ckpt-00000012.npz").mkdir(parents=True)  # only the signal's save fails
+    p, lines = loop(jax_python, f"{str(ck)!r}, checkpoint_every=5", stop_at=12)
+    assert p.returncode == 75, p.stderr[-3000:]
+    assert "the save on SIGUSR1 failed (" in p.stderr and "the job resumes from the newest " \
+        "checkpoint that restores" in p.stderr
 
 
 REFUSED = '''
@@ -218,6 +232,6 @@ def test_the_docs_loop_runs_with_auto_periodic_saves(jax_python: str, tmp_path: 
     p = subprocess.run([jax_python, "-c", code], capture_output=True, text=True, timeout=120,
                        env=clean_env(), cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "W 30.0 []" in p.stdout, p.stdout
+    assert "W 30.0 ['mpi_resolver.json']" in p.stdout, p.stdout  # the manifest says: done
     assert "periodic checkpoints (auto): every " in p.stderr and "(Young: sqrt(2 x C " in \
         p.stderr, p.stderr

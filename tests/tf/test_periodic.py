@@ -1,5 +1,6 @@
 """Periodic checkpoints (tensorflow.handler), the last K kept and a torn checkpoint skipped
-(tensorflow.checkpoints), a save that fails, the manifest and the handlers put back, with
+(tensorflow.checkpoints), the completion in two phases (tensorflow.handler_setup), a save
+that fails, the manifest and the handlers put back, with
 the installed TensorFlow in this process (one worker: tensorflow.coordinator answers at
 once). Two workers, a worker killed and the step restarted: tests/cluster."""
 
@@ -98,10 +99,36 @@ def test_a_save_that_fails_still_ends_in_the_exit_code(slurm_config, tmp_path, c
     monkeypatch.setattr(KeepingManager, "save", full)
     with pytest.raises(SystemExit) as end:
         train(handler, step, weight, 100, signal_at=3)
-    assert end.value.code == 75
+    assert end.value.code == 74  # no checkpoint advanced: a requeue would loop from step 0
     assert messages(caplog)[-1] == (
-        "mpi_resolver: the save on SIGUSR1 failed ([Errno 28] No space left on device): the "
-        "job resumes from the last checkpoint that restores; not requeued: requeue=False; "
+        "mpi_resolver: the save on SIGUSR1 failed ([Errno 28] No space left on device) and no "
+        "checkpoint advanced in this run: not requeued (a requeue would redo the run and fail "
+        "the same save); exit code 74")
+
+
+def test_a_failed_signal_save_after_a_periodic_one_resumes_from_it(slurm_config, tmp_path,
+                                                                   caplog, monkeypatch):
+    import tensorflow as tf
+
+    from mpi_resolver.tensorflow.checkpoints import KeepingManager
+
+    config = slurm_config(requeue=False, checkpoint_every=2)
+    checkpoint, step, weight = model_and_step(tf)
+    handler = config.handler(None, checkpoint, str(tmp_path))
+    real = KeepingManager.save
+
+    def full_after_step_2(self, *args, **kwargs):
+        if config.saver.step > 2:
+            raise OSError(28, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(KeepingManager, "save", full_after_step_2)
+    with pytest.raises(SystemExit) as end:
+        train(handler, step, weight, 100, signal_at=3)
+    assert end.value.code == 75 and config.saver.newest == 2
+    assert messages(caplog)[-1] == (
+        "mpi_resolver: the save on SIGUSR1 failed ([Errno 28] No space left on device); the "
+        "job resumes from the newest checkpoint that restores; not requeued: requeue=False; "
         "exit code 75")
 
 
@@ -169,7 +196,8 @@ def test_the_directory_is_claimed_before_the_first_save(slurm_config, tmp_path,
     slurm_config(checkpoint_every="auto").handler(None, checkpoint, str(tmp_path))
     manifest = read_manifest(str(tmp_path))
     assert manifest["job"] == "12" and manifest["step"] == 0
-    assert manifest["settings"] == {"checkpoint_every": "auto", "keep": 2, "signal": "USR1"}
+    assert manifest["settings"] == {"checkpoint_every": "auto", "keep": 2, "signal": "USR1",
+                                    "requeue": True, "requeue_on_time_limit": False}
 
 
 def crashing_fit(tmp_path, crash_after, signal_after=0, **options):
@@ -212,7 +240,8 @@ def test_fit_saves_every_n_batches_and_resumes_after_a_crash(slurm_config, tmp_p
     assert ckpts(tmp_path) == ["ckpt-1", "ckpt-2"]
     seen = crashing_fit(tmp_path, 0)
     assert seen[0] == (1, 2) and seen[-1] == (1, 7)  # after batch 10 = epoch 1's 2nd
-    assert not (tmp_path / "chief").exists() and not (tmp_path / MANIFEST).exists()
+    assert not (tmp_path / "chief").exists()  # completed: the checkpoints go
+    assert read_manifest(str(tmp_path))["completed"] is True  # the manifest says so
 
 
 def test_fit_skips_a_torn_checkpoint(slurm_config, tmp_path, caplog):
@@ -250,12 +279,68 @@ def test_remove_checkpoints_after_training_and_the_next_run_starts_afresh(slurm_
     handler = config.handler(None, checkpoint, str(tmp_path))
     assert train(handler, step, weight, 12) == 12
     assert (tmp_path / "chief").exists() and (tmp_path / MANIFEST).exists()
-    config.remove_checkpoints()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["workertemp_1"]
+    config.remove_checkpoints()  # complete()'s older name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mpi_resolver.json", "workertemp_1"]
+    done = read_manifest(str(tmp_path))
+    assert (done["completed"], done["step"], done["job"]) == (True, 12, None)
 
+    # outside a Slurm job (no job id), the same command run again starts afresh
     checkpoint, step, weight = model_and_step(tf)
     slurm_config().handler(None, checkpoint, str(tmp_path))
     assert int(step.numpy()) == 0
+
+
+def test_a_completed_job_s_run_trains_nothing_again(slurm_config, tmp_path, monkeypatch,
+                                                    caplog):
+    """The job's training completed (the manifest says so for this job id): a run of the same
+    job started again (Slurm's requeue of a node failure, a restart) ends 0 at once."""
+    import tensorflow as tf
+
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    checkpoint, step, weight = model_and_step(tf)
+    config = slurm_config(checkpoint_every=5)
+    handler = config.handler(None, checkpoint, str(tmp_path))
+    train(handler, step, weight, 12)
+    config.complete()
+    checkpoint, step, weight = model_and_step(tf)
+    with pytest.raises(SystemExit) as end:
+        slurm_config().handler(None, checkpoint, str(tmp_path))
+    assert end.value.code == 0
+    assert messages(caplog)[-1] == (
+        f"mpi_resolver: job 12's training completed at step 12 (the manifest in {tmp_path}): "
+        "nothing to train again; exit 0")
+    monkeypatch.setenv("SLURM_JOB_ID", "13")  # another job: starts afresh
+    monkeypatch.setattr("mpi_resolver.long_jobs.manifest.job_state", lambda j, timeout: "COMPLETED")
+    checkpoint, step, weight = model_and_step(tf)
+    slurm_config().handler(None, checkpoint, str(tmp_path))
+    assert int(step.numpy()) == 0
+
+
+def test_a_failure_between_the_two_phases_resumes_at_the_final_step(slurm_config, tmp_path,
+                                                                   monkeypatch):
+    """Training ended and its final step was saved, but the manifest's "completed" was not
+    written (a worker lost at the barrier): the next run resumes at the final step, with no
+    step to train."""
+    import tensorflow as tf
+
+    from mpi_resolver.tensorflow import handler_setup
+
+    checkpoint, step, weight = model_and_step(tf)
+    config = slurm_config(checkpoint_every=5)
+    handler = config.handler(None, checkpoint, str(tmp_path))
+    train(handler, step, weight, 12)  # saved at 5 and 10; 12 is the final step
+
+    def lost(*args, **kwargs):
+        raise RuntimeError("a worker was lost before the second phase")
+
+    claim = handler_setup.claim_directory
+    monkeypatch.setattr(handler_setup, "claim_directory", lost)
+    with pytest.raises(RuntimeError):
+        config.complete()
+    monkeypatch.setattr(handler_setup, "claim_directory", claim)
+    checkpoint, step, weight = model_and_step(tf)
+    slurm_config().handler(None, checkpoint, str(tmp_path))
+    assert int(step.numpy()) == 12  # the final step: nothing to train again
 
 
 def test_the_directory_comes_from_the_variable_where_none_is_given(slurm_config, tmp_path,

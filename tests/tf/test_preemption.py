@@ -247,3 +247,37 @@ def test_a_save_that_outlasts_the_grace_period_is_a_warning_with_both_numbers(sl
     assert took >= 1.0
     assert "and the grace period is 1 s: too short" in warning
     assert "#SBATCH --signal=USR1@" in warning
+
+
+#: A training script's first lines, with a setting or a directory the package refuses.
+REFUSED = """import json, os, sys
+import tensorflow as tf
+from mpi_resolver import SlurmTerminationConfig
+config = SlurmTerminationConfig()
+config.handler(None, tf.train.Checkpoint(v=tf.Variable(1.0)), sys.argv[1])
+print("trained")
+"""
+
+
+@pytest.mark.parametrize("env, manifest, said", [
+    ({"MPI_RESOLVER_KEEP": "0"}, None, "VariableError: MPI_RESOLVER_KEEP='0': keep='0': "
+                                       "expected a whole number of checkpoints to keep"),
+    ({"SLURM_JOB_ID": "12"}, {"job": "11", "step": 3, "cluster": "c"},
+     "ConfigurationError: "),  # job 11: scontrol cannot confirm its end here
+])
+def test_a_refused_configuration_ends_the_script_with_78(tmp_path, env, manifest, said):
+    """A setting or a directory the package refuses would fail every restart the same way:
+    uncaught, it ends the script with 78 (sysexits' EX_CONFIG), which supervise never
+    restarts, after Python's own traceback."""
+    import json
+    import subprocess
+    import sys
+
+    if manifest is not None:
+        (tmp_path / "mpi_resolver.json").write_text(json.dumps(manifest))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "MPI_RES"))}
+    p = subprocess.run([sys.executable, "-c", REFUSED, str(tmp_path)], capture_output=True,
+                       text=True, timeout=150, env={**clean, "TF_CPP_MIN_LOG_LEVEL": "3",
+                                                    "PATH": "/nonexistent", **env})
+    assert p.returncode == 78, p.stderr[-3000:]
+    assert said in p.stderr and "trained" not in p.stdout

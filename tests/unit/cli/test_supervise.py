@@ -389,7 +389,12 @@ def test_sigint_is_passed_on_and_stops_the_job() -> None:
 
 
 def test_warned_before_the_step_requeues_without_a_run(srun: Path, tmp_path: Path) -> None:
-    proc = supervise(["--warned", "--", str(srun), "x"], MPI_RESOLVER_CHECKPOINT_DIR=str(tmp_path))
+    """The warning signal came to the batch script during the preflight: its trap made the
+    file; supervise requeues without starting the step."""
+    warned = tmp_path / "warned"
+    warned.touch()
+    proc = supervise(["--warned-file", str(warned), "--", str(srun), "x"],
+                     MPI_RESOLVER_CHECKPOINT_DIR=str(tmp_path))
     assert proc.returncode == 75 and runs(srun) == []
     assert said(proc.stderr) == [
         "the warning signal came to supervise; run 1 is not started; no checkpoint yet: the "
@@ -414,22 +419,22 @@ def test_supervise_imports_neither_mpi4py_nor_tensorflow() -> None:
     assert out.stdout.split() == ["0", "False", "False"], out.stderr
 
 
-@pytest.mark.parametrize("argv, step, max_restarts, spare, warned", [
+@pytest.mark.parametrize("argv, step, max_restarts, spare, warned_file", [
     (["supervise", "--", "srun", "-N2", "python", "t.py"], ["srun", "-N2", "python", "t.py"],
-     3, "0", False),
-    (["supervise", "srun", "-x", "n1"], ["srun", "-x", "n1"], 3, "0", False),
+     3, "0", None),
+    (["supervise", "srun", "-x", "n1"], ["srun", "-x", "n1"], 3, "0", None),
     (["supervise", "--max-restarts", "0", "--", "mpirun", "-n", "2"], ["mpirun", "-n", "2"],
-     0, "0", False),
+     0, "0", None),
     (["supervise", "--max-restarts=1", "--", "srun", "--max-restarts", "9"],
-     ["srun", "--max-restarts", "9"], 1, "0", False),
-    (["supervise", "--spare-nodes", "1", "--warned", "--", "srun", "x"], ["srun", "x"], 3, "1",
-     True),
+     ["srun", "--max-restarts", "9"], 1, "0", None),
+    (["supervise", "--spare-nodes", "1", "--warned-file", "w", "--", "srun", "x"], ["srun", "x"],
+     3, "1", "w"),
 ])
 def test_arguments(argv: List[str], step: List[str], max_restarts: int, spare: str,
-                   warned: bool) -> None:
+                   warned_file) -> None:
     args = parse_args(argv)
-    assert (args.step, args.max_restarts, args.spare_nodes, args.warned) == (
-        step, max_restarts, spare, warned)
+    assert (args.step, args.max_restarts, args.spare_nodes, args.warned_file) == (
+        step, max_restarts, spare, warned_file)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -550,3 +555,32 @@ def test_a_scancel_after_the_run_wins_over_the_requeue(tmp_path: Path,
     signals.came.add(int(signal.SIGTERM))  # scancel, after the verdict
     assert requeue_job(job, verdict, signals, [], None) == 143
     assert (bin_dir / "calls.txt").read_text().splitlines() == ["show job -o 12"]
+
+
+WAIT_THEN_75 = """import signal, sys, time
+signal.signal(signal.SIGUSR1, lambda *_: sys.exit(75))
+print("step started", flush=True)
+time.sleep(30)
+"""
+
+
+def test_the_warned_file_made_while_the_step_runs_is_the_warning(tmp_path: Path) -> None:
+    """The batch script's trap (the warning came to it, B:) creates the file and signals the
+    tasks itself: supervise reads the file at the run's end, so that the tasks' save is the
+    job's time ending, whatever they exited with."""
+    warned = tmp_path / "warned"
+    proc = subprocess.Popen([sys.executable, "-m", "mpi_resolver", "supervise", "--warned-file",
+                             str(warned), "--", sys.executable, "-c", WAIT_THEN_75],
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"step started\n"
+    warned.touch()
+    os.killpg(_step_group(proc.pid), signal.SIGUSR1)  # scancel --signal=USR1: the tasks only
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 75, err
+    assert said(err)[-1].startswith("the warning signal came to supervise; run 1: python")
+
+
+def _step_group(supervise_pid: int) -> int:
+    """Returns the process group of supervise's step (its child, in a group of its own)."""
+    children = Path(f"/proc/{supervise_pid}/task/{supervise_pid}/children").read_text().split()
+    return os.getpgid(int(children[0]))

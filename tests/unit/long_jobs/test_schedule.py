@@ -232,3 +232,70 @@ def test_plan_agreement_asks_for_the_chiefs_step(index, value, told, sent) -> No
     assert plan_agreement(Meeting(), "mpi_resolver_7")(index, value) == int(told)
     assert calls == [(f"mpi_resolver_7_plan_{index}", sent,
                       "the step of the next periodic checkpoint")]
+
+
+def _saves(s: Schedule, last: int, clock: Clock, failing_from: int, step_time: float = 1.0,
+           save_time: float = 0.2) -> List[int]:
+    """Runs steps to ``last``; the saves from step ``failing_from`` on fail at once
+    (read-only: 1 ms); returns where it tried to save."""
+    tried = []
+    for step in range(s.start + 1, last + 1):
+        clock.now += step_time
+        if s.due(step):
+            tried.append(step)
+            if step >= failing_from:
+                clock.now += 0.001
+                s.failed(step, 0.001)
+            else:
+                clock.now += save_time
+                s.saved(step, save_time)
+    return tried
+
+
+def test_a_failing_save_is_no_save_storm() -> None:
+    """Reproduced before: a periodic save that failed handed 0.0 s to Young's rule, and 'auto'
+    then saved at every step (10, 6583, 6584, 6585, ...)."""
+    clock = Clock()
+    s = schedule(Every(auto=True), clock=clock)
+    tried = _saves(s, 20000, clock, failing_from=WARMUP_STEPS + 1)
+    assert tried[0] == WARMUP_STEPS
+    gaps = [b - a for a, b in zip(tried[1:], tried[2:], strict=False)]
+    assert len(tried) < 10, tried
+    assert all(b >= 2 * a - 1 for a, b in zip(gaps, gaps[1:], strict=False)), tried
+    assert s.save_seconds == 0.2  # the measured save, not the failure's millisecond
+
+
+def test_a_first_save_that_fails_backs_off() -> None:
+    """Young's interval for a 1-ms save on 2 nodes of 6,000 h is 147 s: 294, 588, 1,176 and
+    2,352 steps of 1 s after each failure in a row."""
+    clock = Clock()
+    s = schedule(Every(auto=True), clock=clock)
+    assert _saves(s, 5000, clock, failing_from=0) == [10, 304, 892, 2068, 4420]
+
+
+def test_the_back_off_is_of_the_warmup_s_steps_at_least() -> None:
+    """Where Young's interval is shorter than the warm-up (a tiny failure rate's), a failing
+    save still waits 2, 4, 8 x the warm-up's 10 steps."""
+    clock = Clock()
+    s = schedule(Every(auto=True), clock=clock, mtbf=1e-6)
+    assert _saves(s, 200, clock, failing_from=0)[:4] == [10, 30, 70, 150]
+
+
+def test_a_save_that_works_again_ends_the_back_off() -> None:
+    clock = Clock()
+    s = schedule(Every(seconds=5.0), clock=clock)
+    for step in range(1, 40):
+        clock.now += 1.0
+        if s.due(step):
+            if step < 20:
+                s.failed(step, 0.001)
+            else:
+                s.saved(step, 0.2)
+    assert [p.steps for p in s.plans][-1] == 5  # the rule's own interval again
+    assert s._failures == 0
+
+
+def test_a_step_count_is_not_backed_off() -> None:
+    s = schedule(Every(steps=5))
+    tried = [step for step in range(1, 21) if s.due(step) and (s.failed(step, 0.0) or True)]
+    assert tried == [5, 10, 15, 20]

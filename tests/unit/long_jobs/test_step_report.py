@@ -122,7 +122,8 @@ WAITING_LINE = ("mpi_resolver: step watchdog: worker:0 (rank 0 on node1, pid 17)
                 "run 601.00 s, past its limit of 600.00 s (10 x the median step 60 s over 1 "
                 "steps, at least 300 s); in TensorFlow's step (tensorflow/x.py:1 f): waiting "
                 "for another worker, or busy in TensorFlow; its own stack cannot tell which. "
-                "Python stacks above. Exit 124 in 2 s (a stuck peer writes its stacks first).")
+                "Python stacks above. Exit 124 in 2 s (a stuck peer writes its stacks and ends "
+                "first).")
 UNKNOWN_LINE = ("mpi_resolver: step watchdog: (on vm, pid 9): step 5 has run 1.00 s, past its "
                 "limit of 0.50 s (2 x the median step 0.1 s over 3 steps, at least 0.5 s); "
                 "cannot tell where: its main thread shows no frame outside Python's own "

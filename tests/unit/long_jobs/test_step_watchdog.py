@@ -47,8 +47,10 @@ class Exits(list):
 
 
 def watchdog(clock: Clock, exits: Exits, **options) -> StepWatchdog:
-    """A watchdog with k = 4, T = 3 s, 2 warm-up steps, a window of 3; no thread runs it."""
-    options = {"factor": 4, "minimum": 3, "warmup": 2, "window": 3, "name": NAME,
+    """A watchdog with k = 4, T = 3 s, 2 warm-up steps, a window of 3, S = 60 s; no thread
+    runs it."""
+    options = {"factor": 4, "minimum": 3, "warmup": 2, "window": 3, "start_timeout": 60,
+               "name": NAME,
                "interval": 3600.0, "grace": 0.0, "stream": io.StringIO(), "clock": clock,
                "exit": exits, "environ": {}, **options}
     return StepWatchdog(**options)
@@ -65,13 +67,16 @@ def check_from_a_thread(w: StepWatchdog):
 
 
 @pytest.mark.parametrize("durations, elapsed, fires", [
-    pytest.param([], 1e6, False, id="first-step-warm-up"),
-    pytest.param([100.0], 1e6, False, id="second-step-warm-up"),
-    pytest.param([100.0, 100.0], 1e6, False, id="after-warm-up-nothing-counted-yet"),
-    pytest.param([100.0, 100.0, 1.0], 4.0, False, id="exactly-k-x-median"),
-    pytest.param([100.0, 100.0, 1.0], 4.5, True, id="over-k-x-median"),
-    pytest.param([100.0, 100.0, 0.5], 3.0, False, id="exactly-T"),
-    pytest.param([100.0, 100.0, 0.5], 3.5, True, id="over-T"),
+    # before a median: the start bound S (a rendezvous, a first step that never came)
+    pytest.param([], 60.0, False, id="first-step-exactly-S"),
+    pytest.param([], 60.5, True, id="first-step-over-S"),
+    pytest.param([59.0], 60.0, False, id="second-step-warm-up-exactly-S"),
+    pytest.param([59.0], 60.5, True, id="second-step-warm-up-over-S"),
+    pytest.param([59.0, 59.0], 60.5, True, id="after-warm-up-nothing-counted-yet-over-S"),
+    pytest.param([50.0, 50.0, 1.0], 4.0, False, id="exactly-k-x-median"),
+    pytest.param([50.0, 50.0, 1.0], 4.5, True, id="over-k-x-median"),
+    pytest.param([50.0, 50.0, 0.5], 3.0, False, id="exactly-T"),
+    pytest.param([50.0, 50.0, 0.5], 3.5, True, id="over-T"),
     pytest.param([0.1, 0.1, 1, 1, 1, 9, 9, 9], 36.0, False, id="the-window-moved-on"),
     pytest.param([0.1, 0.1, 1, 1, 1, 9, 9, 9], 36.5, True, id="the-window-moved-on-over"),
 ])
@@ -120,7 +125,24 @@ def test_a_waiting_worker_gives_its_peers_the_grace(monkeypatch):
     line = w.check()
     assert time.monotonic() - began >= 0.3 and exits == [124]
     assert line.endswith("; in TensorFlow's step (x.py:1 f): waiting. Python stacks above. "
-                         "Exit 124 in 0.3 s (a stuck peer writes its stacks first).")
+                         "Exit 124 in 0.3 s (a stuck peer writes its stacks and ends first).")
+
+
+def test_without_a_grace_given_a_waiting_worker_outlasts_its_peer_s_backstop():
+    clock, exits = Clock(), Exits()
+    w = watchdog(clock, exits, grace=None)
+    assert w.grace_for([]) == 15.0  # the backstop's margin (10 s at least) + 5 s
+    assert w.grace_for([1000.0]) == 400.0 + 5.0  # a tenth of the 4000-s limit + 5 s
+
+
+def test_the_start_bound_s_line_says_no_step_was_timed():
+    clock, exits = Clock(), Exits()
+    w = watchdog(clock, exits).start()
+    clock.now += 61.0
+    line = check_from_a_thread(w)
+    assert ("step 1 has run 61.00 s, past its limit of 60.00 s (no step timed yet: the start "
+            "bound, MPI_RESOLVER_START_TIMEOUT, a rendezvous or a first step that never "
+            "came); stuck in") in line
 
 
 def test_paused_steps_are_not_watched_and_the_clock_starts_again_after():
@@ -319,7 +341,8 @@ def test_a_child_whose_step_hangs_writes_its_stacks_and_exits_124(child, mode, f
         r"mpi_resolver: step watchdog: worker:1 \(test\): step 4 has run (\d+\.\d\d) s, past "
         r"its limit of (\d+\.\d\d) s \(2 x the median step (\d+\.\d+) s over 2 steps, at least "
         r"0\.5 s\); " + verdict + r"\. Python stacks above\. Exit 124 "
-        + (r"in 1 s \(a stuck peer writes its stacks first\)" if grace else "now") + r"\.",
+        + (r"in 1 s \(a stuck peer writes its stacks and ends first\)" if grace else "now")
+        + r"\.",
         lines[-1])
     assert said, lines[-1]
     ran, limit, median = (float(x) for x in said.groups())
@@ -327,3 +350,67 @@ def test_a_child_whose_step_hangs_writes_its_stacks_and_exits_124(child, mode, f
     # digits
     assert abs(limit - max(0.5, 2 * median)) <= 0.011 and ran >= limit, lines[-1]
     assert took >= (1.5 if grace else 0.5) and took < 20, took  # "now" or not: the line
+
+
+#: A child whose first step never comes and whose main thread holds the interpreter lock (a C
+#: call through ctypes.PyDLL keeps it): the watchdog's Python thread never runs.
+GIL_HELD = """import ctypes, sys, time
+from mpi_resolver.long_jobs.step_watchdog import StepWatchdog
+w = StepWatchdog(2, 1, start_timeout={start}, name="worker:1 (test)", interval=0.1,
+                 environ={{}}).start()
+print("started", flush=True)
+ctypes.PyDLL(None).sleep(60)
+"""
+
+
+def test_the_backstop_ends_a_process_that_holds_the_interpreter_lock():
+    """Where the watchdog's own thread cannot run, faulthandler's timer (no lock needed)
+    writes the stacks and ends the process a margin (10 s at least) after the limit, with
+    the line supervise's report reads (step_report: the backstop)."""
+    from mpi_resolver.long_jobs.step_report import StepReport
+
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", GIL_HELD.format(start=1.0)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    took = time.monotonic() - started
+    assert proc.returncode == 1, proc.stderr  # faulthandler's exit
+    assert proc.stdout == "started\n"
+    report = StepReport()
+    for line in proc.stderr.splitlines():
+        report.feed(line)
+    assert report.backstop and "Timeout (0:00:11)!" in proc.stderr, proc.stderr
+    assert "Thread 0x" in proc.stderr and "step watchdog" not in proc.stderr  # no Python line
+    assert 11.0 <= took < 40, took
+
+
+def test_the_backstop_is_cancelled_while_paused_and_stopped(monkeypatch):
+    armed = []
+    monkeypatch.setattr(step_watchdog.Backstop, "usable", lambda self: True)
+    monkeypatch.setattr("faulthandler.dump_traceback_later",
+                        lambda seconds, exit, file: armed.append(seconds))
+    monkeypatch.setattr("faulthandler.cancel_dump_traceback_later",
+                        lambda: armed.append("cancel"))
+    clock, exits = Clock(), Exits()
+    w = watchdog(clock, exits).start()
+    assert armed == [60 + 10]  # the start bound plus the backstop's margin
+    w.pause()
+    w.resume()
+    clock.now += 5
+    w.stop()
+    assert armed == [70, "cancel", 70, "cancel"]
+
+
+@pytest.mark.parametrize("limit, margin", [(0.5, 10.0), (100.0, 10.0), (101.0, 10.1),
+                                           (300.0, 30.0), (1800.0, 180.0)])
+def test_the_backstop_s_margin(limit, margin):
+    from mpi_resolver.long_jobs.backstop import margin as backstop_margin
+
+    assert backstop_margin(limit) == pytest.approx(margin)
+
+
+def test_a_stream_without_a_file_has_no_backstop():
+    from mpi_resolver.long_jobs.backstop import Backstop
+
+    assert not Backstop(io.StringIO()).usable() and not Backstop(None).usable()
+    assert Backstop(sys.__stderr__).usable()

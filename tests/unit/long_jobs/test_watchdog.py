@@ -15,12 +15,12 @@ from mpi_resolver.long_jobs.watchdog import (DEFAULT_FACTOR, DEFAULT_MINIMUM, DE
 
 pytestmark = pytest.mark.unit
 
-#: k = 4, T = 3 s, 2 warm-up steps, the median over the last 3 counted steps
-RULE = StepRule(factor=4.0, minimum=3.0, warmup=2, window=3)
+#: k = 4, T = 3 s, 2 warm-up steps, the median over the last 3 counted steps, S = 30 s
+RULE = StepRule(factor=4.0, minimum=3.0, warmup=2, window=3, start=30.0)
 
 
 @pytest.mark.parametrize("counted, limit", [
-    pytest.param([], None, id="no-counted-step-no-limit"),
+    pytest.param([], 30.0, id="no-counted-step-the-start-bound"),
     pytest.param([0.5], 3.0, id="T-above-k-x-median"),
     pytest.param([0.75], 3.0, id="k-x-median-equals-T"),
     pytest.param([1.0], 4.0, id="k-x-median-above-T"),
@@ -41,7 +41,8 @@ def test_limit(counted, limit):
     pytest.param([0.5], 3.0 + 1e-9, True, id="just-over-T"),
     pytest.param([0.5], 2.0, False, id="over-k-x-median-under-T"),
     pytest.param([2.0], 5.0, False, id="over-T-under-k-x-median"),
-    pytest.param([], 1e9, False, id="nothing-counted-never-stuck"),
+    pytest.param([], 30.0, False, id="nothing-counted-exactly-S"),
+    pytest.param([], 30.0 + 1e-9, True, id="nothing-counted-just-over-S"),
     pytest.param([1.0], 0.0, False, id="just-started"),
 ])
 def test_is_stuck(counted, elapsed, stuck):

@@ -24,23 +24,6 @@ pytestmark = pytest.mark.unit
 USR1, USR2, TERM = parse_signal("USR1"), parse_signal("USR2"), parse_signal("TERM")
 
 
-@pytest.fixture(autouse=True)
-def _handlers_and_watchers_put_back():
-    """Every test leaves the process's handlers and the watchers' registry as it found them."""
-    before = {n: signal.getsignal(n) for n in (10, 12, 15)}
-    registry = {n: list(w) for n, w in watcher_module._WATCHERS.items()}
-    replaced = dict(watcher_module._BEFORE)
-    watcher_module._WATCHERS.clear()  # as in a fresh process: no other test's watchers
-    watcher_module._BEFORE.clear()
-    yield
-    watcher_module._WATCHERS.clear()
-    watcher_module._WATCHERS.update(registry)
-    watcher_module._BEFORE.clear()
-    watcher_module._BEFORE.update(replaced)
-    for n, handler in before.items():
-        signal.signal(n, handler)
-
-
 @pytest.fixture
 def watcher():
     """A SignalWatcher of USR1 and USR2, installed."""

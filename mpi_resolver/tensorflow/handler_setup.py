@@ -1,0 +1,140 @@
+"""What SlurmTerminationConfig's handler() sets up before training, and what complete() does
+after it (the TensorFlow edge; importing this module imports TensorFlow): the checkpoint
+directory agreed by every worker (another job's refused, a completed job's training not run
+again), the kept checkpoints and the saver, the handler with its periodic schedule; and the
+completion in two phases, every worker's end of training, then the manifest's "completed" at
+the final step, after which the checkpoints go.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any, Mapping, Optional
+
+import tensorflow as tf
+from tensorflow.python.distribute import multi_worker_util
+
+from mpi_resolver.core.logs import log_once, logger
+from mpi_resolver.long_jobs.manifest import (check_directory_together, finished_together,
+                                             claim_directory, completed, manifest_for,
+                                             this_job)
+from mpi_resolver.long_jobs.resume import missing_checkpoint
+from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
+from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
+from mpi_resolver.tensorflow.checkpoints import (KeepingManager, Saver, remove_part,
+                                                 scratch_manager)
+from mpi_resolver.tensorflow.coordinator import AGREE_WITHIN
+from mpi_resolver.tensorflow.quirks import no_gce_probe, quiet_total_run_calls
+
+__all__ = ["is_chief", "chief_directory", "build", "complete"]
+
+#: Numbers the handlers this process builds (a second fit): each has its own keys.
+_HANDLERS = itertools.count()
+
+
+def is_chief(resolver: Any, env: Mapping[str, str]) -> bool:
+    """Returns True for the worker that requeues: the chief, or worker 0 without one (the
+    resolver's task), else rank 0 as Slurm numbers the tasks."""
+    if resolver is not None:
+        spec = resolver.cluster_spec()
+        if spec.jobs and resolver.task_type is not None:
+            return multi_worker_util.is_chief(spec, resolver.task_type, resolver.task_id)
+    return env.get("SLURM_PROCID", "0").strip() == "0"
+
+
+def chief_directory(checkpoint_dir: str) -> str:
+    """Returns where the chief's checkpoint goes in ``checkpoint_dir``."""
+    return os.path.join(checkpoint_dir, "chief")
+
+
+def _nodes(resolver: Any) -> int:
+    """Returns the job's nodes: the ClusterSpec's distinct hosts, else as job_nodes says."""
+    hosts: set = set()
+    if resolver is not None:
+        spec = resolver.cluster_spec()
+        hosts = {a.rsplit(":", 1)[0] for j in spec.jobs for a in spec.job_tasks(j)}
+    return job_nodes(os.environ, len(hosts))
+
+
+def _directory_agreed(coord: Any, key: str, checkpoint_dir: str, job: Optional[str],
+                      chief: bool) -> None:
+    """Every worker learns worker 0's verdict on ``checkpoint_dir``: another job's is
+    refused (ConfigurationError); this job's completed training ends every worker with 0 at
+    once (SystemExit); a requeued job without a checkpoint is a warning.
+
+    Raises:
+      ConfigurationError: another job that has not ended wrote the directory.
+      SystemExit: this job's training completed (0).
+    """
+    check_directory_together(coord, key, checkpoint_dir, job)
+    done = finished_together(coord, key, checkpoint_dir, job)
+    if done is not None:
+        if chief:
+            logger.warning("mpi_resolver: %s", done)
+        raise SystemExit(0)
+    directory = chief_directory(checkpoint_dir)
+    warning = missing_checkpoint(os.environ, directory, tf.train.latest_checkpoint(directory))
+    if warning and chief:  # one line for the job
+        log_once(warning)
+
+
+def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: str) -> Any:
+    """Returns the SlurmCheckpointHandler of ``config`` (a SlurmTerminationConfig) for
+    ``checkpoint`` in ``checkpoint_dir``, the newest whole checkpoint restored; sets the
+    config's saver.
+
+    Raises:
+      ConfigurationError: another job that has not ended wrote the directory, or it cannot
+        be written.
+      ResolutionError: a worker cannot read the checkpoint worker 0 restored.
+      SystemExit: this job's training completed already (0, every worker).
+    """
+    from mpi_resolver.tensorflow.handler import SlurmCheckpointHandler
+
+    chief, job = is_chief(cluster_resolver, os.environ), this_job(os.environ)
+    coord = config.coordinator_now()
+    key = f"mpi_resolver_{next(_HANDLERS)}"  # every worker builds its handlers in turn
+    with paused_watchdogs():
+        _directory_agreed(coord, key, checkpoint_dir, job, chief)
+        manager = KeepingManager(
+            checkpoint, chief_directory(checkpoint_dir), config.keep, chief=chief,
+            agree=lambda p: coord.agree(f"{key}_restored", p, "which checkpoint it restored"))
+        task = getattr(cluster_resolver, "task_id", None) or 0
+        config.use_saver(Saver(manager, None if chief else scratch_manager(checkpoint, task),
+                               job=job, settings=config.settings()))
+        quiet_total_run_calls()
+        with no_gce_probe():
+            handler = SlurmCheckpointHandler(
+                cluster_resolver, manager, termination_config=config, saver=config.saver,
+                every=config.every, make_schedule=lambda start, every: Schedule(
+                    every, start, chief=coord.chief, agree=plan_agreement(coord, key),
+                    nodes=_nodes(cluster_resolver), node_mtbf_hours=config.node_mtbf_hours))
+    config.saver.resumed = int(handler._run_counter)
+    if chief:  # the directory is this job's from now on
+        claim_directory(checkpoint_dir, manifest_for(job, config.saver.resumed,
+                                                     config.settings()))
+    return handler
+
+
+def complete(config: Any, handler: Any, checkpoint_dir: str, task: int,
+             remove: bool = True) -> None:
+    """Completes ``config``'s training in two phases, on every worker alike: the final step
+    saved where the newest checkpoint is older; every worker says its training ended (a
+    barrier); then worker 0 writes the manifest's "completed" at the final step, and, where
+    ``remove``, the checkpoints go (the manifest and the ledger stay). A failure before the
+    second phase
+    resumes from the final checkpoint with no step to do; after it, a run of this job ends 0
+    at once, and supervise trains nothing again."""
+    saver, coord = config.saver, config.coordinator_now()
+    final = int(handler._run_counter)
+    with paused_watchdogs():
+        if saver.newest != final and saver.resumed != final:
+            saver.step = final
+            handler._save_checkpoint()  # every worker: TensorFlow's save is collective
+        coord.barrier(AGREE_WITHIN, f"_completed_{final}")
+        if coord.chief:
+            claim_directory(checkpoint_dir, completed(
+                manifest_for(saver.job, final, config.settings()), final))
+        if remove:
+            remove_part(checkpoint_dir, coord.chief, task)

@@ -1,0 +1,59 @@
+"""long_jobs.process_end, in child processes: the exit code after the save whatever the
+teardown does, and a configuration error that ends the process with its own status (78), not
+Python's 1, after Python's traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def child(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+HOOKED = """from mpi_resolver.long_jobs.process_end import exit_on_configuration_error
+from mpi_resolver.core import errors
+exit_on_configuration_error()
+exit_on_configuration_error()  # once only: no hook on a hook
+import atexit
+atexit.register(lambda: print("at exit"))
+print("before", flush=True)
+raise {error}
+"""
+
+
+@pytest.mark.parametrize("error, status, at_exit", [
+    ("errors.ConfigurationError('another job wrote DIR')", 78, False),
+    ("errors.VariableError('MPI_RESOLVER_KEEP=0: expected ...')", 78, False),
+    ("errors.FormatError('a hostlist')", 1, True),  # not a configuration: Python's own end
+    ("errors.ResolutionError('x')", 1, True),
+    ("RuntimeError('x')", 1, True),
+    ("SystemExit(3)", 3, True),
+])
+def test_a_configuration_error_ends_the_process_with_78(error: str, status: int,
+                                                        at_exit: bool) -> None:
+    proc = child(HOOKED.format(error=error))
+    assert proc.returncode == status, proc.stderr
+    assert proc.stdout.startswith("before\n")
+    assert ("at exit" in proc.stdout) is at_exit
+    if status != 3:
+        assert "Traceback (most recent call last)" in proc.stderr  # Python's own report
+
+
+def test_end_with_ends_the_process_with_the_code_whatever_follows() -> None:
+    proc = child("import time; from mpi_resolver.long_jobs.process_end import end_with\n"
+                 "end_with(75, 0.5)\ntime.sleep(30)\n")
+    assert proc.returncode == 75
+    proc = child("from mpi_resolver.long_jobs.process_end import end_with\n"
+                 "end_with(143, 30)\nraise SystemExit(0)\n")
+    assert proc.returncode == 143  # at the first at-exit handler, not SystemExit's 0
