@@ -73,7 +73,7 @@ while step < EPOCHS * STEPS_PER_EPOCH:
     if chief and int(step) % STEPS_PER_EPOCH == 0:
         print(f"epoch {int(step) // STEPS_PER_EPOCH}/{EPOCHS}: loss {float(loss):.4f}",
               flush=True)
-config.disarm()  # training is over: SIGTERM ends the process again
+config.complete()  # training is over: recorded as completed; SIGTERM ends the process again
 
 accuracy = float(np.mean(np.argmax(model(x), axis=1) == y))
 if chief:

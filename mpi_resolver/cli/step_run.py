@@ -119,14 +119,20 @@ def _copy(source: IO[bytes], report: StepReport) -> None:
 
 def _wait(child: subprocess.Popen, signals: Signals, stop_timeout: float) -> int:
     """Returns the child's exit status (128 + N for signal N), killing its process group
-    where it has not ended ``stop_timeout`` seconds after a stop signal."""
+    where it has not ended ``stop_timeout`` seconds after a stop signal; the warning signal
+    that the batch script marked (``warned_file``) is passed on to the step once, so that a
+    step started after the batch script signalled the job's tasks still gets it."""
     deadline: Optional[float] = None
+    warned = signals.warning in signals.came  # passed on already, by handle() or at start
     while True:
         try:
             status = child.wait(timeout=0.2)
             return status if status >= 0 else 128 - status
         except subprocess.TimeoutExpired:
             pass
+        if not warned and signals.warning in signals.snapshot():
+            warned = True
+            signals.forward(signals.warning)
         if signals.stopping and deadline is None:
             deadline = time.monotonic() + stop_timeout
         if deadline is not None and time.monotonic() > deadline:

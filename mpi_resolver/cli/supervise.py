@@ -26,7 +26,8 @@ from mpi_resolver.long_jobs.policy import Action
 from mpi_resolver.long_jobs.restarts import STOP_TIMEOUT
 from mpi_resolver.long_jobs.signals import DEFAULT_SIGNAL, parse_signal
 from mpi_resolver.long_jobs.slurm_nodes import drained, node_states
-from mpi_resolver.long_jobs.srun_options import SrunLine, job_nodelist, job_nodes, read_srun
+from mpi_resolver.long_jobs.srun_options import (SrunLine, job_nodelist, job_nodes, read_srun,
+                                                tasks_per_node)
 from mpi_resolver.long_jobs.supervision import Checkpoints, Job, Verdict, judge
 from mpi_resolver.cli.step_run import CommandNotRun, Signals, run_once, say
 from mpi_resolver.cli.supervise_requeue import came_now, requeue_job
@@ -60,7 +61,8 @@ def setup(command: Sequence[str], max_restarts: int, spare_nodes: str,
     warning = parse_signal(text, "MPI_RESOLVER_SIGNAL")
     directory = said_checkpoint_dir(None, env)
     srun = read_srun(command)
-    argv, spare = _with_spare_nodes(command, srun, spare_nodes, job_nodes(env))
+    argv, spare = _with_spare_nodes(command, srun, spare_nodes, job_nodes(env),
+                                    tasks_per_node(env))
     manifest = read_manifest(directory) if directory else None
     settings = (manifest or {}).get("settings") or {}
     job = Job(this_job(env), os.path.basename(command[0]), max_restarts, warning.number,
@@ -70,9 +72,10 @@ def setup(command: Sequence[str], max_restarts: int, spare_nodes: str,
 
 
 def _with_spare_nodes(command: Sequence[str], srun: Optional[SrunLine], text: str,
-                      nodes: Optional[int]) -> tuple:
-    """Returns (the command, with srun's -N for the job's nodes less the spare ones; the
-    spare nodes), from --spare-nodes' ``text``; the step's own -N where it has one."""
+                      nodes: Optional[int], per_node: Optional[int]) -> tuple:
+    """Returns (the command, with srun's -N for the job's nodes less the spare ones, and
+    their tasks where the job gives ``per_node``; the spare nodes), from --spare-nodes'
+    ``text``; the step's own -N where it has one."""
     spare = parse_spare_nodes(text, nodes)
     if srun is None or spare == 0:
         return list(command), (srun.spare(nodes) if srun is not None else 0)
@@ -80,7 +83,7 @@ def _with_spare_nodes(command: Sequence[str], srun: Optional[SrunLine], text: st
         raise ResolutionError(f"--spare-nodes {spare} (the templates' SPARE_NODES) and the "
                               "step's own node options (-N, --nodelist): give one of them.")
     assert nodes is not None  # parse_spare_nodes refuses spare nodes of an unknown job
-    return srun.with_nodes(nodes - spare), spare
+    return srun.with_nodes(nodes - spare, per_node), spare
 
 
 def _checkpoints(s: Setup) -> Checkpoints:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import signal
 import socket
 import time
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from mpi_resolver.long_jobs import exits
 from mpi_resolver.long_jobs.nodes import excludable, lemons
 from mpi_resolver.long_jobs.policy import Came, came_of
 from mpi_resolver.long_jobs.requeue import job_ending, requeue
-from mpi_resolver.long_jobs.slurm_nodes import (drained, exclude, job_partition, node_states,
+from mpi_resolver.long_jobs.slurm_nodes import (current_exclusions, drained, exclude,
+                                                job_partition, merged_exclusions, node_states,
                                                 partition_usable)
 from mpi_resolver.long_jobs.supervision import Job, Verdict
 from mpi_resolver.cli.step_run import Signals, say
@@ -46,28 +47,35 @@ def requeue_job(job: Job, verdict: Verdict, signals: Signals, blamed: Sequence[s
                 nodelist: Optional[str]) -> int:
     """Requeues ``job`` as ``verdict`` says, unless the job is being ended meanwhile; says
     the verdict's line with what scontrol did; returns the exit status (75; 143 where
-    Slurm ends the job instead)."""
+    Slurm ends the job instead). The nodes to exclude are found first, while the job runs
+    (Slurm's SIGTERM after the requeue leaves supervise KillWait), and set on the pending
+    job right after the requeue (Slurm refuses it for a running job)."""
     assert job.job is not None  # the policy requeues a Slurm job only
     now = came_now(job, signals)
     if now in (Came.JOB_ENDS, Came.HANGUP):
         say(f"{verdict.line}; but {now.value} came to supervise since: job {job.job} is not "
             f"requeued: exit {exits.TERMINATED}")
         return exits.TERMINATED
+    plan = exclusions(job, blamed, nodelist)
     outcome = requeue(job.job, socket.gethostname(), exits.REQUEUE, timeout=_left(signals),
                       fallback=False)
     said = f"{verdict.line}; {outcome.message}"
-    if outcome.done:
-        excluded = exclusions(job, blamed, nodelist)
-        if excluded:
-            said += f"; {excluded}"
+    if outcome.done and plan is not None:
+        chosen, merged, refused = plan
+        if chosen:
+            done, what = exclude(job.job, merged)
+            said += f"; {'excluded' if done else 'could not exclude'} {', '.join(chosen)} ({what})"
+        else:
+            said += f"; {refused}"
     say(f"{said}: exit {exits.REQUEUE}")
     return exits.REQUEUE
 
 
-def exclusions(job: Job, blamed: Sequence[str], nodelist: Optional[str]) -> Optional[str]:
-    """Excludes the drained nodes and those that failed twice in this job from the requeued
-    job (``scontrol update ExcNodeList``), as many as its partition can spare; returns what
-    was done, in words (None where there is nothing to exclude)."""
+def exclusions(job: Job, blamed: Sequence[str], nodelist: Optional[str]
+               ) -> Optional[Tuple[List[str], str, str]]:
+    """Returns what to exclude from the requeued job: (the drained nodes and those that
+    failed twice in this job, as many as its partition can spare; the job's ExcNodeList with
+    them; why none where none can be), None where no node is to be excluded."""
     assert job.job is not None
     states = node_states(nodelist) if nodelist else None
     nodes: List[str] = list(dict.fromkeys([*drained(states), *lemons(blamed)]))
@@ -75,10 +83,8 @@ def exclusions(job: Job, blamed: Sequence[str], nodelist: Optional[str]) -> Opti
         return None
     partition = job_partition(job.job)
     usable = partition_usable(partition) if partition else None
-    size = len(states) if states else None
-    chosen = excludable(nodes, usable, size or 0) if size else []
-    if not chosen:
-        return (f"{', '.join(nodes)} not excluded from the next run: partition "
-                f"{partition or '?'} has no node to spare for them")
-    done, what = exclude(job.job, chosen)
-    return f"{'excluded' if done else 'could not exclude'} {', '.join(chosen)} ({what})"
+    chosen = excludable(nodes, usable, len(states)) if states else []
+    refused = (f"{', '.join(nodes)} not excluded from the next run: partition "
+               f"{partition or '?'} has no node to spare for them")
+    merged = merged_exclusions(current_exclusions(job.job), chosen)
+    return chosen, merged, refused

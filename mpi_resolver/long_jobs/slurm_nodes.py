@@ -14,7 +14,7 @@ from mpi_resolver.long_jobs.nodes import unusable
 from mpi_resolver.long_jobs.requeue import SCONTROL_TIMEOUT, Runner, job_fields, run_scontrol
 
 __all__ = ["read_nodes", "node_states", "usable_in", "partition_usable", "exclude",
-           "merged_exclusions"]
+           "merged_exclusions", "current_exclusions", "job_partition", "drained"]
 
 
 def read_nodes(text: str) -> Dict[str, Dict[str, str]]:
@@ -65,14 +65,18 @@ def partition_usable(partition: str, run: Runner = run_scontrol,
     return None if text is None else usable_in(read_nodes(text), partition)
 
 
-def exclude(target: str, nodes: Sequence[str], run: Runner = run_scontrol,
+def current_exclusions(target: str, run: Runner = run_scontrol,
+                       timeout: float = 10.0) -> str:
+    """Returns job ``target``'s ExcNodeList ('' where it has none or scontrol cannot say)."""
+    current = job_fields(_show(["show", "job", "-o", target], run, timeout) or "")
+    return "" if current.get("ExcNodeList", "(null)") == "(null)" else current["ExcNodeList"]
+
+
+def exclude(target: str, exclusions: str, run: Runner = run_scontrol,
             timeout: float = SCONTROL_TIMEOUT) -> Tuple[bool, str]:
-    """Adds ``nodes`` to job ``target``'s ExcNodeList (a pending job: the requeued one);
-    returns (done, what scontrol did, in one phrase)."""
-    shown = _show(["show", "job", "-o", target], run, timeout)
-    current = job_fields(shown or "").get("ExcNodeList", "")
-    merged = merged_exclusions(current, nodes)
-    args = ["update", f"JobId={target}", f"ExcNodeList={merged}"]
+    """Sets job ``target``'s ExcNodeList to ``exclusions`` (a pending job: the requeued one;
+    Slurm refuses it for a running job); returns (done, what scontrol did, in one phrase)."""
+    args = ["update", f"JobId={target}", f"ExcNodeList={exclusions}"]
     try:
         done = run(args, timeout)
     except (OSError, subprocess.SubprocessError) as e:

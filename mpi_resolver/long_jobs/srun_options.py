@@ -17,7 +17,8 @@ from typing import List, Mapping, Optional, Sequence, Tuple
 
 from mpi_resolver.core.values import whole_number
 
-__all__ = ["SrunLine", "read_srun", "job_nodes", "job_nodelist", "JOB_NODES"]
+__all__ = ["SrunLine", "read_srun", "job_nodes", "job_nodelist", "tasks_per_node",
+           "JOB_NODES"]
 
 #: The allocation's node count, as sbatch and salloc set it (srun reads it as its -N).
 JOB_NODES = "SLURM_JOB_NUM_NODES"
@@ -98,6 +99,11 @@ class SrunLine:
     excluded: Tuple[str, ...]
     names_nodes: bool
 
+    @property
+    def names_tasks(self) -> bool:
+        """Returns whether the line gives the step's task count (-n, --ntasks)."""
+        return any(name in ("n", "ntasks") for name, _ in self.options)
+
     def spare(self, job_nodes: Optional[int]) -> int:
         """Returns how many of the job's ``job_nodes`` nodes this step could do without (0
         where either count is unknown, or the step names its nodes or excludes a file)."""
@@ -107,11 +113,16 @@ class SrunLine:
             return 0  # --exclude=FILE: its nodes are not known here
         return max(job_nodes - self.nodes - len(self.excluded), 0)
 
-    def with_nodes(self, count: int) -> List[str]:
+    def with_nodes(self, count: int, tasks_per_node: Optional[int] = None) -> List[str]:
         """Returns the command line with ``--nodes=COUNT`` after srun's own options (the step
-        on the job's nodes less its spare ones)."""
+        on the job's nodes less its spare ones), and ``--ntasks`` for ``tasks_per_node`` on
+        each where the job gives that and the line names no task count (srun would take the
+        job's own, for every node of the job)."""
         at = self.program_at
-        return [*self.argv[:at], f"--nodes={count}", *self.argv[at:]]
+        more = [f"--nodes={count}"]
+        if tasks_per_node is not None and not self.names_tasks:
+            more.append(f"--ntasks={count * tasks_per_node}")
+        return [*self.argv[:at], *more, *self.argv[at:]]
 
     def leaving_out(self, nodes: Sequence[str]) -> List[str]:
         """Returns the command line with ``nodes`` left out too: one ``--exclude=`` of its own
@@ -152,3 +163,9 @@ def job_nodelist(env: Mapping[str, str]) -> Optional[str]:
     """Returns the job's nodes as Slurm's hostlist ('node[1-3]', SLURM_JOB_NODELIST), None
     outside a Slurm job."""
     return env.get("SLURM_JOB_NODELIST", "").strip() or None
+
+
+def tasks_per_node(env: Mapping[str, str]) -> Optional[int]:
+    """Returns the job's tasks a node where it asked for a number (SLURM_NTASKS_PER_NODE, as
+    sbatch --ntasks-per-node sets it), None where it did not."""
+    return whole_number(env.get("SLURM_NTASKS_PER_NODE"))

@@ -2,7 +2,10 @@
 input (a Python generator, through tf.data) stops yielding at batch HANG_AT: worker 1 is alive
 but stuck, worker 0 waits for it in the all-reduce (tests/cluster/test_hang.py).
 
-    python hang_train.py PORT HANG_AT MINIMUM    # one task of `srun --mpi=pmix`
+    python hang_train.py PORT HANG_AT MINIMUM [STEPS MARKER]   # a task of `srun --mpi=pmix`
+
+With STEPS and MARKER: the hang comes only where the file MARKER is not there yet (it is made
+then: the next run trains), and the run ends after STEPS steps.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 def main() -> None:
     port, hang_at, minimum = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    steps = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    marker = sys.argv[5] if len(sys.argv) > 5 else None
+    hangs = marker is None or not os.path.exists(marker)
     import numpy as np
     import tensorflow as tf
 
@@ -29,7 +35,9 @@ def main() -> None:
 
     def batches():
         for i in itertools.count():
-            if worker == 1 and i == hang_at:
+            if worker == 1 and i == hang_at and hangs:
+                if marker is not None:
+                    open(marker, "w").close()
                 print(f"worker 1: batch {i} never comes", flush=True)
                 threading.Event().wait()  # an input pipeline that never yields
             yield np.full((8, 4), i, np.float32)
@@ -50,6 +58,9 @@ def main() -> None:
             watchdog.tick()
             if step % 10 == 0:
                 print(f"worker {worker}: step {step}", flush=True)
+            if step == steps:
+                print(f"worker {worker}: done", flush=True)
+                return
 
 
 if __name__ == "__main__":

@@ -11,7 +11,10 @@ second); the requeue itself is real."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import re
+import signal
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +31,11 @@ from tests.harness.slurm_cluster import SlurmCluster
 #: do but wait), or nothing (the run completes).
 USR1, USR1_TWICE, REQUEUE, CANCEL, TIME_LIMIT, NONE = (
     "USR1", "USR1 twice", "scontrol requeue", "scancel", "time limit", "none")
+#: Two more, for the restart policy: task 1's Python killed (SIGKILL), then, once supervise
+#: restarts the step, the warning signal to the batch script (as `--signal=B:USR1@N` sends it)
+#: while the restarted step starts; and the checkpoint directory made read-only on every node
+#: (a bind mount remounted read-only), then the warning signal to the batch script.
+WARN_AT_RESTART, READ_ONLY = "warned at the restart", "read-only"
 STEPS_DONE = re.compile(r"^steps done: (\d+) \(resumed from (\d+)\)$", re.M)
 _RUN = re.compile(r"^== job \d+ \(run (\d+)\)", re.M)
 _FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
@@ -61,6 +69,7 @@ class Job:
     states: List[str] = field(default_factory=list)  #: the job's state after each run
     started: float = 0.0
     seconds: float = 0.0
+    cleanups: List[List[str]] = field(default_factory=list)  #: commands run at the end
 
     def text(self) -> str:
         return self.output.read_text(errors="replace") if self.output.exists() else ""
@@ -85,6 +94,27 @@ class Job:
 def show(cluster: SlurmCluster, target: str) -> Dict[str, str]:
     """Returns `scontrol show job -o TARGET`'s fields (empty where it fails)."""
     return job_fields(cluster.run(["scontrol", "show", "job", "-o", target], timeout=30).stdout)
+
+
+def job_task_pids(cluster: SlurmCluster, job_id: str) -> Dict[int, int]:
+    """{task: PID} of job ``job_id``'s Python tasks on ``cluster`` (their environment names
+    the job and the cluster's slurm.conf; processes of the emulated nodes are this
+    machine's)."""
+    marks = {f"SLURM_CONF={cluster.env['SLURM_CONF']}".encode(),
+             f"SLURM_JOB_ID={job_id}".encode()}
+    out: Dict[int, int] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            if not any(b"train" in part for part in cmdline[1:2]):
+                continue
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        task = [v for v in environ if v.startswith(b"SLURM_PROCID=")]
+        if marks <= set(environ) and task and b"SLURM_STEP_ID=batch" not in environ:
+            out[int(task[0].split(b"=")[1])] = int(entry)
+    return out
 
 
 def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
@@ -127,6 +157,8 @@ class Driver:
         for job in self.jobs:
             if job.job_id:
                 self.cluster.run(["scancel", job.job_id], timeout=30)
+            for args in job.cleanups:
+                subprocess.run(args, capture_output=True, timeout=30)
 
     def _wait_turn(self) -> None:
         """Returns ``stagger`` seconds after the last job's start (at once for the first)."""
@@ -193,6 +225,13 @@ class Driver:
             raise TimeoutError(f"{e}; last seen {seen} at {time.strftime('%H:%M:%S')}") from None
 
     def _interrupt(self, job: Job, interrupt: str) -> None:
+        if interrupt == WARN_AT_RESTART:
+            self._kill_then_warn(job)
+            return
+        if interrupt == READ_ONLY:
+            self._read_only(job)
+            self._warn(job)
+            return
         commands = {USR1: [["scancel", "--signal=USR1", job.target]],
                     USR1_TWICE: [["scancel", "--signal=USR1", job.target]] * 2,
                     REQUEUE: [["scontrol", "requeue", job.target]],
@@ -201,6 +240,34 @@ class Driver:
             r = self.cluster.run(argv, timeout=30)
             if r.returncode != 0:
                 raise RuntimeError(f"{' '.join(argv)} failed: {r.stderr}")
+
+    def _warn(self, job: Job) -> None:
+        """The warning signal to the batch script, as `#SBATCH --signal=B:USR1@N` sends it."""
+        r = self.cluster.run(["scancel", "--batch", "--signal=USR1", job.target], timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"scancel --batch --signal=USR1 failed: {r.stderr}")
+
+    def _kill_then_warn(self, job: Job) -> None:
+        """SIGKILLs task 1's Python; once supervise restarts the step, warns the batch
+        script while the new step starts (its tasks' handlers not armed yet, or just)."""
+        pids = job_task_pids(self.cluster, job.job_id)
+        if 1 not in pids:
+            raise RuntimeError(f"task 1 of job {job.job_id} not found: {pids}")
+        os.kill(pids[1], signal.SIGKILL)
+        wait_for(lambda: "restart 1 of" in job.runs()[-1], 120, "supervise's restart")
+        self._warn(job)
+
+    def _read_only(self, job: Job) -> None:
+        """Makes the job's checkpoint directory read-only on every node (and here), undone
+        when the Driver ends (Job.cleanups)."""
+        directory = job.env["CHECKPOINT_DIR"]
+        for prefix in [[], *(self.cluster.on_node(n) for n in self.cluster.node_names)]:
+            for args in (["mount", "--bind", directory, directory],
+                         ["mount", "-o", "remount,ro,bind", directory]):
+                r = subprocess.run([*prefix, *args], capture_output=True, text=True, timeout=30)
+                if r.returncode != 0:
+                    raise RuntimeError(f"{' '.join(args)} failed: {r.stderr}")
+            job.cleanups.append([*prefix, "umount", directory])
 
     def _ended(self, job: Job) -> bool:
         return show(self.cluster, job.target).get("JobState") in _FINAL

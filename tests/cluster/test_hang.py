@@ -93,3 +93,44 @@ def test_a_stuck_worker_is_named_its_stacks_written_and_the_step_ended(
                and "waiting for another worker" in w for w in waiting), where
     assert rc != 0 and not left, (left, where)
     assert ended < BOUND, f"the step ended {ended:.1f} s after the hang{where}"
+
+
+def test_a_hang_before_the_first_step_ends_at_the_start_bound_and_is_restarted(
+        cluster: SlurmCluster, tmp_path: Path) -> None:
+    """Worker 1's input never yields its first batch (a rendezvous, a first step that never
+    comes): no step is timed, so no median; the start bound (MPI_RESOLVER_START_TIMEOUT,
+    here 6 s) ends it, worker 1's own watchdog names it stuck and exits 124, and supervise
+    blames its node and runs the step again, which trains (the hang came once)."""
+    start = 6.0
+    marker = tmp_path / "hung-once"
+    env = {"MPI_RESOLVER_START_TIMEOUT": str(int(start))}
+    step = Step(cluster, [PY, "-m", "mpi_resolver", "supervise", "--max-restarts", "1", "--",
+                          "srun", "-N2", "--ntasks-per-node=1", "--mpi=pmix", "--label",
+                          "--kill-on-bad-exit=1", PY, SCRIPT, str(PORT + 1), "0",
+                          str(MINIMUM), "20", str(marker)], env=env)
+    try:
+        step.wait_for(r"^\s*1: worker 1: batch 0 never comes$", START)
+        hung = time.monotonic()
+        step.wait_for(r"restart 1 of 1$", start + 60)
+        restarted = time.monotonic() - hung
+        rc = step.finish(START)
+    finally:
+        step.kill()
+        for pid in tasks(cluster):
+            os.kill(pid, signal.SIGKILL)
+    where = step.context()
+    err = "".join(step.stderr)
+    assert rc == 0, where
+    assert re.search(
+        r"^\s*1: mpi_resolver: step watchdog: worker:1 \(rank 1 on node2, pid \d+\): step 1 has "
+        r"run \d+\.\d\d s, past its limit of 6\.00 s \(no step timed yet: the start bound, "
+        r"MPI_RESOLVER_START_TIMEOUT, a rendezvous or a first step that never came\); stuck in "
+        rf"{re.escape(SCRIPT)}:\d+ batches, Python that TensorFlow runs", err, re.M), where
+    said = [ln.split("mpi-resolver supervise: ", 1)[1] for ln in err.splitlines()
+            if "mpi-resolver supervise: run 1:" in ln]
+    assert len(said) == 1 and re.fullmatch(
+        r"run 1: task 1 on node2: hung \(step 1 has run \d+\.\d\d s\), \d+\.\d s into the run: "
+        r"restart 1 of 1", said[0]), where
+    assert "the step completed after 1 restart" in err, where
+    assert step.text.count("worker 0: done") == 1, where
+    assert restarted < start + 30, f"restarted {restarted:.1f} s after the hang{where}"

@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import pytest
 
@@ -46,11 +46,14 @@ def step_env(cluster: SlurmCluster) -> Dict[str, str]:
 class Step:
     """A running srun step whose output is read line by line while it runs."""
 
-    def __init__(self, cluster: SlurmCluster, argv: Sequence[str]) -> None:
+    def __init__(self, cluster: SlurmCluster, argv: Sequence[str],
+                 env: Optional[Mapping[str, str]] = None) -> None:
+        """Starts ``argv`` with the cluster's client environment, ``env`` on top of it."""
         self.argv = list(argv)
         self.grace = cluster.stop_grace
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, env=step_env(cluster), cwd=cluster.workdir,
+        self.proc = subprocess.Popen(self.argv, env={**step_env(cluster), **(env or {})},
+                                     cwd=cluster.workdir,
                                      text=True, start_new_session=True,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)

@@ -19,8 +19,8 @@ import pytest
 
 from tests.cluster import test_signals, test_stale_signal
 from tests.cluster.conftest import ROOT
-from tests.cluster.longjobs import (CANCEL, NONE, REQUEUE, TIME_LIMIT, USR1, USR1_TWICE, Driver,
-                                    Job)
+from tests.cluster.longjobs import (CANCEL, NONE, READ_ONLY, REQUEUE, TIME_LIMIT, USR1,
+                                    USR1_TWICE, WARN_AT_RESTART, Driver, Job)
 from tests.docs.blocks import assert_sample, block
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -41,6 +41,7 @@ srun --mpi=pmix --kill-on-bad-exit=1 python {train} --epochs 1 --steps-per-epoch
 #: The time limit's job under supervise, with the templates' traps and wait.
 SUPERVISED_TIME_LIMIT_SCRIPT = """#!/bin/bash
 echo "== job $SLURM_JOB_ID (run $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )))"
+export MPI_RESOLVER_CHECKPOINT_DIR={ckpt}
 trap 'interrupted=1' TERM
 python -m mpi_resolver supervise -- srun --mpi=pmix --kill-on-bad-exit=1 python {train} \\
   --epochs 1 --steps-per-epoch 10000000 --log-every 1000 --port-base 25190 \\
@@ -82,6 +83,10 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     """Runs every job (Driver: at most AT_ONCE at a time, 10 s apart); returns them by name
     once all are done. The signal table's jobs (test_signals.py) and test_stale_signal.py's
     job run meanwhile."""
+    # pytest's base directory is made on first use, and not thread-safe: made here, before
+    # the early measurements' threads ask for directories in it (two threads once made two,
+    # and every later mktemp failed: "longjobs is not a normalized and relative path")
+    tmp_path_factory.getbasetemp()
     test_signals.EARLY.start(longjob_cluster, tmp_path_factory)
     test_stale_signal.EARLY.start(longjob_cluster, tmp_path_factory)
     tmp = tmp_path_factory.mktemp("longjobs")
@@ -107,6 +112,10 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
                                               str(script)],
                    [TIME_LIMIT, CANCEL], tmp / "time-limit-supervised" / "out.txt",
                    env(tmp, "time limit, supervised"), later_time_limit=10))
+    template("warned at the restart", [WARN_AT_RESTART, NONE], "--port-base", "25195",
+             "--checkpoint-every", "50")
+    template("read-only", [READ_ONLY, NONE], "--port-base", "25200", "--checkpoint-every",
+             "50").progress = "  step 100: "  # the save at step 50 made: progress in run 1
     template("twice in a row", [USR1_TWICE, NONE], "--port-base", "25100")
     template("scontrol requeue", [REQUEUE, NONE], "--port-base", "25110")
     template("fit", [USR1, NONE], "--fit", "--port-base", "25120")
@@ -140,6 +149,13 @@ def resumed_runs(job: Job, runs: int) -> list:
     return steps
 
 
+def requeued(job_id: str, head: str = "run 1") -> "re.Pattern[str]":
+    """Returns supervise's line after a run whose tasks saved: the run, then the requeue."""
+    return re.compile(rf"^mpi-resolver supervise: {re.escape(head)}[:;] .*; requeued job "
+                      rf"{re.escape(job_id)} \(scontrol requeue {re.escape(job_id)}\): "
+                      r"exit 75$", re.M)
+
+
 def the_last_line_of_each_run_is_the_chief_s_steps_line(job: Job) -> None:
     for run in job.runs():
         chief = [ln for ln in run.splitlines()
@@ -159,8 +175,7 @@ def test_usr1_saves_requeues_and_the_next_run_finishes(jobs):
     first = job.runs()[0]
     assert first.count("checkpoint saved on SIGUSR1") == 1, job.context()
     assert "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75" in first
-    assert (f"mpi-resolver supervise: requeued job {job.job_id} (scontrol requeue "
-            f"{job.job_id}): exit 75") in first, job.context()
+    assert requeued(job.job_id).search(first), job.context()
     assert len(EXITED_75.findall(first)) == 2, job.context()  # both tasks
     assert job.states == ["PENDING BeginTime Restarts=1", "COMPLETED None Restarts=1"], \
         job.context()
@@ -213,7 +228,7 @@ def test_without_scontrol_in_the_step_supervise_requeues(jobs):
     resumed_runs(job, 2)
     first = job.runs()[0]
     assert "scontrol is not on" not in first, job.context()
-    assert f"mpi-resolver supervise: requeued job {job.job_id} " in first, job.context()
+    assert requeued(job.job_id).search(first), job.context()
     assert job.states[-1] == "COMPLETED None Restarts=1", job.context()
 
 
@@ -225,8 +240,7 @@ def test_an_array_task_is_requeued_by_its_own_name(jobs):
     assert job.error is None, job.context()
     resumed_runs(job, 2)
     array = job.job_id
-    assert (f"mpi-resolver supervise: requeued job {array}_1 (scontrol requeue {array}_1)"
-            in job.runs()[0]), job.context()
+    assert requeued(f"{array}_1").search(job.runs()[0]), job.context()
     text = (job.output.parent / "out-0.txt").read_text()  # the other task, not interrupted
     assert len(re.findall(r"^== job \d+ \(run \d+\)", text, re.M)) == 1, text
     assert re.findall(r"^steps done: .*$", text, re.M) == [f"steps done: {TOTAL} (resumed "
@@ -264,10 +278,11 @@ def test_under_supervise_the_time_limit_requeues_and_scancel_ends_the_job(jobs):
     first, second = job.runs()
     assert "checkpoint saved on SIGTERM; supervise requeues the job; exit code 75" in first, \
         job.context()
-    assert (f"mpi-resolver supervise: requeued job {job.job_id} (scontrol requeue "
-            f"{job.job_id}): exit 75") in first, job.context()
-    assert (f"mpi-resolver supervise: job {job.job_id} is not requeued: Slurm ends the job "
-            "(scancel") in second, job.context()
+    assert requeued(job.job_id, "SIGTERM at the time limit came to supervise; run 1").search(
+        first), job.context()
+    assert re.search(r"^mpi-resolver supervise: SIGTERM \(Slurm ends the job\) came to "
+                     r"supervise; run 2: .*: Slurm ends the job \(scancel, or its own requeue "
+                     r"or preemption\): exit 143$", second, re.M), job.context()
     assert "scontrol" not in "".join(ln for ln in (first + second).splitlines()
                                      if "supervise:" not in ln), job.context()
     assert job.states == ["PENDING BeginTime Restarts=1", "CANCELLED None Restarts=1"], \
@@ -287,3 +302,43 @@ def test_a_node_local_checkpoint_directory_fails_before_training(jobs):
         job.context()
     assert job.states == ["FAILED NonZeroExitCode Restarts=0"], job.context()
     assert not os.path.exists(job.env["CHECKPOINT_DIR"])  # /dev/shm of this host, not a node's
+
+
+def test_the_warning_during_a_restart_requeues_and_the_next_run_resumes(jobs):
+    """Task 1 killed mid-run: supervise restarts the step; the warning signal comes to the
+    batch script while the restarted step starts (its tasks die of it before their handlers
+    are armed, or save): supervise knows it (the template's mark) and requeues the job from
+    the newest checkpoint instead of counting a crash; the next run resumes from it."""
+    job = jobs["warned at the restart"]
+    assert job.error is None, job.context()
+    first = job.runs()[0]
+    assert re.search(r"^mpi-resolver supervise: run 1: task 1 on node2: Killed \(signal 9\), "
+                     r".*: restart 1 of 3$", first, re.M), job.context()
+    assert requeued(job.job_id, "the warning signal came to supervise; run 2").search(first), \
+        job.context()
+    assert job.states == ["PENDING BeginTime Restarts=1", "COMPLETED None Restarts=1"], \
+        job.context()
+    steps = job.steps()
+    assert steps[-1][0] == TOTAL and steps[-1][1] > 0, job.context()  # resumed, not step 0
+
+
+def test_a_read_only_checkpoint_directory_mid_run_is_no_storm_and_no_loop(jobs):
+    """The job's checkpoint directory turns read-only mid-run (a bind mount remounted read-only
+    on every node): the periodic saves fail with a warning each, no save storm; the save on
+    the warning signal fails too: the tasks exit 74 and, a checkpoint having advanced in this
+    run, supervise requeues once; the next run's preflight finds the directory unwritable and
+    ends the job with 73, one table naming it: no requeue loop."""
+    job = jobs["read-only"]
+    assert job.error is None, job.context()
+    first, second = job.runs()
+    failed = re.findall(r"the checkpoint at step (\d+) was not saved \(.*Read-only file system",
+                        first)
+    assert 1 <= len(failed) <= 2 * TOTAL // 50, job.context()  # no storm: one a rule's interval
+    assert re.search(r"the save on SIGUSR1 failed \(.*Read-only file system.*\); supervise "
+                     r"requeues the job where a checkpoint advanced in this run, else it ends",
+                     first), job.context()
+    assert requeued(job.job_id, "the warning signal came to supervise; run 1").search(first), \
+        job.context()
+    assert "CHECKPOINT DIR FAILED" in second and "== training:" not in second, job.context()
+    assert job.states == ["PENDING BeginTime Restarts=1", "FAILED NonZeroExitCode Restarts=1"], \
+        job.context()

@@ -53,7 +53,7 @@ JOBS = [
     ("loop uninterrupted", "loop_ported.py", [NONE], "epoch "),
 ]
 SAVED = "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75"
-REQUEUED = re.compile(r"^mpi-resolver supervise: requeued job (\S+) \(scontrol requeue \S+\): "
+REQUEUED = re.compile(r"^mpi-resolver supervise: .*; requeued job (\S+) \(scontrol requeue \S+\): "
                       r"exit 75$", re.M)
 TRAINED = re.compile(r"^steps trained: (\d+), accuracy: (\d\.\d+)$", re.M)
 

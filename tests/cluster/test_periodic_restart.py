@@ -85,7 +85,8 @@ def test_a_lost_worker_costs_at_most_one_interval_and_the_step_restarts(
     # heartbeat) and exits 1 first, and srun names it; the stopped one is ended after it.
     named = (rf"task {rank} on {node}: Killed" if signame == "SIGKILL" else
              r"task 0 on node1: Exited with exit code 1")
-    assert len(re.findall(rf"supervise: {named}\b.*restart 1 of 2$", err, re.M)) == 1, where
+    assert len(re.findall(rf"supervise: run 1: {named}\b.*restart 1 of 2$", err, re.M)) == 1, \
+        where
     assert "restart 2 of 2" not in err, where
     print(f"{signame} of task {rank} after step {last} (at least): the next run resumed at "
           f"step {k} ({last - k} steps lost, interval {EVERY}), its first line {back:.1f} s "

@@ -1,12 +1,14 @@
-"""mpi-resolver supervise for real: batch jobs on the two-node cluster whose script runs
-`mpi-resolver supervise -- srun --mpi=pmix --kill-on-bad-exit=1 python STANDIN` (the stand-in,
-tests/cluster/supervise_standin.py, fails as each case needs), and supervise in front of
-`mpirun` without Slurm.
+"""mpi-resolver supervise for real, the restart policy's rows that a real job produces: batch
+jobs on the two-node cluster whose script runs `mpi-resolver supervise -- srun --mpi=pmix
+--kill-on-bad-exit=1 python STANDIN` (the stand-in, tests/cluster/supervise_standin.py, fails
+as each case needs, and writes the job's manifest where a case makes progress), and supervise
+in front of `mpirun` without Slurm; a three-node cluster for the nodes left out and excluded.
 
-The four jobs run at once (one CPU a node each), so the file takes about as long as the
-longest (a few seconds: a restart is a new srun, 0.3-0.5 s here). Each case reads the job's
-output: srun's own report line, supervise's line about it, the runs the stand-in counted, and
-the job's exit code as Slurm recorded it."""
+The jobs run at once (one CPU a node each), so the file takes about as long as the longest
+(seconds: a restart is a new srun, 0.3-0.5 s here). Each case reads the job's output: srun's
+own report line, supervise's line about it, the runs the stand-in counted, the job's exit code
+as Slurm recorded it, and the job's ledger. The same rows with TensorFlow and JAX's training:
+tests/cluster/test_restart_policy.py."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import pytest
 from tests.cluster.conftest import PY, RANK_ENV, ROOT, _started
 from tests.cluster.longjobs import show
 from tests.conftest import own_network
+from tests.docs.blocks import assert_sample, block
 from tests.harness.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.cluster
@@ -33,12 +36,14 @@ PREFIX = "mpi-resolver supervise: "
 SCRIPT = """#!/bin/bash
 set -euo pipefail
 status=0
-python -m mpi_resolver supervise --max-restarts {restarts} -- \\
-  srun -N2 -n2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad-exit=1 python {standin} {mode} {dir} \\
-  || status=$?
+export MPI_RESOLVER_CHECKPOINT_DIR={dir}/ckpt
+mkdir -p "$MPI_RESOLVER_CHECKPOINT_DIR"
+python -m mpi_resolver supervise --max-restarts {restarts} {options} -- \\
+  srun {nodes} --mpi=pmix --kill-on-bad-exit=1 python {standin} {mode} {dir} || status=$?
 echo "== supervise exited $status"
 exit "$status"
 """
+STEP_NODES = "-N2 -n2 --ntasks-per-node=1"
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
 
 
@@ -63,20 +68,28 @@ class Job:
         return len(path.read_text().splitlines()) if path.exists() else 0
 
     def said(self) -> list:
-        return [ln[len(PREFIX):] for ln in self.output.splitlines() if ln.startswith(PREFIX)]
+        """supervise's lines, the run's seconds as T."""
+        return [re.sub(r"\d+\.\d s into", "T s into", ln[len(PREFIX):])
+                for ln in self.output.splitlines() if ln.startswith(PREFIX)]
+
+    def ledger(self) -> list:
+        from mpi_resolver.long_jobs import ledger
+
+        return ledger.read(str(self.directory / "ckpt"))
 
     def context(self) -> str:
         return (f"\njob {self.job_id} ({self.mode}): {self.state} ExitCode={self.exit_code}, "
                 f"{self.runs} runs, {self.seconds:.1f} s\n{self.output[-4000:]}")
 
 
-def _submit(cluster: SlurmCluster, job: Job, nodes: int = 2, restarts: int = 2) -> None:
+def _submit(cluster: SlurmCluster, job: Job, nodes: int = 2, restarts: int = 2,
+            options: str = "", step_nodes: str = STEP_NODES, *sbatch: str) -> None:
     job.directory.mkdir()
     script = job.directory / "job.sh"
     script.write_text(SCRIPT.format(standin=STANDIN, mode=job.mode, dir=job.directory,
-                                    restarts=restarts))
+                                    restarts=restarts, options=options, nodes=step_nodes))
     env = {**RANK_ENV, "PATH": f"{Path(PY).parent}:{cluster.env['PATH']}"}
-    r = cluster.run(["sbatch", "--parsable", f"-N{nodes}", "--ntasks-per-node=1",
+    r = cluster.run(["sbatch", "--parsable", f"-N{nodes}", "--ntasks-per-node=1", *sbatch,
                      f"--output={job.directory / 'out.txt'}", str(script)], env=env, timeout=30)
     assert r.returncode == 0, r.stderr
     job.job_id = r.stdout.strip()
@@ -96,15 +109,19 @@ def _wait(cluster: SlurmCluster, job: Job, deadline: float, until=FINAL) -> None
     pytest.fail(f"job {job.job_id} did not end in time{job.context()}")
 
 
+MODES = ("kill-once", "exit-3", "crash-loop", "usage", "config", "exit-75", "save-failed",
+         "done-then-killed", "sleep")
+
+
 @pytest.fixture(scope="module")
 def jobs(cluster: SlurmCluster, tmp_path_factory) -> Dict[str, Job]:
-    """Runs the four jobs at once; the 'sleep' one is cancelled once both tasks started."""
+    """Runs the jobs at once; the 'sleep' one is cancelled once both tasks started."""
     tmp = tmp_path_factory.mktemp("supervise")
-    out = {mode: Job(mode, tmp / mode) for mode in ("kill-once", "exit-3", "exit-75", "sleep")}
+    out = {mode: Job(mode, tmp / mode) for mode in MODES}
     started = time.monotonic()
     for job in out.values():
         _submit(cluster, job)
-    deadline = started + 90
+    deadline = started + 120
     cancelled = out["sleep"]
     while cancelled.output.count(" started") < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -117,33 +134,79 @@ def jobs(cluster: SlurmCluster, tmp_path_factory) -> Dict[str, Job]:
     return out
 
 
+def test_the_docs_show_what_supervise_said(jobs):
+    """docs/long-jobs.md's lines of real runs are these jobs' own."""
+    said = "\n".join(line for job in jobs.values() for line in job.output.splitlines()
+                     if line.startswith(PREFIX))
+    assert_sample(block("restart-policy-lines"), said, "the jobs' output", ordered=False)
+
+
 def test_a_killed_task_is_named_and_the_step_runs_again_in_the_same_job(jobs):
     job = jobs["kill-once"]
     assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.context()
     assert job.runs == 2, job.context()
     out = job.output
     assert re.search(r"^srun: error: node2: task 1: Killed$", out, re.M), job.context()
-    said = job.said()
-    assert len(said) == 2, job.context()
-    assert re.fullmatch(r"task 1 on node2: Killed \(signal 9\), \d+\.\d s into the run; "
-                        r"restart 1 of 2", said[0]), job.context()
-    assert said[1] == "the step completed after 1 restart", job.context()
+    assert job.said() == [
+        "run 1: task 1 on node2: Killed (signal 9), T s into the run; no checkpoint yet: "
+        "restart 1 of 2",
+        "the step completed after 1 restart"], job.context()
     assert out.count("task 0 done") == out.count("task 1 done") == 1, job.context()
     assert "== supervise exited 0" in out, job.context()
+    ends = [r for r in job.ledger() if r["event"] == "run_end"]
+    assert [(r["run"], r["cause"], r["node"], r["action"]) for r in ends] == [
+        (1, "killed by a signal", "node2", "restart"), (2, "completed", None, "end")]
 
 
 def test_restarts_used_up_end_with_the_task_s_exit_code(jobs):
+    """Each run makes progress (the manifest's step moves on): --max-restarts bounds it."""
     job = jobs["exit-3"]
     assert (job.state, job.exit_code) == ("FAILED", "3:0"), job.context()
     assert job.runs == 3, job.context()  # the first run and exactly 2 restarts
     assert job.output.count("srun: error: node1: task 0: Exited with exit code 3") == 3
-    said = job.said()
-    assert [re.sub(r"\d+\.\d s", "T s", line) for line in said] == [
-        "task 0 on node1: Exited with exit code 3, T s into the run; restart 1 of 2",
-        "task 0 on node1: Exited with exit code 3, T s into the run; restart 2 of 2",
-        "task 0 on node1: Exited with exit code 3, T s into the run; its 2 restarts are used "
-        "up (--max-restarts 2): exit 3"], job.context()
+    assert job.said() == [
+        "run 1: task 0 on node1: Exited with exit code 3, T s into the run; the newest "
+        "checkpoint advanced to step 10: restart 1 of 2",
+        "run 2: task 0 on node1: Exited with exit code 3, T s into the run; the newest "
+        "checkpoint advanced to step 20: restart 2 of 2",
+        "run 3: task 0 on node1: Exited with exit code 3, T s into the run; the newest "
+        "checkpoint advanced to step 30: the restarts are used up (--max-restarts 2): exit 3"
+    ], job.context()
     assert "== supervise exited 3" in job.output, job.context()
+
+
+def test_a_crash_loop_stops_after_two_runs_and_is_not_requeued(jobs):
+    """A task killed before any step, on every run: at most two runs, exit 79 (do not
+    requeue), whatever --max-restarts says."""
+    job = jobs["crash-loop"]
+    assert (job.state, job.exit_code, job.restarts) == ("FAILED", "79:0", "0"), job.context()
+    assert len([r for r in job.ledger() if r["event"] == "run_end"]) == 2, job.context()
+    assert job.said() == [
+        "run 1: task 1 on node2: Killed (signal 9), T s into the run; no checkpoint yet: "
+        "restart 1 of 2",
+        "run 2: task 1 on node2: Killed (signal 9), T s into the run; no checkpoint yet: no "
+        "progress in the last two runs (run 1: task 1 on node2: Killed (signal 9)): the job "
+        "stops, not requeued: exit 79"], job.context()
+
+
+@pytest.mark.parametrize("mode, status, said", [
+    ("usage", "2:0", "run 1: task 0 on node1: Exited with exit code 2, T s into the run; no "
+                     "checkpoint yet: a usage or configuration error fails the same way again: "
+                     "not restarted, not requeued: exit 2"),
+    ("config", "78:0", "run 1: task 0 on node1: Exited with exit code 78, T s into the run; no "
+                       "checkpoint yet: a usage or configuration error fails the same way "
+                       "again: not restarted, not requeued: exit 78"),
+    ("save-failed", "74:0", "run 1: task 0 on node1: Exited with exit code 74, T s into the "
+                            "run; no checkpoint yet: the save failed and no checkpoint "
+                            "advanced in this run: not requeued (a requeue would redo the run "
+                            "and fail the same save): exit 74"),
+])
+def test_what_would_fail_again_is_one_run(jobs, mode, status, said):
+    job = jobs[mode]
+    assert (job.state, job.exit_code, job.restarts) == ("FAILED", status, "0"), job.context()
+    assert len([r for r in job.ledger() if r["event"] == "run_end"]) == 1, job.context()
+    assert [ln.replace("task 1 on node2", "task 0 on node1") for ln in job.said()] == [said], \
+        job.context()
 
 
 def test_exit_75_is_never_restarted_and_supervise_requeues_the_job(jobs):
@@ -153,11 +216,19 @@ def test_exit_75_is_never_restarted_and_supervise_requeues_the_job(jobs):
     assert (job.state, job.restarts) == ("PENDING", "1"), job.context()
     assert job.runs == 1, job.context()
     said = job.said()
-    assert len(said) == 2 and re.fullmatch(
-        r"task \d on node\d: Exited with exit code 75: the checkpoint is saved and the job is "
-        r"to run again \(not restarted here\)", said[0]), job.context()
-    assert said[1] == f"requeued job {job.job_id} (scontrol requeue {job.job_id}): exit 75", \
-        job.context()
+    assert len(said) == 1 and re.fullmatch(
+        r"run 1: task \d on node\d: Exited with exit code 75, T s into the run; no checkpoint "
+        rf"yet: the tasks had the warning signal; requeued job {job.job_id} \(scontrol requeue "
+        rf"{job.job_id}\): exit 75", said[0]), job.context()
+
+
+def test_a_task_killed_after_training_completed_trains_nothing_again(jobs):
+    job = jobs["done-then-killed"]
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.context()
+    assert job.runs == 1, job.context()
+    assert job.said() == [
+        "run 1: task 1 on node2: Killed (signal 9), T s into the run; its training completed "
+        "at step 10: nothing is trained again: exit 0"], job.context()
 
 
 def test_scancel_ends_the_job_and_nothing_is_restarted(jobs):
@@ -166,8 +237,8 @@ def test_scancel_ends_the_job_and_nothing_is_restarted(jobs):
     assert job.runs == 1, job.context()
     said = job.said()
     assert len(said) == 1 and re.fullmatch(
-        r"the job is ending \(SIGTERM came to supervise\): not restarted: exit \d+",
-        said[0]), job.context()
+        r"SIGTERM \(Slurm ends the job\) came to supervise; run 1: .*: Slurm ends the job "
+        r"\(scancel, or its own requeue or preemption\): exit 143", said[0]), job.context()
     assert job.seconds < 60, job.context()  # ended by SIGTERM, not the stand-in's minute
 
 
@@ -177,27 +248,86 @@ def three_nodes():
     yield from _started(("node1", "node2", "node3"), gpus={})
 
 
-def test_a_node_that_failed_twice_is_left_out_where_the_job_has_a_spare_node(three_nodes,
-                                                                             tmp_path):
-    """A 3-node job, a 2-node step (-N2): node2's task is killed on the first two runs; the
-    third run leaves node2 out (srun --exclude=node2) and runs on node1 and node3."""
+def _after(job: Job, words: str) -> list:
+    """Returns the (task, node) pairs the runs after supervise's line with ``words`` ran."""
+    last = job.output.split(words)[1]
+    return sorted(re.findall(r"^task (\d) on (node\d)$", last, re.M))
+
+
+@pytest.mark.parametrize("options, step_nodes", [
+    pytest.param("", "-N2 -n2 --ntasks-per-node=1", id="the step's own -N2"),
+    pytest.param("--spare-nodes 1", "--ntasks-per-node=1", id="--spare-nodes 1 (SPARE_NODES)"),
+])
+def test_a_node_that_failed_twice_is_left_out_where_the_job_has_a_spare_node(
+        three_nodes, tmp_path, options, step_nodes):
+    """A 3-node job, a 2-node step: node2's task is killed on the first two runs; the third
+    run leaves node2 out (srun --exclude=node2) and runs on node1 and node3."""
     job = Job("node2-twice", tmp_path / "node2-twice")
     started = time.monotonic()
-    _submit(three_nodes, job, nodes=3, restarts=3)
-    _wait(three_nodes, job, started + 60)
-    job.seconds = time.monotonic() - started
+    _submit(three_nodes, job, nodes=3, restarts=3, options=options, step_nodes=step_nodes)
+    _wait(three_nodes, job, started + 90)
     assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.context()
     assert job.runs == 3, job.context()
-    said = [re.sub(r"\d+\.\d s", "T s", line) for line in job.said()]
-    assert said == [
-        "task 1 on node2: Killed (signal 9), T s into the run; restart 1 of 3",
-        "task 1 on node2: Killed (signal 9), T s into the run; restart 2 of 3",
-        "node2 failed 2 times: the next run leaves it out (--exclude=node2; the job has 1 node "
-        "more than the step)",
+    assert job.said() == [
+        "run 1: task 1 on node2: Killed (signal 9), T s into the run; the newest checkpoint "
+        "advanced to step 10: restart 1 of 3",
+        "run 2: task 1 on node2: Killed (signal 9), T s into the run; the newest checkpoint "
+        "advanced to step 20: restart 2 of 3",
+        "the next run leaves out node2 (failed twice in this job): the job has 1 node more "
+        "than the step needs",
         "the step completed after 2 restarts"], job.context()
-    last = job.output.split("the next run leaves it out")[1]
-    assert sorted(re.findall(r"^task (\d) on (node\d)$", last, re.M)) == [
-        ("0", "node1"), ("1", "node3")], job.context()
+    assert _after(job, "the next run leaves out") == [("0", "node1"), ("1", "node3")], \
+        job.context()
+
+
+def test_a_node_the_site_drained_is_left_out_at_once(three_nodes, tmp_path):
+    """node2 drained by the site while the job runs (scontrol update State=DRAIN), its task
+    then killed: the next run leaves it out after one failure."""
+    job = Job("node2-drained", tmp_path / "node2-drained")
+    started = time.monotonic()
+    _submit(three_nodes, job, nodes=3, restarts=3, step_nodes="-N2 -n2 --ntasks-per-node=1")
+    try:
+        while "task 0 on" not in job.output and time.monotonic() < started + 60:
+            time.sleep(0.2)
+        r = three_nodes.run(["scontrol", "update", "NodeName=node2", "State=DRAIN",
+                             "Reason=mpi_resolver test"], timeout=30)
+        assert r.returncode == 0, r.stderr
+        (job.directory / "drained").touch()
+        _wait(three_nodes, job, started + 90)
+    finally:
+        three_nodes.run(["scontrol", "update", "NodeName=node2", "State=RESUME"], timeout=30)
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.context()
+    assert job.said()[1] == ("the next run leaves out node2 (drained or down): the job has 1 "
+                             "node more than the step needs"), job.context()
+    assert _after(job, "the next run leaves out") == [("0", "node1"), ("1", "node3")], \
+        job.context()
+
+
+def test_a_node_that_failed_twice_is_excluded_from_the_requeued_job(three_nodes, tmp_path):
+    """A 2-node job on a 3-node partition, no spare node in it: node2 fails twice (restarts
+    on it), then the tasks save and ask to run again: supervise requeues the job and
+    excludes node2 from it (scontrol update ExcNodeList on the pending job)."""
+    job = Job("node2-twice-75", tmp_path / "node2-twice-75")
+    started = time.monotonic()
+    _submit(three_nodes, job, 2, 3, "", STEP_NODES, "--nodelist=node1,node2")
+    try:
+        fields: Dict[str, str] = {}
+        while time.monotonic() < started + 90:  # requeued, and supervise said it all
+            fields = show(three_nodes, job.job_id)
+            if fields.get("JobState") in FINAL or (
+                    fields.get("Restarts") == "1" and ": exit 75" in job.output):
+                break
+            time.sleep(0.3)
+        fields = show(three_nodes, job.job_id)  # after supervise's last word
+    finally:
+        three_nodes.run(["scancel", job.job_id], timeout=30)
+    assert job.runs == 3, job.context()
+    assert fields.get("ExcNodeList") == "node2", (fields, job.context())
+    assert re.fullmatch(
+        r"run 3: task \d on node\d: Exited with exit code 75, T s into the run; the newest "
+        rf"checkpoint advanced to step 30: the tasks had the warning signal; requeued job "
+        rf"{job.job_id} \(scontrol requeue {job.job_id}\); excluded node2 \(scontrol update "
+        rf"JobId={job.job_id} ExcNodeList=node2\): exit 75", job.said()[-1]), job.context()
 
 
 def mpirun_env() -> Dict[str, str]:
@@ -221,7 +351,7 @@ def test_supervise_in_front_of_mpirun_without_slurm(tmp_path):
     assert re.search(rf"^mpirun noticed that process rank 1 with PID \d+ on node {host} "
                      r"exited on signal 9 \(Killed\)\.$", proc.stderr, re.M), where
     said = [ln[len(PREFIX):] for ln in proc.stderr.splitlines() if ln.startswith(PREFIX)]
-    assert len(said) == 2, where
-    assert re.fullmatch(rf"rank 1 on {host}: Killed \(signal 9\), \d+\.\d s into the run; "
-                        r"restart 1 of 1", said[0]), where
-    assert said[1] == "the step completed after 1 restart", where
+    assert len(said) == 3, where  # the first: no checkpoint directory to see
+    assert re.fullmatch(rf"run 1: rank 1 on {host}: Killed \(signal 9\), \d+\.\d s into the "
+                        r"run: restart 1 of 1", said[1]), where
+    assert said[2] == "the step completed after 1 restart", where

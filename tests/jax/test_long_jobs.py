@@ -119,7 +119,8 @@ def test_the_template_without_scontrol_supervise_requeues(jobs: Dict[str, Job]) 
     first = job.runs()[0]
     assert "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75" in first, \
         job.context()
-    assert f"mpi-resolver supervise: requeued job {job.job_id} " in first, job.context()
+    assert re.search(rf"^mpi-resolver supervise: run 1: .*; requeued job {job.job_id} "
+                     rf"\(scontrol requeue {job.job_id}\): exit 75$", first, re.M), job.context()
     assert "scontrol is not on" not in first, job.context()
     assert job.states[-1] == "COMPLETED None Restarts=1", job.context()
 
@@ -160,7 +161,7 @@ def test_a_killed_process_costs_at_most_one_interval_and_the_step_restarts(
     assert re.search(rf"^steps done: 150 \(resumed from {k}\)$", "".join(step.stdout),
                      re.M), where
     err = "".join(step.stderr)
-    assert len(re.findall(r"supervise: task 1 on node2: Killed\b.*restart 1 of 1$", err,
+    assert len(re.findall(r"supervise: run 1: task 1 on node2: Killed\b.*restart 1 of 1$", err,
                           re.M)) == 1, where
 
 

@@ -584,3 +584,17 @@ def _step_group(supervise_pid: int) -> int:
     """Returns the process group of supervise's step (its child, in a group of its own)."""
     children = Path(f"/proc/{supervise_pid}/task/{supervise_pid}/children").read_text().split()
     return os.getpgid(int(children[0]))
+
+
+def test_the_warned_file_alone_is_passed_on_to_the_running_step(tmp_path: Path) -> None:
+    """The batch script's trap signalled the job's tasks before this step's tasks existed (a
+    restart starting): supervise, seeing the mark, passes the warning on to the step once."""
+    warned = tmp_path / "warned"
+    proc = subprocess.Popen([sys.executable, "-m", "mpi_resolver", "supervise", "--warned-file",
+                             str(warned), "--", sys.executable, "-c", WAIT_THEN_75],
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"step started\n"
+    warned.touch()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 75, err  # the step had USR1 from supervise: it saved, 75
+    assert said(err)[-1].startswith("the warning signal came to supervise; run 1: python")

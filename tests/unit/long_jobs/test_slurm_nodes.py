@@ -79,18 +79,24 @@ def test_partition_usable_and_job_partition() -> None:
     assert sn.job_partition("12", run) == "debug"
 
 
-def test_exclude_keeps_the_job_s_own_exclusions() -> None:
-    run = Scontrol({"show": (0, "JobId=12 JobState=PENDING ExcNodeList=node5"),
-                    "update": (0, "")})
-    assert sn.exclude("12", ["node2"], run) == (
+def test_the_job_s_own_exclusions_are_read_and_kept() -> None:
+    run = Scontrol({"show": (0, "JobId=12 JobState=RUNNING ExcNodeList=node5")})
+    assert sn.current_exclusions("12", run) == "node5"
+    assert sn.current_exclusions("12", Scontrol({"show": (0, "JobId=12 ExcNodeList=(null)")})) \
+        == ""
+    assert sn.current_exclusions("12", Scontrol({}, error=OSError("no scontrol"))) == ""
+
+
+def test_exclude_sets_the_pending_job_s_list() -> None:
+    run = Scontrol({"update": (0, "")})
+    assert sn.exclude("12", "node5,node2", run) == (
         True, "scontrol update JobId=12 ExcNodeList=node5,node2")
-    assert run.calls[-1] == ["update", "JobId=12", "ExcNodeList=node5,node2"]
+    assert run.calls == [["update", "JobId=12", "ExcNodeList=node5,node2"]]
 
 
 def test_an_exclusion_that_fails_says_scontrol_s_words() -> None:
-    run = Scontrol({"show": (0, "JobId=12 ExcNodeList=(null)"),
-                    "update": (1, "Access/permission denied for job 12")})
-    assert sn.exclude("12", ["node2"], run) == (
-        False, "scontrol update JobId=12 ExcNodeList=node2 failed (exit 1: Access/permission "
-               "denied for job 12)")
-    assert sn.exclude("12", ["node2"], Scontrol({}, error=OSError("no scontrol")))[0] is False
+    run = Scontrol({"update": (1, "Job is no longer pending execution for job 12")})
+    assert sn.exclude("12", "node2", run) == (
+        False, "scontrol update JobId=12 ExcNodeList=node2 failed (exit 1: Job is no longer "
+               "pending execution for job 12)")
+    assert sn.exclude("12", "node2", Scontrol({}, error=OSError("no scontrol")))[0] is False

@@ -157,3 +157,26 @@ def test_with_nodes(argv, count, out) -> None:
 
     line = read_srun(argv)
     assert line is not None and line.with_nodes(count) == out
+
+
+@pytest.mark.parametrize("argv, count, per_node, out", [
+    (["srun", "python"], 2, 1, ["srun", "--nodes=2", "--ntasks=2", "python"]),
+    (["srun", "python"], 2, 4, ["srun", "--nodes=2", "--ntasks=8", "python"]),
+    (["srun", "-n", "3", "python"], 2, 4, ["srun", "-n", "3", "--nodes=2", "python"]),
+    (["srun", "--ntasks=3", "python"], 2, 4, ["srun", "--ntasks=3", "--nodes=2", "python"]),
+    (["srun", "python"], 2, None, ["srun", "--nodes=2", "python"]),
+])
+def test_with_nodes_and_their_tasks(argv, count, per_node, out) -> None:
+    from mpi_resolver.long_jobs.srun_options import read_srun
+
+    line = read_srun(argv)
+    assert line is not None and line.with_nodes(count, per_node) == out
+
+
+@pytest.mark.parametrize("env, per_node", [
+    ({"SLURM_NTASKS_PER_NODE": "4"}, 4), ({"SLURM_NTASKS_PER_NODE": "2(x3)"}, None), ({}, None),
+])
+def test_tasks_per_node(env, per_node) -> None:
+    from mpi_resolver.long_jobs.srun_options import tasks_per_node
+
+    assert tasks_per_node(env) == per_node
