@@ -110,9 +110,6 @@ def test_a_hang_before_the_first_step_ends_at_the_start_bound_and_is_restarted(
                           str(MINIMUM), "20", str(marker)], env=env)
     try:
         step.wait_for(r"^\s*1: worker 1: batch 0 never comes$", START)
-        hung = time.monotonic()
-        step.wait_for(r"restart 1 of 1$", start + 60)
-        restarted = time.monotonic() - hung
         rc = step.finish(START)
     finally:
         step.kill()
@@ -128,9 +125,11 @@ def test_a_hang_before_the_first_step_ends_at_the_start_bound_and_is_restarted(
         rf"{re.escape(SCRIPT)}:\d+ batches, Python that TensorFlow runs", err, re.M), where
     said = [ln.split("mpi-resolver supervise: ", 1)[1] for ln in err.splitlines()
             if "mpi-resolver supervise: run 1:" in ln]
-    assert len(said) == 1 and re.fullmatch(
-        r"run 1: task 1 on node2: hung \(step 1 has run \d+\.\d\d s\), \d+\.\d s into the run: "
-        r"restart 1 of 1", said[0]), where
+    ran = re.fullmatch(
+        r"run 1: task 1 on node2: hung \(step 1 has run \d+\.\d\d s\), (\d+\.\d) s into the "
+        r"run: restart 1 of 1", said[0]) if len(said) == 1 else None
+    assert ran, where
+    # the run: TensorFlow's start (seconds) and the start bound, not the time limit's hours
+    assert float(ran.group(1)) < start + 60, where
     assert "the step completed after 1 restart" in err, where
     assert step.text.count("worker 0: done") == 1, where
-    assert restarted < start + 30, f"restarted {restarted:.1f} s after the hang{where}"

@@ -504,3 +504,17 @@ def test_getting_started_gives_the_resolver_s_signature():
     assert shown, "docs/getting-started.md shows no `MPIClusterResolver(...)` signature"
     names = [p.split("=")[0].strip() for p in shown.group(1).replace("\n", " ").split(",")]
     assert names == [*positional, "*", *own], names
+
+
+# ------------------------------------------------------------------ the restart policy
+def test_the_restart_policy_table_is_the_code_s():
+    """docs/long-jobs.md's table of supervise's restart policy is long_jobs.policy.ROWS, row
+    by row, in order (the rows are both the rule and its documentation)."""
+    from mpi_resolver.long_jobs.policy import ROWS, in_words
+
+    text = (ROOT / "docs" / "long-jobs.md").read_text()
+    header = "| # | what came to supervise | how the run ended | progress | then | why |"
+    assert header in text
+    lines = text.split(header, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    shown = [tuple(c.strip() for c in line.strip("|").split("|")) for line in lines]
+    assert shown == [(str(i), *in_words(row)) for i, row in enumerate(ROWS, 1)]
