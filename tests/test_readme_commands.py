@@ -90,8 +90,8 @@ def test_demo_script_end_to_end():
     runs = re.findall(r"^== job (\d+) \(run (\d)\)", job, re.M)
     assert [run for _, run in runs] == ["1", "2"] and len({j for j, _ in runs}) == 1, job
     assert "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75" in job, job
-    assert re.search(r"^mpi-resolver supervise: requeued job \d+ \(scontrol requeue \d+\): "
-                     r"exit 75$", job, re.M), job
+    assert re.search(r"^mpi-resolver supervise: run 1: .*: the tasks had the warning signal; "
+                     r"requeued job \d+ \(scontrol requeue \d+\): exit 75$", job, re.M), job
     steps = [(int(n), int(k)) for n, k in
              re.findall(r"^steps done: (\d+) \(resumed from (\d+)\)$", job, re.M)]
     assert len(steps) == 2 and steps[0][1] == 0, (steps, job)

@@ -20,7 +20,7 @@ from mpi_resolver.long_jobs.requeue import FORGOTTEN, job_state, requeue_target
 
 __all__ = ["MANIFEST", "this_job", "this_cluster", "manifest_for", "read_manifest",
            "write_manifest", "foreign_warning", "remove_manifest", "check_directory_together",
-           "claim_directory", "completed_for", "completed", "finished_together"]
+           "claim_directory", "completed_for", "completed", "finished_together", "unreadable"]
 
 MANIFEST = "mpi_resolver.json"
 #: Slurm's job states of a job that has not ended yet (COMPLETING: its tasks may still be
@@ -61,6 +61,27 @@ def read_manifest(directory: str) -> Optional[Dict[str, Any]]:
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
+
+
+def unreadable(directory: str) -> Optional[str]:
+    """Returns why ``directory``'s manifest, which is there, cannot be read (not JSON, not an
+    object, a read error), with the way out; None where it reads or is not there."""
+    path = os.path.join(directory, MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as f:
+            found = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or " ".join(str(e).split())
+    else:
+        if isinstance(found, dict):
+            return None
+        why = f"a JSON {type(found).__name__}, not an object"
+    return (f"{path} cannot be read ({why}): it names the job whose checkpoints are beside it, "
+            "so the directory is not used blindly. If no job uses the directory any more, "
+            "remove that file (the checkpoints stay, and this job takes them over), or give "
+            "this job a directory of its own.")
 
 
 def write_manifest(directory: str, manifest: Mapping[str, Any]) -> None:
@@ -187,10 +208,13 @@ def check_directory_together(coord: Any, key: str, directory: str, job: Optional
 
     Raises:
       ConfigurationError: another job that has not ended, or whose end scontrol cannot
-        confirm, wrote the directory (a restart would meet it again: exit 78 if uncaught).
+        confirm, wrote the directory, or its manifest cannot be read (a restart would meet
+        it again: exit 78 if uncaught).
     """
     verdict = ""
     if coord.chief:
+        verdict = unreadable(directory) or ""
+    if coord.chief and not verdict:
         try:
             warning = foreign_warning(directory, read_manifest(directory), job,
                                       lambda j: job_state(j, timeout=10.0),

@@ -75,7 +75,7 @@ class SlurmCluster:
                  workdir: str | None = None, gpus: Mapping[str, int] | None = None,
                  gres: Mapping[str, int] | None = None, port: int | None = None,
                  private_shm: bool = True, kill_wait: int = 5,
-                 slurmd_timeout: int | None = None) -> None:
+                 slurmd_timeout: int | None = None, memory_mb: int | None = None) -> None:
         """Describe the cluster; nothing runs until start().
 
         Args:
@@ -94,6 +94,10 @@ class SlurmCluster:
             slurmd_timeout: Slurm's SlurmdTimeout, the seconds without an answer from a
                 node's slurmd before slurmctld sets the node DOWN (None: not written,
                 Slurm's default 300).
+            memory_mb: each node's memory (RealMemory), which Slurm then allocates and
+                enforces with cgroup v1 (task/cgroup, ConstrainRAMSpace: a task over its
+                job's --mem is killed by the kernel's OOM killer, and srun says "Out Of
+                Memory"); None: memory neither counted nor enforced.
         """
         if not nodes or len(set(nodes)) != len(nodes):
             raise ValueError(f"nodes must be distinct and non-empty: {list(nodes)}")
@@ -111,6 +115,7 @@ class SlurmCluster:
         self.private_shm = private_shm
         self.kill_wait = kill_wait
         self.slurmd_timeout = slurmd_timeout
+        self.memory_mb = memory_mb
         self.cpus_per_node = cpus_per_node
         self.gpus: dict[str, int] = dict(gpus or {})
         self.gres: dict[str, int] = dict(gres or {})
@@ -383,13 +388,13 @@ class SlurmCluster:
         """slurm.conf, mpi.conf, cgroup.conf, plugstack.conf, gres.conf and the fake nvidia-smi
         (slurm_files); the clients' environment."""
         files = slurm_files.config_files(
-            self.workdir, gres=self.gres,
+            self.workdir, gres=self.gres, memory=self.memory_mb is not None,
             slurm_conf=slurm_files.slurm_conf(
                 self.workdir, name=f"mpir{self.tag.replace('-', 'x')}",
                 controller=(socket.gethostname().split(".")[0], self.bridge_addr), port=port,
                 nodes=[(n, self._addr[n]) for n in self.node_names],
                 cpus_per_node=self.cpus_per_node, gres=self.gres, kill_wait=self.kill_wait,
-                slurmd_timeout=self.slurmd_timeout))
+                slurmd_timeout=self.slurmd_timeout, memory_mb=self.memory_mb))
         for name, text in files.items():
             with open(self._p(name), "w") as f:
                 f.write(text)

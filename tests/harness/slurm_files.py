@@ -31,12 +31,17 @@ def message_timeout(kill_wait: int) -> int:
 
 def slurm_conf(w: str, *, name: str, controller: Tuple[str, str], port: int,
                nodes: Sequence[Tuple[str, str]], cpus_per_node: int, gres: Mapping[str, int],
-               kill_wait: int, slurmd_timeout: Optional[int]) -> str:
+               kill_wait: int, slurmd_timeout: Optional[int],
+               memory_mb: Optional[int] = None) -> str:
     """Returns slurm.conf of a cluster whose files are in ``w``: ``controller`` is (host name,
-    address), ``nodes`` (name, address) in Slurm's order, slurmd on ``port`` + 1."""
+    address), ``nodes`` (name, address) in Slurm's order, slurmd on ``port`` + 1; with
+    ``memory_mb`` each node's memory, allocated and enforced by task/cgroup."""
+    memory = "" if memory_mb is None else f" RealMemory={memory_mb}"
     lines = "\n".join(f"NodeName={n} NodeHostname={n} NodeAddr={addr} CPUs={cpus_per_node}"
-                      + (f" Gres=gpu:{gres[n]}" if n in gres else "") + " State=UNKNOWN"
-                      for n, addr in nodes)
+                      + memory + (f" Gres=gpu:{gres[n]}" if n in gres else "")
+                      + " State=UNKNOWN" for n, addr in nodes)
+    task, select = ("task/none", "CR_CPU") if memory_mb is None else ("task/cgroup",
+                                                                       "CR_CPU_Memory")
     timeout = "" if slurmd_timeout is None else f"SlurmdTimeout={slurmd_timeout}\n"
     return f"""\
 ClusterName={name}
@@ -58,13 +63,13 @@ SlurmctldDebug=info
 SlurmdDebug=info
 PlugStackConfig={w}/plugstack.conf
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin={task}
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc={w}/log/jobcomp.txt
 SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
+SelectTypeParameters={select}
 SlurmdParameters=config_overrides
 SwitchType=switch/none
 MpiDefault=none
@@ -80,14 +85,19 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 
-def config_files(w: str, *, gres: Mapping[str, int], slurm_conf: str) -> dict[str, str]:
+def config_files(w: str, *, gres: Mapping[str, int], slurm_conf: str,
+                 memory: bool = False) -> dict[str, str]:
     """Returns {file name: text} of slurm.conf and the files beside it, where Slurm looks for
     them (slurm.conf's directory: -f / SLURM_CONF). GRES GPUs are existing device files
-    (/dev/tty0..N-1): Slurm 22.05 numbers them by their position in File."""
+    (/dev/tty0..N-1): Slurm 22.05 numbers them by their position in File. ``memory``: the
+    job's memory enforced (cgroup v1, as this machine mounts it; no swap beyond it)."""
+    cgroup = ("CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\nConstrainRAMSpace=yes\n"
+              "ConstrainSwapSpace=yes\nAllowedSwapSpace=0\n" if memory else
+              "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
     return {
         "slurm.conf": slurm_conf,
         "mpi.conf": f"PMIxCliTmpDirBase={w}/spool/pmix\nPMIxEnv=PMIX_SECURITY_MODE=native\n",
-        "cgroup.conf": "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n",
+        "cgroup.conf": cgroup,
         "plugstack.conf": "",
         "gres.conf": "AutoDetect=off\n" + "".join(
             f"NodeName={n} Name=gpu File=/dev/tty[0-{k - 1}]\n" if k > 1 else

@@ -212,3 +212,64 @@ def test_a_signal_to_one_process_stops_both_at_one_step(jax_cluster: SlurmCluste
     (done,) = [int(n) for n in re.findall(r"^steps done: (\d+) \(resumed from 0\)$",
                                            run.stdout, re.M)]
     assert 50 <= done < 2000 and not re.search(r"^epoch 40/", run.stdout, re.M), run.context()
+
+
+#: A JAX loop with LongJob that completes its training, then loses process 1 (as an
+#: out-of-memory in the final evaluation would, or JAX's abort where process 0 ends first).
+DONE_THEN_KILLED = """import os, signal
+from mpi_resolver.jax import initialize, LongJob
+initialize(port_base="auto")
+import jax.numpy as jnp
+job = LongJob(checkpoint_every=5)
+state = {"w": jnp.zeros(3)}
+step, state = job.restore(state)
+print("start", step, flush=True)
+while step < 20:
+    state = {"w": state["w"] + 1}
+    step += 1
+    job.step_done(step, state)
+job.complete(remove=True)
+print("completed", step, flush=True)
+if os.environ.get("SLURM_PROCID") == "1":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+BATCH = """#!/bin/bash
+export MPI_RESOLVER_CHECKPOINT_DIR={directory}/ckpt
+mkdir -p "$MPI_RESOLVER_CHECKPOINT_DIR"
+{python} -m mpi_resolver supervise --max-restarts 2 -- \\
+  srun --mpi=pmix --kill-on-bad-exit=1 {jax_python} {script}
+"""
+
+
+def test_a_process_lost_after_the_training_completed_trains_nothing_again(
+        jax_cluster: SlurmCluster, jax_python: str, tmp_path: Path) -> None:
+    """LongJob.complete() records the job's training completed (every process's end, then the
+    manifest); process 1 then dies: supervise ends the job with 0 (COMPLETED), no run again."""
+    from tests.cluster.longjobs import show
+
+    (tmp_path / "loop.py").write_text(DONE_THEN_KILLED)
+    (tmp_path / "job.sh").write_text(BATCH.format(directory=tmp_path, python=PY,
+                                                  jax_python=jax_python,
+                                                  script=tmp_path / "loop.py"))
+    r = jax_cluster.run(["sbatch", "--parsable", "-N2", "--ntasks-per-node=1",
+                         f"--output={tmp_path / 'out.txt'}", str(tmp_path / "job.sh")],
+                        env=job_env(jax_python), timeout=30)
+    assert r.returncode == 0, r.stderr
+    job_id = r.stdout.strip()
+    fields: Dict[str, str] = {}
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        fields = show(jax_cluster, job_id)
+        if fields.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
+            break
+        time.sleep(0.5)
+    out = (tmp_path / "out.txt").read_text(errors="replace")
+    jax_cluster.run(["scancel", job_id], timeout=30)
+    where = f"\n{fields}\n{out}"
+    assert (fields.get("JobState"), fields.get("ExitCode")) == ("COMPLETED", "0:0"), where
+    assert out.count("start 0") == 2 and "start 20" not in out, where  # one run, no retraining
+    assert re.search(r"^mpi-resolver supervise: run 1: task 1 on node2: Killed \(signal 9\), "
+                     r".*; its training completed at step 20: nothing is trained again: exit 0$",
+                     out, re.M), where
+    manifest = (tmp_path / "ckpt" / "mpi_resolver.json").read_text()
+    assert '"completed": true' in manifest and not list((tmp_path / "ckpt").glob("ckpt-*.npz"))

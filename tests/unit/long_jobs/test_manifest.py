@@ -221,3 +221,96 @@ def test_check_directory_together(tmp_path, monkeypatch, caplog, chief, other, s
                 r.getMessage()]
     assert len(warnings) == (1 if warned else 0)
     assert all(f"{tmp_path} holds the checkpoint of job 11" in w for w in warnings)
+
+
+@pytest.mark.parametrize("content, why", [
+    ('{"job": "11", "step"', "Expecting ':' delimiter: line 1 column 21 (char 20)"),
+    ("[1, 2]", "a JSON list, not an object"),
+    ("", "Expecting value: line 1 column 1 (char 0)"),
+    (None, "Is a directory"),  # a directory of that name
+])
+def test_a_manifest_that_cannot_be_read_is_refused_naming_it_and_nothing_deleted(
+        tmp_path, content, why):
+    from mpi_resolver.core.errors import ConfigurationError
+    from mpi_resolver.long_jobs import manifest as m
+
+    path = tmp_path / m.MANIFEST
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    (tmp_path / "ckpt-1.index").write_text("kept")
+    said = m.unreadable(str(tmp_path))
+    assert said == (f"{path} cannot be read ({why}): it names the job whose checkpoints are "
+                    "beside it, so the directory is not used blindly. If no job uses the "
+                    "directory any more, remove that file (the checkpoints stay, and this job "
+                    "takes them over), or give this job a directory of its own.")
+    coord = Meeting(True)
+    with pytest.raises(ConfigurationError) as e:
+        m.check_directory_together(coord, "k", str(tmp_path), "12")
+    assert str(e.value) == said and coord.calls == [("k_directory", said, WHAT)]
+    assert path.exists() and (tmp_path / "ckpt-1.index").read_text() == "kept"
+
+
+def test_a_readable_or_absent_manifest_is_no_problem(tmp_path):
+    from mpi_resolver.long_jobs import manifest as m
+
+    assert m.unreadable(str(tmp_path)) is None
+    m.write_manifest(str(tmp_path), {"job": "12", "step": 3})
+    assert m.unreadable(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("manifest, job, done", [
+    ({"job": "12", "completed": True}, "12", True),
+    ({"job": "12", "completed": True}, "13", False),  # another job's: it starts afresh
+    ({"job": "12", "completed": "yes"}, "12", False),
+    ({"job": "12"}, "12", False),
+    ({"job": None, "completed": True}, None, False),  # no Slurm job: the command runs again
+    (None, "12", False),
+])
+def test_completed_for(manifest, job, done):
+    from mpi_resolver.long_jobs.manifest import completed_for
+
+    assert completed_for(manifest, job) is done
+
+
+def test_completed_marks_the_final_step():
+    from mpi_resolver.long_jobs.manifest import completed
+
+    assert completed({"job": "12", "step": 40, "host": "n1"}, 200) == {
+        "job": "12", "step": 200, "host": "n1", "completed": True}
+
+
+@pytest.mark.parametrize("chief, manifest, told, line", [
+    (True, {"job": "12", "step": 200, "completed": True}, "",
+     "job 12's training completed at step 200 (the manifest in DIR): nothing to train again; "
+     "exit 0"),
+    (True, {"job": "11", "step": 200, "completed": True}, "", None),
+    (True, None, "", None),
+    (False, None, "job 12's training completed ...", "job 12's training completed ..."),
+    (False, None, "", None),
+])
+def test_finished_together(tmp_path, chief, manifest, told, line):
+    from mpi_resolver.long_jobs import manifest as m
+
+    if manifest is not None:
+        m.write_manifest(str(tmp_path), manifest)
+    coord = Meeting(chief, told)
+    said = m.finished_together(coord, "k", str(tmp_path), "12")
+    assert said == (line.replace("DIR", str(tmp_path)) if line else None)
+    assert coord.calls[0][0] == "k_completed"
+
+
+def test_claim_directory_refuses_one_that_cannot_be_written(tmp_path):
+    from mpi_resolver.core.errors import ConfigurationError
+    from mpi_resolver.long_jobs.manifest import MANIFEST, claim_directory
+
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(ConfigurationError) as e:
+        claim_directory(str(tmp_path / "file"), {"job": "12"})
+    assert str(e.value).startswith(f"the checkpoint directory {tmp_path / 'file'} cannot be "
+                                   "written (")
+    assert str(e.value).endswith(f"(`srun mpi-resolver check --checkpoint-dir {tmp_path / 'file'}"
+                                 "` checks it from every node).")
+    claim_directory(str(tmp_path / "new"), {"job": "12"})
+    assert (tmp_path / "new" / MANIFEST).exists()

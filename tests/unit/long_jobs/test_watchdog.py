@@ -8,10 +8,11 @@ import math
 import pytest
 
 from mpi_resolver.core.errors import FormatError, ResolutionError
-from mpi_resolver.long_jobs.watchdog import (DEFAULT_FACTOR, DEFAULT_MINIMUM, DEFAULT_WARMUP,
-                                              DEFAULT_WINDOW, EXIT_STATUS, FACTOR_VARIABLE,
-                                              MINIMUM_VARIABLE, StepRule, median, parse_factor,
-                                              parse_minimum, step_rule)
+from mpi_resolver.long_jobs.watchdog import (DEFAULT_FACTOR, DEFAULT_MINIMUM, DEFAULT_START,
+                                             DEFAULT_WARMUP, DEFAULT_WINDOW, EXIT_STATUS,
+                                             FACTOR_VARIABLE, MINIMUM_VARIABLE, START_VARIABLE,
+                                             StepRule, median, parse_factor, parse_minimum,
+                                             parse_start, step_rule)
 
 pytestmark = pytest.mark.unit
 
@@ -58,7 +59,8 @@ def test_warm_up_steps_do_not_count(warmup, step, counts):
 
 
 def test_the_defaults():
-    assert StepRule() == StepRule(factor=10.0, minimum=300.0, warmup=2, window=100)
+    assert StepRule() == StepRule(factor=10.0, minimum=300.0, warmup=2, window=100,
+                                  start=1800.0)
     assert (DEFAULT_FACTOR, DEFAULT_MINIMUM, DEFAULT_WARMUP, DEFAULT_WINDOW) == (10, 300, 2, 100)
     assert (FACTOR_VARIABLE, MINIMUM_VARIABLE) == ("MPI_RESOLVER_STEP_TIMEOUT_FACTOR",
                                                    "MPI_RESOLVER_STEP_TIMEOUT_MIN")
@@ -172,3 +174,44 @@ def test_step_rule_refuses(kwargs, message):
 @pytest.mark.parametrize("warmup, window", [(0, 1), (5, 7)])
 def test_step_rule_keeps_the_counts(warmup, window):
     assert step_rule(warmup=warmup, window=window) == StepRule(warmup=warmup, window=window)
+
+
+@pytest.mark.parametrize("value, seconds", [
+    ("1800", 1800.0), ("30m", 1800.0), ("1h", 3600.0), ("0.5", 0.5), (" 45m ", 2700.0),
+    (120, 120.0), (0.001, 0.001),
+])
+def test_parse_start(value, seconds):
+    assert parse_start(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "off", "", "5d", "1e9s", float("inf"), True, None,
+                                   0])
+def test_parse_start_refuses_naming_the_argument_and_the_forms(value):
+    with pytest.raises(FormatError) as e:
+        parse_start(value, "MPI_RESOLVER_START_TIMEOUT")
+    assert str(e.value).startswith(f"MPI_RESOLVER_START_TIMEOUT={value!r}: expected the seconds "
+                                   "the first step may take, a duration above 0: seconds "
+                                   "('1800', '1800s'), minutes ('30m') or hours ('1h')")
+
+
+@pytest.mark.parametrize("start, environ, expected", [
+    (None, {}, DEFAULT_START),
+    (None, {START_VARIABLE: "45m"}, 2700.0),
+    (None, {START_VARIABLE: " "}, DEFAULT_START),
+    ("10", {START_VARIABLE: "45m"}, 10.0),  # the argument wins
+])
+def test_the_start_bound_from_the_argument_or_the_variable(start, environ, expected):
+    assert step_rule(start=start, environ=environ).start == expected
+
+
+def test_a_bad_start_variable_is_a_configuration_error_naming_it():
+    from mpi_resolver.core.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as e:
+        step_rule(environ={START_VARIABLE: "soon"})
+    assert str(e.value).startswith("MPI_RESOLVER_START_TIMEOUT='soon': expected the seconds")
+
+
+def test_the_start_default_and_its_variable():
+    assert DEFAULT_START == 1800.0 and START_VARIABLE == "MPI_RESOLVER_START_TIMEOUT"
+    assert StepRule().start == DEFAULT_START
