@@ -11,7 +11,8 @@ from mpi_resolver.core.errors import (ConfigurationError, FormatError, Resolutio
                                       VariableError)
 
 __all__ = ["PORT_BASE", "GPUS_PER_NODE", "CHECKPOINT_DIR", "SIGNAL", "CHECKPOINT_EVERY", "KEEP",
-           "NODE_MTBF_HOURS", "VARIABLES", "setting", "number_text"]
+           "NODE_MTBF_HOURS", "STEP_TIMEOUT_FACTOR", "STEP_TIMEOUT_MIN", "START_TIMEOUT",
+           "VARIABLES", "setting", "number_text"]
 
 PORT_BASE = "MPI_RESOLVER_PORT_BASE"
 GPUS_PER_NODE = "MPI_RESOLVER_GPUS_PER_NODE"
@@ -20,6 +21,9 @@ SIGNAL = "MPI_RESOLVER_SIGNAL"
 CHECKPOINT_EVERY = "MPI_RESOLVER_CHECKPOINT_EVERY"
 KEEP = "MPI_RESOLVER_KEEP"
 NODE_MTBF_HOURS = "MPI_RESOLVER_NODE_MTBF_HOURS"
+STEP_TIMEOUT_FACTOR = "MPI_RESOLVER_STEP_TIMEOUT_FACTOR"
+STEP_TIMEOUT_MIN = "MPI_RESOLVER_STEP_TIMEOUT_MIN"
+START_TIMEOUT = "MPI_RESOLVER_START_TIMEOUT"
 
 #: Each variable and the argument it stands for (docs/api.md lists them; a test keeps the two
 #: the same).
@@ -31,6 +35,9 @@ VARIABLES: Dict[str, str] = {
     CHECKPOINT_EVERY: "checkpoint_every= (N steps, a duration, 'auto')",
     KEEP: "keep= (checkpoints kept)",
     NODE_MTBF_HOURS: "node_mtbf_hours= (a node's mean time between failures, for 'auto')",
+    STEP_TIMEOUT_FACTOR: "StepWatchdog's factor= (times the median step; 'off')",
+    STEP_TIMEOUT_MIN: "StepWatchdog's minimum= (a step's least bound; 'off')",
+    START_TIMEOUT: "StepWatchdog's start_timeout= (each step's bound before a median)",
 }
 
 T = TypeVar("T")

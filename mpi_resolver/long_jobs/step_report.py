@@ -40,7 +40,8 @@ _MPIRUN_SIGNAL = re.compile(r"^(?:mpirun|prterun|mpiexec) noticed that process r
 _MPIRUN_FIRST = re.compile(r"^\s*Process name:\s*\[.*,(\d+)\]+\s*$")
 _MPIRUN_CODE = re.compile(r"^\s*Exit code:\s*(\d+)\s*$")
 _LABEL = r"^(?:(?P<label>\d+): )?"
-_OOM_STEP = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill event")
+#: slurmstepd prefixes its node's name where the step spans nodes ("slurmstepd-node2: ")
+_OOM_STEP = re.compile(r"^slurmstepd(?:-[\w.-]+)?: error: Detected \d+ oom[-_]kill event")
 _WATCHDOG = re.compile(_LABEL + r"mpi_resolver: step watchdog: .*?\((?:rank (?P<rank>\d+) )?on "
                        r"(?P<node>[^,\s]+), pid \d+\): (?P<what>.*?); (?P<words>.*)\. Python "
                        r"stacks above\.")

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional, Sequence
 
+from mpi_resolver.core import settings
 from mpi_resolver.core.errors import FormatError, VariableError
 from mpi_resolver.long_jobs import exits
 
@@ -39,9 +40,9 @@ DEFAULT_WINDOW = 100
 #: is above what those take and far below the hours a hung rendezvous would hold the job.
 DEFAULT_START = 1800.0
 #: The variables read where the caller passes nothing.
-FACTOR_VARIABLE = "MPI_RESOLVER_STEP_TIMEOUT_FACTOR"
-MINIMUM_VARIABLE = "MPI_RESOLVER_STEP_TIMEOUT_MIN"
-START_VARIABLE = "MPI_RESOLVER_START_TIMEOUT"
+FACTOR_VARIABLE = settings.STEP_TIMEOUT_FACTOR
+MINIMUM_VARIABLE = settings.STEP_TIMEOUT_MIN
+START_VARIABLE = settings.START_TIMEOUT
 #: The value of either that turns the watchdog off.
 OFF = "off"
 #: A stuck step's exit status: GNU timeout's "timed out" (a failure that `supervise` reruns;

@@ -61,14 +61,16 @@ def _require_cluster_tools() -> None:
 
 def _started(nodes: Sequence[str], gpus: Optional[Mapping[str, int]] = None,
              gres: Optional[Mapping[str, int]] = None, kill_wait: int = 5,
-             cpus_per_node: int = 8) -> Iterator[SlurmCluster]:
+             cpus_per_node: int = 8,
+             memory_mb: Optional[int] = None) -> Iterator[SlurmCluster]:
     """Starts a cluster (fake nvidia-smi with GPUS_PER_NODE GPUs on every node unless ``gpus``
-    says otherwise; Slurm GRES GPUs per ``gres``); stops it after the session."""
+    says otherwise; Slurm GRES GPUs per ``gres``; each node's memory enforced where
+    ``memory_mb`` is given); stops it after the session."""
     _require_cluster_tools()
     if gpus is None:
         gpus = {n: GPUS_PER_NODE for n in nodes}
     c = SlurmCluster(nodes=nodes, gpus=gpus, gres=gres, kill_wait=kill_wait,
-                     cpus_per_node=cpus_per_node)
+                     cpus_per_node=cpus_per_node, memory_mb=memory_mb)
     try:
         c.start()
         yield c

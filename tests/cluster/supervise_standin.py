@@ -23,6 +23,8 @@ MODE:
   save-failed       every task exits 74, as after a save on the signal that failed
   done-then-killed  task 0 writes the manifest's "completed" for this job, then task 1 is
                     SIGKILLed, as after training (an evaluation's out of memory)
+  oom-once          task 1 fills 600 MB on the first run only (DIR/filled marks it; over the
+                    job's --mem, the cgroup's OOM killer ends it); progress every run
   sleep             every task says it started, then sleeps a minute, for a scancel to end
 Otherwise a task sleeps a second and says it is done. The task's number: SLURM_PROCID under
 srun, OMPI_COMM_WORLD_RANK under mpirun.
@@ -63,7 +65,8 @@ def killed_on(marker: str, times: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-if task == 0 and mode in ("node2-twice", "node2-twice-75", "node2-drained", "exit-3"):
+if task == 0 and mode in ("node2-twice", "node2-twice-75", "node2-drained", "exit-3",
+                          "oom-once"):
     manifest()
 if mode == "crash-loop" and task == 1:
     os.kill(os.getpid(), signal.SIGKILL)
@@ -77,6 +80,11 @@ if mode == "node2-drained" and node == "node2" and run == 1:
         time.sleep(0.1)
     killed_on("kills.txt", 1)
 print(f"task {task} on {node}", flush=True)
+if mode == "oom-once" and task == 1 and not os.path.exists(os.path.join(directory, "filled")):
+    open(os.path.join(directory, "filled"), "w").close()
+    time.sleep(0.5)
+    filled = [bytearray(b"x" * (1 << 20)) for _ in range(600)]  # pages touched: resident
+    time.sleep(10)  # the OOM killer ends the task before this
 if mode == "exit-3" and task == 0:
     time.sleep(0.5)
     sys.exit(3)

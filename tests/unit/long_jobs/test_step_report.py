@@ -149,6 +149,11 @@ def test_the_watchdog_s_line_is_read(line: str, rank: Optional[int], node: str,
     ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=10238881.0. Some of your "
      "processes may have been killed by the cgroup out-of-memory handler.", True, False),
     ("slurmstepd: error: Detected 2 oom_kill event in step 12.batch cgroup.", True, False),
+    ("slurmstepd-node2: error: Detected 1 oom-kill event(s) in StepId=1.0. Some of your "
+     "processes may have been killed by the cgroup out-of-memory handler.", True, False),
+    ("slurmstepd-gpu-a01.hpc: error: Detected 1 oom_kill event in StepId=3.0", True, False),
+    ("slurmstepd-: error: Detected 1 oom-kill event(s) in StepId=1.0.", False, False),
+    ("slurmstepd node2: error: Detected 1 oom-kill event(s) in StepId=1.0.", False, False),
     ("slurmstepd: error: Detected oom-kill", False, False),
     ("Timeout (0:05:00)!", False, True),
     ("2: Timeout (1:00:00)!", False, True),
