@@ -84,8 +84,7 @@ def classify(end: RunEnd, warning: int) -> Ending:
     report = end.report
     if report.hung or _status(report.first, end.status) == exits.HUNG:
         task = report.stuck()
-        return Ending(Cause.HANG, exits.HUNG if task is None else _status(task, exits.HUNG),
-                      task)
+        return Ending(Cause.HANG, _status(task, exits.HUNG), task)
     oom = report.out_of_memory
     if oom is not None or report.oom_event:
         return Ending(Cause.OUT_OF_MEMORY, _status(oom or report.first, end.status),

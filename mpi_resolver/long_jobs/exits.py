@@ -41,8 +41,8 @@ def fails_again(status: int) -> bool:
     again, so that neither supervise nor a batch script may restart or requeue it: a usage
     error (2), sysexits' 64-78 but for 75 (run again) and 74 (a save that failed, which
     supervise judges by the progress made), and supervise's own STOPPED (79)."""
-    return status in (USAGE, STOPPED) or (64 <= status <= 78 and status not in (REQUEUE,
-                                                                                SAVE_FAILED))
+    return status == USAGE or (64 <= status <= STOPPED and status not in (REQUEUE,
+                                                                          SAVE_FAILED))
 
 
 def killed_by(status: int) -> int:

@@ -18,7 +18,8 @@ __all__ = ["FAILURES_TO_LEAVE_OUT", "lemons", "left_out", "unusable", "parse_spa
 #: Failures of one node in a job after which it is left out (Meta's and the B200 study's
 #: "lemon" nodes fail again: a few nodes cause most exclusions).
 FAILURES_TO_LEAVE_OUT = 2
-#: Slurm node state flags of a node not to ask for again (scontrol show node's State=).
+#: Slurm node state flags of a node not to ask for again (scontrol show node's State=; a
+#: trailing '*' also says the node does not respond: 'IDLE*', 'DOWN*').
 UNUSABLE_STATES = ("DRAIN", "DOWN", "FAIL", "NOT_RESPONDING", "REBOOT")
 
 
@@ -43,10 +44,9 @@ def left_out(blamed: Iterable[str], drained: Sequence[str], spare: int) -> List[
 
 def unusable(states: Mapping[str, str]) -> List[str]:
     """Returns the nodes whose scontrol State (``states``: node -> 'IDLE+DRAIN', ...) says
-    the site took them out, in the order given."""
-    return [node for node, state in states.items()
-            if any(flag.startswith(UNUSABLE_STATES)
-                   for flag in state.upper().rstrip("*").split("+"))]
+    the site took them out or that they do not respond, in the order given."""
+    return [node for node, state in states.items() if state.endswith("*") or any(
+        flag.startswith(UNUSABLE_STATES) for flag in state.upper().split("+"))]
 
 
 def excludable(nodes: Sequence[str], partition_usable: Optional[int], job_nodes: int

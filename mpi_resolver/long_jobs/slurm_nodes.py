@@ -13,8 +13,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from mpi_resolver.long_jobs.nodes import unusable
 from mpi_resolver.long_jobs.requeue import SCONTROL_TIMEOUT, Runner, job_fields, run_scontrol
 
-__all__ = ["read_nodes", "node_states", "usable_in", "partition_usable", "exclude",
-           "merged_exclusions", "current_exclusions", "job_partition", "drained"]
+__all__ = ["SHOW_TIMEOUT", "read_nodes", "node_states", "usable_in", "partition_usable",
+           "exclude", "merged_exclusions", "current_exclusions", "job_partition", "drained"]
+
+#: Seconds a question to scontrol may take (supervise does without the answer after it).
+SHOW_TIMEOUT = 10.0
 
 
 def read_nodes(text: str) -> Dict[str, Dict[str, str]]:
@@ -51,7 +54,7 @@ def _show(args: Sequence[str], run: Runner, timeout: float) -> Optional[str]:
 
 
 def node_states(nodelist: str, run: Runner = run_scontrol,
-                timeout: float = 10.0) -> Optional[Dict[str, str]]:
+                timeout: float = SHOW_TIMEOUT) -> Optional[Dict[str, str]]:
     """Returns the State of each node of ``nodelist`` (a hostlist: 'node[1-3]'), None where
     scontrol cannot say."""
     text = _show(["show", "node", "-o", nodelist], run, timeout)
@@ -59,14 +62,14 @@ def node_states(nodelist: str, run: Runner = run_scontrol,
 
 
 def partition_usable(partition: str, run: Runner = run_scontrol,
-                     timeout: float = 10.0) -> Optional[int]:
+                     timeout: float = SHOW_TIMEOUT) -> Optional[int]:
     """Returns how many nodes of ``partition`` are usable, None where scontrol cannot say."""
     text = _show(["show", "node", "-o"], run, timeout)
     return None if text is None else usable_in(read_nodes(text), partition)
 
 
 def current_exclusions(target: str, run: Runner = run_scontrol,
-                       timeout: float = 10.0) -> str:
+                       timeout: float = SHOW_TIMEOUT) -> str:
     """Returns job ``target``'s ExcNodeList ('' where it has none or scontrol cannot say)."""
     current = job_fields(_show(["show", "job", "-o", target], run, timeout) or "")
     return "" if current.get("ExcNodeList", "(null)") == "(null)" else current["ExcNodeList"]
@@ -88,7 +91,7 @@ def exclude(target: str, exclusions: str, run: Runner = run_scontrol,
 
 
 def job_partition(target: str, run: Runner = run_scontrol,
-                  timeout: float = 10.0) -> Optional[str]:
+                  timeout: float = SHOW_TIMEOUT) -> Optional[str]:
     """Returns job ``target``'s partition, None where scontrol cannot say."""
     text = _show(["show", "job", "-o", target], run, timeout)
     return job_fields(text or "").get("Partition") or None

@@ -75,14 +75,13 @@ def judge(job: Job, run: int, end: RunEnd, came: Came, before: Checkpoints,
     record = RunEnded(job.job, run, ending.cause.value, ending.what(job.program),
                       ending.node, ending.cause in BLAMED, decision.status, before.step,
                       after.step, progress.value, decision.action.value, round(end.seconds, 3))
-    line = _line(job, run, end, came, ending, progress, decision, restarts, previous, after,
-                 before)
+    line = _line(job, run, end, came, ending, progress, decision, restarts, previous, after)
     return Verdict(decision, ending, progress, line, record)
 
 
 def _line(job: Job, run: int, end: RunEnd, came: Came, ending: Ending, progress: Progress,
           decision: Decision, restarts: int, previous: Optional[RunEnded],
-          after: Checkpoints, before: Checkpoints) -> Optional[str]:
+          after: Checkpoints) -> Optional[str]:
     """Returns the one line said of the run (None for a first run that completed)."""
     if ending.cause is Cause.COMPLETED and came is Came.NOTHING:
         return (f"the step completed after {restarts} restart{'s' * (restarts != 1)}"
@@ -93,11 +92,11 @@ def _line(job: Job, run: int, end: RunEnd, came: Came, ending: Ending, progress:
     else:
         parts.append(f"run {run}: {ending.what(job.program)}, {end.seconds:.1f} s into the run")
     head = "; ".join(parts)
-    said = _progress(progress, before, after)
+    said = _progress(progress, after)
     return f"{head}{'; ' + said if said else ''}: {_outcome(job, decision, restarts, previous)}"
 
 
-def _progress(progress: Progress, before: Checkpoints, after: Checkpoints) -> str:
+def _progress(progress: Progress, after: Checkpoints) -> str:
     """Returns what the run did to the newest checkpoint, in words ('' where unknown)."""
     if progress is Progress.COMPLETE:
         return f"its training completed at step {after.step}"
@@ -118,8 +117,8 @@ def _outcome(job: Job, decision: Decision, restarts: int,
     if decision.action is Action.REQUEUE:
         return decision.why
     why = decision.why
-    if previous is not None and why.startswith("no progress"):
+    if previous is not None:  # the run before this one made no progress either: name it
         why = why.replace("no progress in the last two runs",
                           f"no progress in the last two runs (run {previous.run}: "
-                          f"{previous.what})", 1)
+                          f"{previous.what})")
     return f"{why}: exit {decision.status}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence, TypeVar, Union
 
 from mpi_resolver.core import settings
 from mpi_resolver.core.errors import FormatError, VariableError
@@ -48,6 +48,8 @@ OFF = "off"
 #: A stuck step's exit status: GNU timeout's "timed out" (a failure that `supervise` reruns;
 #: not 75, the requeue's, nor 143 = 128 + SIGTERM, nor any 128 + signal): exits.HUNG.
 EXIT_STATUS = exits.HUNG
+
+T = TypeVar("T")
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DECIMAL = r"(\d+(?:\.\d*)?|\.\d+)"
@@ -164,13 +166,11 @@ def step_rule(factor: object = None, minimum: object = None, *,
     _check_count(window, "window", 1)
     if k is None or t is None:
         return None
-    return StepRule(factor=k, minimum=t, warmup=warmup, window=window,
-                    start=DEFAULT_START if s is None else s)
+    return StepRule(factor=k, minimum=t, warmup=warmup, window=window, start=s)
 
 
 def _setting(value: object, argument: str, variable: str, environ: Mapping[str, str],
-             default: float, parse: Callable[[object, str], Optional[float]]
-             ) -> Optional[float]:
+             default: float, parse: Callable[[object, str], T]) -> Union[float, T]:
     """Returns ``parse`` of the argument, else of the variable where set, else ``default``."""
     if value is not None:
         return parse(value, argument)

@@ -54,12 +54,17 @@ def srun(task: int, node: str, how: str) -> str:
     (run(124), Cause.HANG, 124, None),
     (run(143, WAITING_LINE, STUCK_LINE, srun(0, "node1", "Exited with exit code 124")),
      Cause.HANG, 124, 1),
+    (run(143, STUCK_LINE), Cause.HANG, 124, 1),  # the watchdog's line alone: its status
     (run(143, "Timeout (0:11:00)!", srun(1, "n2", "Exited with exit code 1")), Cause.HANG, 1, 1),
     # out of memory: srun's words have no status; slurmstepd's event alone
     (run(143, srun(1, "n2", "Out Of Memory"), srun(0, "n1", "Terminated")), Cause.OUT_OF_MEMORY,
      143, 1),
     (run(137, "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.0.",
          srun(0, "n1", "Killed")), Cause.OUT_OF_MEMORY, 137, 0),
+    (run(143, "slurmstepd-n1: error: Detected 1 oom-kill event(s) in StepId=7.0.",
+         srun(0, "n1", "Exited with exit code 1")), Cause.OUT_OF_MEMORY, 1, 0),
+    (run(143, srun(0, "n1", "Exited with exit code 1"), srun(1, "n2", "Out Of Memory")),
+     Cause.OUT_OF_MEMORY, 143, 1),  # the task out of memory, whichever srun named first
     # signals and other exits
     (run(143, srun(1, "node2", "Killed"), srun(0, "node1", "Terminated")), Cause.SIGNALED, 137,
      1),

@@ -30,6 +30,16 @@ def test_a_record_round_trips(tmp_path) -> None:
     assert [r["event"] for r in read] == ["run_end", "run_start"]
     assert RunEnded.of(read[0]) == record
     assert (tmp_path / LEDGER).read_text().count("\n") == 2  # one line each
+    first = (tmp_path / LEDGER).read_text().splitlines()[0]
+    assert list(json.loads(first)) == sorted(record.record())  # keys in order: lines diff
+
+
+def test_a_torn_line_then_later_runs_are_read_past_it(tmp_path) -> None:
+    """A supervise killed mid-write leaves half a line; the next one's records follow it."""
+    with open(tmp_path / LEDGER, "wb") as f:
+        f.write(b'{"event": "run_end", "job": "12", "r\xff\xfe\n')  # cut short, bad bytes
+    ledger.append(str(tmp_path), ended(2).record())
+    assert [RunEnded.of(r) for r in ledger.read(str(tmp_path))] == [ended(2)]
 
 
 def test_a_torn_line_and_other_text_are_passed_over(tmp_path) -> None:

@@ -73,6 +73,19 @@ def test_an_ended_job_s_directory_is_taken_over_with_a_warning(state, said):
         "Give each job its own directory to start afresh.")
 
 
+@pytest.mark.parametrize("completed, said", [
+    (True, f"{WHERE}: job 11's training completed; job 12 starts afresh and takes the "
+           "directory over (job 11 is COMPLETED)"),
+    (False, f"{WHERE}; job 12 resumes from it and takes the directory over (job 11 is "
+            "COMPLETED). Give each job its own directory to start afresh."),
+    ("yes", f"{WHERE}; job 12 resumes from it and takes the directory over (job 11 is "
+            "COMPLETED). Give each job its own directory to start afresh."),  # True alone
+])
+def test_a_completed_job_s_directory_is_started_afresh(completed, said):
+    manifest = {**OTHER, "completed": completed}
+    assert foreign_warning("/ckpt", manifest, "12", lambda job: "COMPLETED") == said
+
+
 @pytest.mark.parametrize("state", ["RUNNING", "PENDING", "SUSPENDED", "REQUEUED",
                                    "CONFIGURING", "REQUEUE_HOLD", "SIGNALING", "STAGE_OUT",
                                    "RESIZING", "REQUEUE_FED", "COMPLETING", "STOPPED",
@@ -298,7 +311,8 @@ def test_finished_together(tmp_path, chief, manifest, told, line):
     coord = Meeting(chief, told)
     said = m.finished_together(coord, "k", str(tmp_path), "12")
     assert said == (line.replace("DIR", str(tmp_path)) if line else None)
-    assert coord.calls[0][0] == "k_completed"
+    sent = said if chief and said else ""  # the key-value store takes text: '' for nothing
+    assert coord.calls == [("k_completed", sent, "whether the job's training completed")]
 
 
 def test_claim_directory_refuses_one_that_cannot_be_written(tmp_path):

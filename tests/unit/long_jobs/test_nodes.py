@@ -47,6 +47,7 @@ def test_left_out(blamed: List[str], drained: List[str], spare: int, out: List[s
     ({"n1": "ALLOCATED+FAIL", "n2": "IDLE+REBOOT_REQUESTED", "n3": "drained"}, ["n1", "n2", "n3"]),
     ({"n1": "ALLOCATED+COMPLETING", "n2": "IDLE+RESERVED", "n3": "ALLOCATED+MAINT"}, []),
     ({"n1": "", "n2": "UNDRAIN"}, []),  # a flag, not a word inside one
+    ({"n1": "IDLE*", "n2": "ALLOCATED*", "n3": "MIXED", "n4": "*IDLE"}, ["n1", "n2"]),
 ])
 def test_unusable(states: Dict[str, str], out: List[str]) -> None:
     assert unusable(states) == out

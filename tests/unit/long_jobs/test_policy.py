@@ -113,6 +113,7 @@ def test_in_words() -> None:
     assert in_words(ROWS[7])[:4] == ("the warning signal or SIGTERM at the time limit", "any",
                                      "any", "requeue, exit 75")
     assert in_words(ROWS[2])[3] == "end, exit the run's own"
+    assert in_words(ROWS[9])[3] == "restart" and in_words(ROWS[8])[3] == "requeue, exit 75"
     assert in_words(ROWS[5])[2] == "stalled or unknown"
 
 

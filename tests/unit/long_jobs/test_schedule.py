@@ -273,12 +273,13 @@ def test_a_first_save_that_fails_backs_off() -> None:
     assert _saves(s, 5000, clock, failing_from=0) == [10, 304, 892, 2068, 4420]
 
 
-def test_the_back_off_is_of_the_warmup_s_steps_at_least() -> None:
+@pytest.mark.parametrize("step_time", [1.0, 2.0, 0.5])
+def test_the_back_off_is_of_the_warmup_s_steps_at_least(step_time: float) -> None:
     """Where Young's interval is shorter than the warm-up (a tiny failure rate's), a failing
-    save still waits 2, 4, 8 x the warm-up's 10 steps."""
+    save still waits 2, 4, 8 x the warm-up's 10 steps, however long a step takes."""
     clock = Clock()
     s = schedule(Every(auto=True), clock=clock, mtbf=1e-6)
-    assert _saves(s, 200, clock, failing_from=0)[:4] == [10, 30, 70, 150]
+    assert _saves(s, 200, clock, failing_from=0, step_time=step_time)[:4] == [10, 30, 70, 150]
 
 
 def test_a_save_that_works_again_ends_the_back_off() -> None:

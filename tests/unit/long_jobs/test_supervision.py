@@ -7,9 +7,9 @@ from typing import List, Optional
 
 import pytest
 
-from mpi_resolver.long_jobs.causes import RunEnd
+from mpi_resolver.long_jobs.causes import Cause, RunEnd
 from mpi_resolver.long_jobs.ledger import RunEnded
-from mpi_resolver.long_jobs.policy import Action, Came
+from mpi_resolver.long_jobs.policy import Action, Came, Progress
 from mpi_resolver.long_jobs.step_report import StepReport
 from mpi_resolver.long_jobs.supervision import Checkpoints, Job, judge
 
@@ -83,6 +83,34 @@ STALLED_RUN = RunEnded("12", 1, "killed by a signal", "task 1 on node2: Killed (
                  "(signal 9), 12.3 s into the run; the newest checkpoint advanced to step 60: "
                  "Slurm ends the job (scancel, or its own requeue or preemption): exit 143",
                  id="scancel"),
+    pytest.param(Job(None, "mpirun", 3, 10), SAVED, Came.NOTHING, Checkpoints(40),
+                 Checkpoints(90), [], 0, Action.END, 75,
+                 "run 1: task 0 on node1: Exited with exit code 75, 12.3 s into the run; the "
+                 "newest checkpoint advanced to step 90: the tasks had the warning signal; not "
+                 "requeued: not in a Slurm job (SLURM_JOB_ID unset): there is no job to "
+                 "requeue: exit 75", id="no Slurm job: nothing to requeue"),
+    pytest.param(JOB, KILLED, Came.TIME_LIMIT, Checkpoints(40), Checkpoints(90), [], 0,
+                 Action.END, 143,
+                 "SIGTERM at the time limit came to supervise; run 1: task 1 on node2: Killed "
+                 "(signal 9), 12.3 s into the run; the newest checkpoint advanced to step 90: "
+                 "the job's time is ending; not requeued: the time limit ends the job "
+                 "(requeue_on_time_limit=False): exit 143", id="the time limit: the job ends"),
+    pytest.param(Job("12", "srun", 3, 10, requeue_on_time_limit=True), KILLED, Came.TIME_LIMIT,
+                 Checkpoints(40), Checkpoints(90), [], 0, Action.REQUEUE, 75,
+                 "SIGTERM at the time limit came to supervise; run 1: task 1 on node2: Killed "
+                 "(signal 9), 12.3 s into the run; the newest checkpoint advanced to step 90: "
+                 "the job's time is ending", id="the time limit, requeue_on_time_limit=True"),
+    pytest.param(JOB, SAVED, Came.TIME_LIMIT, Checkpoints(40), Checkpoints(90), [], 0,
+                 Action.REQUEUE, 75,
+                 "SIGTERM at the time limit came to supervise; run 1: task 0 on node1: Exited "
+                 "with exit code 75, 12.3 s into the run; the newest checkpoint advanced to step "
+                 "90: the job's time is ending", id="the time limit after the tasks' own 75"),
+    pytest.param(Job("12", "srun", 3, 10, requeue=False), KILLED, Came.WARNING, Checkpoints(40),
+                 Checkpoints(90), [], 0, Action.END, 137,
+                 "the warning signal came to supervise; run 1: task 1 on node2: Killed (signal "
+                 "9), 12.3 s into the run; the newest checkpoint advanced to step 90: the job's "
+                 "time is ending; not requeued: the job's settings say requeue=False: exit 137",
+                 id="requeue=False"),
 ])
 def test_judge(job: Job, end: RunEnd, came: Came, before: Checkpoints, after: Checkpoints,
                history: List[RunEnded], restarts: int, action: Action, status: int,
@@ -97,6 +125,15 @@ def test_the_record() -> None:
     assert verdict.record == RunEnded("12", 3, "killed by a signal",
                                       "task 1 on node2: Killed (signal 9)", "node2", True, 137,
                                       40, 120, "advanced", "restart", 12.34)
+    assert (verdict.ending.cause, verdict.ending.task.node, verdict.progress) == (
+        Cause.SIGNALED, "node2", Progress.ADVANCED)
+
+
+def test_the_record_of_a_run_without_a_task_s_words() -> None:
+    verdict = judge(Job("12", "mpirun", 3, 10), 1, run(3, seconds=1.23456), Came.NOTHING,
+                    Checkpoints(), Checkpoints(), [], 0)
+    assert (verdict.record.what, verdict.record.node, verdict.record.seconds) == (
+        "mpirun exited 3", None, 1.235)
 
 
 @pytest.mark.parametrize("end, blamed", [

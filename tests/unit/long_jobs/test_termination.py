@@ -292,6 +292,13 @@ def test_waits_are_bounded_by_the_grace_period_left(grace, now, wait):
     assert coord.calls[0] == ("barrier", wait)
 
 
+def test_after_sigterm_the_waits_are_slurm_s_killwait_not_the_warning_s_grace():
+    """The grace period is the warning signal's; SIGTERM gives KillWait (DEFAULT_WAIT)."""
+    t, coord = termination(TERM, grace=120, now=101.5)
+    t.finish()
+    assert coord.calls[0] == ("barrier", DEFAULT_WAIT - 1.5)
+
+
 def test_watch_announces_the_first_signal_once():
     t, coord = termination()
     assert t.watch() and t.watch()
@@ -449,6 +456,8 @@ def test_a_failed_save_is_requeued_only_where_a_checkpoint_advanced(caplog):
         "the save on SIGUSR1 failed (Read-only file system) and no checkpoint advanced in this "
         "run: not requeued (a requeue would redo the run and fail the same save)"))
     assert coord.calls[-1][0] == "publish"
+    t, coord = termination(USR1, grace=12.0, now=105.0)  # a caller that cannot tell: resumed
+    assert t.finish(40, "No space left on device")[0] == REQUEUE_EXIT_CODE
 
 
 @pytest.mark.parametrize("advanced", [True, False])

@@ -204,6 +204,13 @@ def test_the_start_bound_from_the_argument_or_the_variable(start, environ, expec
     assert step_rule(start=start, environ=environ).start == expected
 
 
+def test_a_bad_start_argument_is_named():
+    for call in (lambda: parse_start("0"), lambda: step_rule(start="0")):
+        with pytest.raises(FormatError) as e:
+            call()
+        assert str(e.value).startswith("start_timeout='0': expected the seconds")
+
+
 def test_a_bad_start_variable_is_a_configuration_error_naming_it():
     from mpi_resolver.core.errors import ConfigurationError
 
