@@ -89,9 +89,8 @@ def classify(end: RunEnd, warning: int) -> Ending:
     if oom is not None or report.oom_event:
         return Ending(Cause.OUT_OF_MEMORY, _status(oom or report.first, end.status),
                       oom or report.first)
-    task = report.first
-    status = _status(task, end.status)
-    return Ending(_by_status(status, warning), status, task)
+    status = _status(report.first, end.status)
+    return Ending(_by_status(status, warning), status, report.culprit())
 
 
 def _status(task: Optional[TaskEnd], command: int) -> int:

@@ -15,9 +15,11 @@ With ``--kill-on-bad-exit=1`` srun then ends the other tasks ("task 0: Terminate
 
 Also read, as Slurm and the package print them: a task over its memory limit (srun's
 ``task 1: Out Of Memory``, slurmstepd's ``Detected 1 oom-kill event(s) in StepId=12.0``), the
-step watchdog's line of a stuck or waiting rank (step_watchdog), and faulthandler's
-``Timeout (0:05:00)!``, the watchdog's backstop, which fires where the interpreter lock is held.
-Each may carry srun's ``--label`` prefix (``1: ``).
+step watchdog's line of a stuck or waiting rank (step_watchdog), faulthandler's
+``Timeout (0:05:00)!``, the watchdog's backstop, which fires where the interpreter lock is held,
+and a survivor's line naming a peer it lost (``lost worker:1 (rank 1 on node2, ...)``: a
+stopped peer; the survivor ends first, and the failure is the peer's). Each may carry srun's
+``--label`` prefix (``1: ``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ _OOM_STEP = re.compile(r"^slurmstepd(?:-[\w.-]+)?: error: Detected \d+ oom[-_]ki
 _WATCHDOG = re.compile(_LABEL + r"mpi_resolver: step watchdog: .*?\((?:rank (?P<rank>\d+) )?on "
                        r"(?P<node>[^,\s]+), pid \d+\): (?P<what>.*?); (?P<words>.*)\. Python "
                        r"stacks above\.")
+#: A survivor's line naming a peer it lost (examples/lost_worker.py: "train.py: lost worker:1
+#: (rank 1 on node2, node2:8888). TensorFlow: ..."): the peer stopped answering.
+_LOST = re.compile(_LABEL + r".*?\blost (?P<what>[A-Za-z_]+:\d+) \(rank (?P<rank>\d+) on "
+                   r"(?P<node>[^,)\s]+)")
 _BACKSTOP = re.compile(_LABEL + r"Timeout \(\d+:\d\d:\d\d\)!\s*$")
 #: srun's words for a task the cgroup's memory limit ended.
 OUT_OF_MEMORY = "Out Of Memory"
@@ -127,6 +133,7 @@ class StepReport:
 
     ends: List[TaskEnd] = field(default_factory=list)
     watchdogs: List[Watchdog] = field(default_factory=list)
+    lost: List[TaskEnd] = field(default_factory=list)  # peers survivors named lost
     oom_event: bool = False  # slurmstepd saw the cgroup's OOM killer in the step
     backstop: bool = False  # faulthandler's timeout fired in a rank
     _rank: Optional[int] = None  # mpirun's 'Process name:' line, until its 'Exit code:'
@@ -146,6 +153,9 @@ class StepReport:
             rank = m["rank"] if m["rank"] is not None else m["label"]
             self.watchdogs.append(Watchdog(None if rank is None else int(rank), m["node"],
                                            m["what"], verdict_of(m["words"])))
+        elif m := _LOST.match(line):
+            self.lost.append(TaskEnd(int(m["rank"]), m["node"],
+                                     f"lost, a peer said ({m['what']})"))
         elif _OOM_STEP.match(line):
             self.oom_event = True
         elif _BACKSTOP.match(line):
@@ -156,6 +166,16 @@ class StepReport:
         """Returns the first task end reported (the cause; later ones may be its
         consequence), or None where none was."""
         return self.ends[0] if self.ends else None
+
+    def culprit(self) -> Optional[TaskEnd]:
+        """Returns the task a failure is blamed on: the first reported end, unless a survivor
+        named a peer lost (stopped, its node gone) and that peer did not end first: then the
+        peer, as the survivor's own end is the consequence. None where nothing was said."""
+        first = self.first
+        peer = self.lost[0] if self.lost else None
+        if peer is None or (first is not None and first.task == peer.task):
+            return first
+        return peer
 
     @property
     def out_of_memory(self) -> Optional[TaskEnd]:

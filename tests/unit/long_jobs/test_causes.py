@@ -14,6 +14,9 @@ from tests.unit.long_jobs.test_step_report import STUCK_LINE, WAITING_LINE
 pytestmark = pytest.mark.unit
 
 USR1 = 10
+LOST_LINE = ("0: train.py: lost worker:1 (rank 1 on node2, node2:8888). TensorFlow: "
+             "UnavailableError: Task /job:worker/replica:0/task:1 heartbeat timeout. This "
+             "worker, worker:0 (rank 0 on node1, node1:8888), exits 1 now.")
 
 
 def run(status: Optional[int], *lines: str) -> RunEnd:
@@ -73,11 +76,22 @@ def srun(task: int, node: str, how: str) -> str:
     (run(143, srun(0, "n1", "Exited with exit code 1")), Cause.FAILED, 1, 0),
     (run(1), Cause.FAILED, 1, None),
     (run(5, srun(0, "n1", "Something new")), Cause.FAILED, 5, 0),  # words without a status
+    # a survivor names the peer it lost (stopped): the peer is blamed, the survivor's status
+    (run(143, LOST_LINE, srun(0, "node1", "Exited with exit code 1"), srun(1, "node2", "Killed")),
+     Cause.FAILED, 1, 1),
+    (run(143, srun(1, "node2", "Killed"), LOST_LINE, srun(0, "node1", "Exited with exit code 1")),
+     Cause.SIGNALED, 137, 1),  # the peer ended first: srun's words for it
 ], ids=lambda v: v.name if isinstance(v, Cause) else "")
 def test_classify(end: RunEnd, cause: Cause, status: int, task: Optional[int]) -> None:
     ending = classify(end, USR1)
     assert (ending.cause, ending.status) == (cause, status)
     assert (ending.task.task if ending.task else None) == task
+
+
+def test_a_lost_peer_is_named_and_blamed() -> None:
+    ending = classify(run(143, srun(0, "node1", "Exited with exit code 1"), LOST_LINE), USR1)
+    assert (ending.what("srun"), ending.node) == (
+        "task 1 on node2: lost, a peer said (worker:1)", "node2")
 
 
 @pytest.mark.parametrize("ending, program, what, node", [

@@ -203,3 +203,24 @@ def _report(*lines: str) -> StepReport:
 def test_a_hang_is_blamed_on_the_rank_that_did_not_arrive(lines: List[str],
                                                           blamed: Optional[TaskEnd]) -> None:
     assert _report(*lines).stuck() == blamed
+
+
+@pytest.mark.parametrize("lines, culprit", [
+    ([], None),
+    (["srun: error: node1: task 0: Exited with exit code 1"], (0, "node1")),
+    (["1: train.py: lost worker:0 (rank 0 on node1, node1:8888). TensorFlow: ...",
+      "srun: error: node2: task 1: Exited with exit code 1"], (0, "node1")),
+    (["srun: error: node1: task 0: Killed",
+      "train.py: lost worker:0 (rank 0 on node1, node1:8888). ..."], (0, "node1")),
+    (["train.py: lost chief:0 (rank 0 on gpu-a01.hpc, 10.0.0.1:8888). ..."], (0, "gpu-a01.hpc")),
+    (["train.py: lost worker:1 (rank 1 on n2, n2:1). ...", "train.py: lost worker:2 (rank 2 on "
+      "n3, n3:1). ..."], (1, "n2")),
+    (["train.py: lost a worker (named by nobody). ..."], None),  # no rank: nobody blamed
+    (["lost worker:1 (rank one on n2)"], None),
+])
+def test_the_culprit_is_a_lost_peer_before_its_survivor(lines: List[str], culprit) -> None:
+    report = StepReport()
+    for line in lines:
+        report.feed(line)
+    found = report.culprit()
+    assert (None if found is None else (found.task, found.node)) == culprit
