@@ -70,7 +70,7 @@ def unreadable(directory: str) -> Optional[str]:
     try:
         with open(path, encoding="utf-8") as f:
             found = json.load(f)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no manifest: the directory's own check
         return None
     except (OSError, ValueError) as e:
         why = getattr(e, "strerror", None) or " ".join(str(e).split())

@@ -271,6 +271,9 @@ def test_a_readable_or_absent_manifest_is_no_problem(tmp_path):
     assert m.unreadable(str(tmp_path)) is None
     m.write_manifest(str(tmp_path), {"job": "12", "step": 3})
     assert m.unreadable(str(tmp_path)) is None
+    (tmp_path / "file").write_text("")
+    for missing in ("nowhere", "nowhere/ck", "file/ck"):  # the directory's own check says it
+        assert m.unreadable(str(tmp_path / missing)) is None
 
 
 @pytest.mark.parametrize("manifest, job, done", [
