@@ -257,6 +257,7 @@ def test_a_node_that_failed_twice_is_left_out_where_the_job_has_a_spare(
 def test_bad_settings_are_configuration_errors_naming_them(srun: Path, args: List[str],
                                                            extra: Dict[str, str],
                                                            message: str) -> None:
+    extra = dict(extra)  # the table's own dict outlives a run (mutmut runs each test twice)
     command = [str(srun), "-N2", "x"] if extra.pop("CMD_N", None) else [str(srun), "x"]
     proc = supervise([*args, "--", *command], **extra)
     assert proc.returncode == 78, proc.stderr
