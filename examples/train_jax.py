@@ -27,8 +27,8 @@ What it shows:
     ends) (mpi_resolver.jax's LongJob, restore_model and keras_callback). A run started again
     with the same DIR resumes from the newest checkpoint that reads whole (a torn one skipped)
     and stops at the planned total; a run that completes removes its checkpoints.
-  * Process 0 prints train.py's lines: ``epoch N/E: ...``, ``final test accuracy: ...`` and,
-    with --checkpoint-dir, ``steps done: N (resumed from K)``.
+  * Process 0 prints train.py's lines: ``epoch N/E: ...``, ``final test accuracy: ...`` and
+    ``steps done: N (resumed from K)`` (K is 0 without --checkpoint-dir).
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-per-worker", type=int, default=32,
                    help="examples per step from each process (default 32)")
     p.add_argument("--learning-rate", type=float, default=0.01, help="Adam's (default 0.01)")
-    p.add_argument("--port-base", type=port_base, default=8888,
-                   help="JAX coordinator's port (task 0's; default 8888), or 'auto'")
+    p.add_argument("--port-base", type=port_base,
+                   help="JAX coordinator's port (task 0's; default $MPI_RESOLVER_PORT_BASE, "
+                        "else 8888), or 'auto'")
     p.add_argument("--seed", type=int, default=SEED, help="seed of everything (default 1234)")
     add_long_job_options(p, "a directory every node sees: resume from it, save there "
                             "periodically and on Slurm's signal (then requeue the job)")
@@ -204,8 +205,7 @@ def main(argv=None) -> int:
         job.complete(remove=True)
     emit(f"process {index}: weights digest {weights_digest(model)}")  # the same everywhere
     say(f"final test accuracy: {held_out_accuracy(model, x_test, y_test):.4f}")
-    if job is not None:
-        say(f"steps done: {steps['done']} (resumed from {resumed})")
+    say(f"steps done: {steps['done']} (resumed from {resumed})")
     return 0
 
 

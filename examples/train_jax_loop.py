@@ -40,8 +40,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="examples per step from each process (default 32)")
     p.add_argument("--learning-rate", type=float, default=0.01, help="Adam's (default 0.01)")
     p.add_argument("--log-every", type=int, default=50, help="steps between loss lines")
-    p.add_argument("--port-base", type=port_base, default=8888,
-                   help="JAX coordinator's port (task 0's; default 8888), or 'auto'")
+    p.add_argument("--port-base", type=port_base,
+                   help="JAX coordinator's port (task 0's; default $MPI_RESOLVER_PORT_BASE, "
+                        "else 8888), or 'auto'")
     add_long_job_options(p, "a directory every node sees: resume from it, save there "
                             "periodically and on Slurm's signal (then requeue the job)")
     args = p.parse_args(argv)
@@ -143,8 +144,7 @@ def main(argv=None) -> int:
         job.complete(remove=True)
     say(f"final test accuracy: {accuracy(state, x_test, y_test):.4f}")
     emit(f"process {index}: weights digest {digest(state)}")
-    if job:
-        say(f"steps done: {step} (resumed from {start})")
+    say(f"steps done: {step} (resumed from {start})")
     return 0
 
 

@@ -10,14 +10,18 @@
 # 3. runs the preflight `mpi-resolver check` on both nodes: do Slurm and MPI agree?
 # 4. trains a small Keras model with MultiWorkerMirroredStrategy and MPIClusterResolver, one
 #    TensorFlow worker per node (examples/train.py);
-# 5. runs the same training as a long job (sbatch examples/train.sbatch) and interrupts it
-#    mid-training with Slurm's warning signal (scancel --signal=USR1, as `#SBATCH
+# 5. runs the same training as a long job (sbatch examples/train.sbatch); mid-training a
+#    worker's process is killed (SIGKILL, as the kernel's OOM killer would): supervise names
+#    the task and node and runs the step again, which resumes from the last periodic
+#    checkpoint; then Slurm's warning signal (scancel --signal=USR1, as `#SBATCH
 #    --signal=USR1@120` sends it 120 s before the time limit): every worker saves one
 #    checkpoint at the same step, supervise requeues the job, the requeued run is let start at
 #    once (Slurm would hold it 121 s: `scontrol update StartTime=now`, as the tests do), and
-#    it resumes at the saved step;
+#    it resumes at the saved step; then `mpi-resolver report` tells the job's story and
+#    draws its timeline (where matplotlib is installed);
 # 6. stops the cluster. It is stopped on any exit too (an error, Ctrl-C), and nothing it
-#    started is left behind; /etc/slurm is never touched.
+#    started is left behind but the timeline's picture (/tmp/mpi-resolver-demo-job.*.png,
+#    its path printed); /etc/slurm is never touched.
 #
 # Exits non-zero if any step fails, or if the long job does not end with `steps done: N
 # (resumed from K)`, 0 < K < N. Variables: DEMO_EPOCHS (5), DEMO_STEPS (50 per epoch),
@@ -148,12 +152,14 @@ print(f"   {sys.argv[1]}: {m.count_params()} parameters,",
       f"input {m.input_shape}, output {m.output_shape}")' \
   "$WORK/model.keras"
 
-header "5/5  a long job: sbatch examples/train.sbatch, interrupted by Slurm's warning signal"
+header "5/5  a long job: sbatch examples/train.sbatch, a worker lost, then Slurm's warning"
 note "The same training as a batch job under the template: its preflight, then train.py under"
-note "mpi-resolver supervise. Mid-training, Slurm's warning signal (scancel --signal=USR1, as"
-note "#SBATCH --signal=USR1@120 sends it 120 s before the time limit): every worker saves one"
-note "checkpoint at the same step and exits 75, supervise requeues the job, and the next run"
-note "resumes at that step. Slurm holds a requeued job 121 s; here it is let start at once."
+note "mpi-resolver supervise. Mid-training, worker 1's process is killed (SIGKILL): supervise"
+note "names it and runs the step again, from the last periodic checkpoint. Then Slurm's warning"
+note "signal (scancel --signal=USR1, as #SBATCH --signal=USR1@120 sends it 120 s before the"
+note "time limit): every worker saves one checkpoint at the same step and exits 75, supervise"
+note "requeues the job, and the next run resumes at that step. Slurm holds a requeued job"
+note "121 s; here it is let start at once. At the end: mpi-resolver report, the job's story."
 OUT=$WORK/long-job.out
 SHOWN=0
 # The job's output lines not shown yet: the preflight's verdicts, the training's progress, the
@@ -187,16 +193,35 @@ wait_for() {
   show_new
 }
 trains() { grep -q '^  step ' "$OUT" 2>/dev/null; }
+saved() { grep -q ' (periodic) in ' "$OUT" 2>/dev/null; }
+# trains_again: a step's line after supervise's restart.
+trains_again() { sed -n '/restart 1 of/,$p' "$OUT" 2>/dev/null | grep -q '^  step '; }
+task_pid() {  # task_pid N: the PID of the long job's task N (its Python running train.py)
+  local pid env
+  for pid in $(pgrep -f 'examples/train\.py'); do
+    env=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null) || continue
+    if grep -qx "SLURM_JOB_ID=$LONG_JOB" <<<"$env" && grep -qx "SLURM_PROCID=$1" <<<"$env" \
+        && ! grep -qx "SLURM_STEP_ID=batch" <<<"$env"; then
+      echo "$pid"
+      return 0
+    fi
+  done
+  return 1
+}
 requeued() { [ "$(job_field JobState) $(job_field Reason)" = "PENDING BeginTime" ]; }
 ended() {
   case "$(job_field JobState)" in COMPLETED | FAILED | CANCELLED | TIMEOUT) ;; *) false ;; esac
 }
 LONG_START=$SECONDS
-LONG_JOB=$(CHECKPOINT_ROOT=$WORK/checkpoints MPI_RESOLVER_PORT_BASE=auto timeout -k 5 30 \
-  sbatch --parsable --output="$OUT" examples/train.sbatch \
+LONG_JOB=$(CHECKPOINT_ROOT=$WORK/checkpoints MPI_RESOLVER_PORT_BASE=auto CHECKPOINT_EVERY=50 \
+  timeout -k 5 30 sbatch --parsable --output="$OUT" examples/train.sbatch \
   --epochs "$EPOCHS" --steps-per-epoch "$LONG_STEPS" --log-every 25)
 note "submitted job $LONG_JOB; its output as it comes, in part ($OUT):"
-wait_for "$TRAIN_TIMEOUT" "training step" trains
+wait_for "$TRAIN_TIMEOUT" "periodic checkpoint" saved
+TASK1=$(task_pid 1) || { echo "demo: task 1 of job $LONG_JOB not found" >&2; exit 1; }
+printf '%s   >> kill -KILL %s   (task 1, worker 1 on node2)%s\n' "$BOLD" "$TASK1" "$PLAIN"
+kill -KILL "$TASK1"
+wait_for "$TRAIN_TIMEOUT" "training after the restart" trains_again
 printf '%s   >> scancel --signal=USR1 %s%s\n' "$BOLD" "$LONG_JOB" "$PLAIN"
 timeout -k 5 20 scancel --signal=USR1 "$LONG_JOB"
 wait_for 120 "requeue" requeued
@@ -215,6 +240,15 @@ if [ "$STATE" != COMPLETED ] || [ -z "$RESUMED" ] || [ "$RESUMED" -ge "$TOTAL" ]
 fi
 note "(long job: $((SECONDS - LONG_START)) s; Restarts=$(job_field Restarts);" \
   "resumed at step $RESUMED of $TOTAL)"
+# The job's story from its ledger, and its timeline kept for you (the 'plot' extra's
+# matplotlib: without it, the report alone).
+PLOT=()
+if "$PY" -c 'import matplotlib' 2>/dev/null; then
+  PLOT=(--plot "$(mktemp --suffix=.png /tmp/mpi-resolver-demo-job.XXXXXX)")
+fi
+printf '\n%s   >> mpi-resolver report %s %s%s\n' "$BOLD" "$WORK/checkpoints/$LONG_JOB" \
+  "${PLOT[*]}" "$PLAIN"
+"$PY" -m mpi_resolver report "$WORK/checkpoints/$LONG_JOB" "${PLOT[@]}" | sed 's/^/   /'
 LONG_JOB=""
 
 header "stopping the cluster"

@@ -35,13 +35,13 @@ want="$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing Python packages into $VENV (TensorFlow takes a minute)"
   "$VENV/bin/pip" install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[tf-cpu,mpi,test,docs]" scikit-learn \
+  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[tf-cpu,mpi,test,docs,plot,examples]" \
     2>&1 | grep -v "^WARNING: Location" || true
   # Keras 2 for `train.py --fit`. --no-deps: tf-keras requires the full `tensorflow` wheel,
   # which would unpack over tensorflow-cpu (both are the `tensorflow` module).
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "tf-keras~=2.21.0" \
     2>&1 | grep -v "^WARNING: Location" || true
-  "$VENV/bin/python" -c "import mpi_resolver, tensorflow, mpi4py, pytest, sklearn, tf_keras, build, twine, ruff, mypy, importlinter, sphinx, myst_parser, furo" \
+  "$VENV/bin/python" -c "import mpi_resolver, tensorflow, mpi4py, pytest, sklearn, matplotlib, tf_keras, build, twine, ruff, mypy, importlinter, sphinx, myst_parser, furo" \
     || { echo "setup: the Python packages did not install" >&2; exit 1; }
   "$VENV/bin/python" -c "import tensorflow as tf; assert not tf.test.is_built_with_cuda()" \
     || { echo "setup: $VENV has a GPU build of TensorFlow; the tests need tensorflow-cpu" >&2

@@ -66,9 +66,10 @@ def test_demo_script_end_to_end():
     """bash scripts/demo.sh: starts its own 2-node cluster, checks, trains, runs the long job,
     stops. It runs the README's `srun --mpi=pmix mpi-resolver check` and `srun --mpi=pmix
     python train.py`, with its options (two nodes, one task each, a short training); then
-    examples/train.sbatch interrupted by the warning signal mid-training: every worker saves,
+    examples/train.sbatch: worker 1 killed mid-training, supervise restarts the step from the
+    last periodic checkpoint; then the warning signal: every worker saves,
     supervise requeues the job, and the requeued run resumes at the saved step and trains to
-    the planned total."""
+    the planned total; the report at the end tells the three runs and draws the timeline."""
     text = (ROOT / "scripts" / "demo.sh").read_text()
     demo = text.replace("\\\n", " ").splitlines()
     ran = [shlex.split(line)[3:] for line in demo if re.match(r"run \S+ \w+ srun ", line)]
@@ -90,16 +91,28 @@ def test_demo_script_end_to_end():
     runs = re.findall(r"^== job (\d+) \(run (\d)\)", job, re.M)
     assert [run for _, run in runs] == ["1", "2"] and len({j for j, _ in runs}) == 1, job
     assert "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75" in job, job
-    assert re.search(r"^mpi-resolver supervise: run 1: .*: the tasks had the warning signal; "
+    assert re.search(r"^mpi-resolver supervise: run 1: task 1 on node2: Killed \(signal 9\), "
+                     r".*: restart 1 of \d+$", job, re.M), job
+    assert re.search(r"^mpi-resolver supervise: run 2: .*: the tasks had the warning signal; "
                      r"requeued job \d+ \(scontrol requeue \d+\): exit 75$", job, re.M), job
     steps = [(int(n), int(k)) for n, k in
              re.findall(r"^steps done: (\d+) \(resumed from (\d+)\)$", job, re.M)]
-    assert len(steps) == 2 and steps[0][1] == 0, (steps, job)
-    saved = steps[0][0]  # run 1's last step: the checkpoint's
+    assert len(steps) == 2 and steps[0][1] > 0, (steps, job)  # run 2 resumed after the kill
+    saved = steps[0][0]  # the restarted run's last step: the checkpoint's
     assert 0 < saved < total and steps[1] == (total, saved), (steps, total, job)
     assert re.search(rf"^resumed from the checkpoint in \S+ at step {saved}$", job, re.M), job
     accuracy = [float(v) for v in re.findall(r"^final test accuracy: ([0-9.]+)$", job, re.M)]
     assert len(accuracy) == 1 and accuracy[0] > 0.8, job
+    # The report at the end: three runs, the restart and the requeue, the timeline's path.
+    assert re.search(r"^   job \d+: 3 runs, 1 restart \(SIGKILL on node2\), 1 requeue \(USR1\), "
+                     r"\d+ steps? lost, ETTR 0\.\d\d$", out, re.M), out[-3000:]
+    plot = re.search(r"^   the job's timeline: (/tmp/mpi-resolver-demo-job\.\w+\.png)$", out,
+                     re.M)
+    assert plot, out[-3000:]
+    try:
+        assert Path(plot.group(1)).read_bytes()[:4] == b"\x89PNG"
+    finally:
+        os.unlink(plot.group(1))
 
 
 @pytest.mark.slow

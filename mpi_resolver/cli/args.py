@@ -7,6 +7,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from mpi_resolver.cli.deep import FRAMEWORKS
+from mpi_resolver.cli.story_args import add_story_commands
 from mpi_resolver.placement.addresses import DEFAULT_ADDRESS
 from mpi_resolver.rehearsal.checkpoint_files import checkpoint_dir
 from mpi_resolver.core.errors import FormatError
@@ -190,7 +191,8 @@ def _checkpoint_option(check: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    """Returns the command line's parser: show, check, tf-config, exec, supervise."""
+    """Returns the command line's parser: show, check, tf-config, exec, supervise, report,
+    status."""
     common = _common()
     parser = argparse.ArgumentParser(
         prog="mpi-resolver", description=_DESCRIPTION,
@@ -200,6 +202,7 @@ def _parser() -> argparse.ArgumentParser:
     _check(sub, common)
     _tf_config_and_exec(sub, common)
     _supervise(sub)
+    add_story_commands(sub)
     return parser
 
 

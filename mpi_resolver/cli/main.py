@@ -219,10 +219,8 @@ def _tf_config_line(args: argparse.Namespace, res: Resolution) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the command line; returns the exit status (0, 1 mismatch, 2 error)."""
     args = parse_args(argv)
-    if args.command == "supervise":  # no resolution, no MPI: it runs in the batch script
-        from mpi_resolver.cli.supervise import main as supervise
-
-        return supervise(args.step, args.max_restarts, args.spare_nodes, args.warned_file)
+    if args.command in ("supervise", "report", "status"):
+        return _without_resolution(args)
     env = snapshot()
     launch = detect_launch(env)
     # Who prints errors that every rank hits alike: rank 0, as far as the variables tell.
@@ -253,6 +251,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "exec":
         return _exec(args, res, rank, launch, source)
     return _report(args, res, opts, bind, launch)
+
+
+def _without_resolution(args: argparse.Namespace) -> int:
+    """Runs supervise (in the batch script, beside the step), report or status (the job's
+    files): no resolution, no MPI; returns the exit status."""
+    if args.command == "supervise":
+        from mpi_resolver.cli.supervise import main as supervise
+
+        return supervise(args.step, args.max_restarts, args.spare_nodes, args.warned_file)
+    from mpi_resolver.cli.report import story_command
+
+    return story_command(args)
 
 
 def _report(args: argparse.Namespace, res: Resolution, opts: Options, bind: Optional[str],

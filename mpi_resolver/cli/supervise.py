@@ -13,19 +13,23 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Mapping, Optional, Sequence
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.long_jobs import exits, ledger
 from mpi_resolver.long_jobs.causes import RunEnd
 from mpi_resolver.long_jobs.job_settings import said_checkpoint_dir
+from mpi_resolver.long_jobs.journal import read_progress
+from mpi_resolver.long_jobs.resume import restart_count
 from mpi_resolver.long_jobs.manifest import read_manifest, this_job
 from mpi_resolver.long_jobs.nodes import lemons, left_out, parse_spare_nodes
 from mpi_resolver.long_jobs.policy import Action
+from mpi_resolver.long_jobs.report import end_line
 from mpi_resolver.long_jobs.restarts import STOP_TIMEOUT
 from mpi_resolver.long_jobs.signals import DEFAULT_SIGNAL, parse_signal
 from mpi_resolver.long_jobs.slurm_nodes import drained, node_states
+from mpi_resolver.long_jobs.story import NewerLedger, story_of
 from mpi_resolver.long_jobs.srun_options import (SrunLine, job_nodelist, job_nodes, read_srun,
                                                 tasks_per_node)
 from mpi_resolver.long_jobs.supervision import Checkpoints, Job, Verdict, judge
@@ -38,7 +42,8 @@ __all__ = ["supervise", "main", "Setup"]
 @dataclass(frozen=True)
 class Setup:
     """What one supervise knows before its first run: the command and its srun line, the
-    job, its checkpoint directory (None: not known), the warning signal, the spare nodes."""
+    job, its checkpoint directory (None: not known), the warning signal, the spare nodes,
+    the job's node list and how often Slurm requeued it."""
 
     command: List[str]
     srun: Optional[SrunLine]
@@ -46,6 +51,7 @@ class Setup:
     directory: Optional[str]
     spare: int
     nodelist: Optional[str]
+    requeues: int = 0
 
 
 def setup(command: Sequence[str], max_restarts: int, spare_nodes: str,
@@ -68,7 +74,8 @@ def setup(command: Sequence[str], max_restarts: int, spare_nodes: str,
     job = Job(this_job(env), os.path.basename(command[0]), max_restarts, warning.number,
               warning.name, bool(settings.get("requeue", True)),
               bool(settings.get("requeue_on_time_limit", False)), directory is not None)
-    return Setup(argv, read_srun(argv), job, directory, spare, job_nodelist(env))
+    return Setup(argv, read_srun(argv), job, directory, spare, job_nodelist(env),
+                 restart_count(env))
 
 
 def _with_spare_nodes(command: Sequence[str], srun: Optional[SrunLine], text: str,
@@ -108,6 +115,7 @@ def supervise(command: Sequence[str], max_restarts: int, *, spare_nodes: str = "
     signals = Signals(s.job.warning, warned_file)
     signals.install()
     history = _history(s)
+    since = len(ledger.read(s.directory)) if s.directory else 0
     if not s.directory:
         say("MPI_RESOLVER_CHECKPOINT_DIR is not set: supervise cannot see the checkpoints, "
             f"so the restarts are bounded by --max-restarts {max_restarts} alone")
@@ -121,6 +129,7 @@ def supervise(command: Sequence[str], max_restarts: int, *, spare_nodes: str = "
         action = verdict.decision.action
         if action is Action.END:
             say(verdict.line)
+            _say_story(s, since)
             return verdict.decision.status
         if action is Action.REQUEUE:
             return requeue_job(s.job, verdict, signals, ledger.blamed(history), s.nodelist)
@@ -136,7 +145,9 @@ def _one_run(s: Setup, argv: Sequence[str], signals: Signals, history: List[ledg
     number = len(history) + 1
     before = _checkpoints(s)
     _record(s, {"event": "run_start", "job": s.job.job, "run": number, "time": time.time(),
-                "nodes": s.nodelist, "argv": list(argv), "step": before.step})
+                "nodes": s.nodelist, "argv": list(argv), "step": before.step,
+                "requeues": s.requeues, "format": ledger.FORMAT})
+    begun = time.time()
     started = signals.snapshot()
     if started & {int(x) for x in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)} or \
             s.job.warning in started:
@@ -149,8 +160,20 @@ def _one_run(s: Setup, argv: Sequence[str], signals: Signals, history: List[ledg
             f"--signal=B:{s.job.warning_name}@N, or set MPI_RESOLVER_SIGNAL to that signal")
     verdict = judge(s.job, number, end, came_now(s.job, signals), before,
                     _checkpoints(s), history, restarts)
-    _record(s, {**verdict.record.record(), "time": time.time()})
+    verdict = replace(verdict, record=_reached(s, verdict.record, begun))
+    _record(s, {**verdict.record.record(), "time": time.time(), "format": ledger.FORMAT})
     return verdict
+
+
+def _reached(s: Setup, record: ledger.RunEnded, begun: float) -> ledger.RunEnded:
+    """Returns ``record`` with the step the run reached and when, as worker 0's progress
+    file said it during this run (begun at ``begun``); as it was without one."""
+    progress = read_progress(s.directory) if s.directory else None
+    if not progress or progress.get("job") != s.job.job or \
+            not isinstance(progress.get("time"), (int, float)) or progress["time"] < begun or \
+            not isinstance(progress.get("step"), int):
+        return record
+    return replace(record, reached=progress["step"], reached_at=float(progress["time"]))
 
 
 def _record(s: Setup, record: Mapping[str, object]) -> None:
@@ -163,6 +186,22 @@ def _record(s: Setup, record: Mapping[str, object]) -> None:
         ledger.append(s.directory, record)
     except OSError as e:
         say(f"the ledger in {s.directory} cannot be written ({e.strerror}): going on without")
+
+
+def _say_story(s: Setup, since: int) -> None:
+    """Says the job's line at its end (its runs, restarts, requeues, steps lost, ETTR), as
+    its ledger tells it (outside a Slurm job, from record ``since`` on: this supervise's);
+    nothing without one."""
+    if not s.directory:
+        return
+    records = ledger.read(s.directory)
+    try:
+        story = story_of(records[since:] if s.job.job is None else records, s.job.job,
+                         exact=True)
+    except NewerLedger:
+        return
+    if story.runs:
+        say(end_line(story))
 
 
 def _history(s: Setup) -> List[ledger.RunEnded]:

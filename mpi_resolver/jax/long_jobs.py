@@ -32,6 +32,7 @@ from mpi_resolver.jax.coordinator import AGREE_WITHIN
 from mpi_resolver.long_jobs.interval import parse_every
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import long_job_settings
+from mpi_resolver.long_jobs.journal import Journal, checkpoint_bytes
 from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_directory,
                                              completed, finished_together, manifest_for,
                                              this_job, write_manifest)
@@ -81,6 +82,7 @@ class LongJob:
         self.schedule: Optional[Schedule] = None
         self.start = 0
         self.newest: Optional[int] = None  # the step of this run's last whole save
+        self.journal = Journal(self.directory, self.job, self.chief, os.environ)
         self._last: Optional[Tuple[int, State]] = None  # the last step_done's step and state
 
     def restore(self, state: Any) -> Tuple[int, Any]:
@@ -117,6 +119,8 @@ class LongJob:
         self.start = step or 0
         if self.chief:  # the directory is this job's from now on
             claim_directory(self.directory, self._manifest(self.start))
+            self.journal.restored(self.start, None if step is None else checkpoint_name(step),
+                                  warnings)
         if arrays is None:
             return 0, state
         return self.start, restored(state, arrays, os.path.join(self.directory,
@@ -128,6 +132,7 @@ class LongJob:
         ``state``: the training state, or a callable that returns it (called on process 0
         only, where a save is due)."""
         self._last = (step, state)
+        self.journal.progress(step)
         if self.termination.should_stop():
             self._stop(step, state)
         if self.every is None:
@@ -135,7 +140,7 @@ class LongJob:
         if self.schedule is None:
             self.schedule = self._make_schedule(self.start)
         if self.schedule.due(step):
-            seconds, failed = self._save(step, state)
+            seconds, failed = self._save(step, state, "periodic")
             plans = len(self.schedule.plans)
             if failed is None:
                 self.schedule.saved(step, seconds or 0.0)
@@ -155,10 +160,11 @@ class LongJob:
         try:
             final = self._last[0] if self._last is not None else self.start
             if self._last is not None and self.newest != final and self.start != final:
-                self._save(*self._last)
+                self._save(*self._last, "final")
             self.coord.barrier(AGREE_WITHIN, f"_completed_{final}")
             if self.chief:
                 claim_directory(self.directory, completed(self._manifest(final), final))
+                self.journal.completed(final)
                 if remove:
                     self.files.remove()
         finally:
@@ -166,7 +172,7 @@ class LongJob:
 
     def _stop(self, step: int, state: State) -> None:
         """Saves at ``step``, waits for the others, requeues where asked; raises SystemExit."""
-        _, failed = self._save(step, state)
+        _, failed = self._save(step, state, "signal")
         advanced = self.newest is not None and self.newest > self.start
         code, what = self.termination.finish(step, failed, advanced)
         if self.chief:
@@ -175,10 +181,12 @@ class LongJob:
         disconnect()
         raise SystemExit(code)
 
-    def _save(self, step: int, state: State) -> Tuple[Optional[float], Optional[str]]:
-        """Process 0 writes the checkpoint at ``step``; returns (seconds, None), or (the
-        seconds it took to fail, why) where it failed (a warning; the last checkpoint that
-        restores stays). Every process learns ``newest``."""
+    def _save(self, step: int, state: State,
+              kind: str) -> Tuple[Optional[float], Optional[str]]:
+        """Process 0 writes the checkpoint at ``step`` (``kind``: one of journal.KINDS,
+        recorded in the ledger); returns (seconds, None), or (the seconds it took to fail,
+        why) where it failed (a warning; the last checkpoint that restores stays). Every
+        process learns ``newest``."""
         if not self.chief:
             self.newest = step  # process 0's save: its failure ends every process alike
             return 0.0, None
@@ -191,8 +199,11 @@ class LongJob:
             failed = " ".join(str(e).split())[:300] or type(e).__name__
             log_once(f"the checkpoint at step {step} was not saved ({failed}); the last one "
                      "that restores is kept")
+            self.journal.save_failed(step, time.monotonic() - start, kind, failed)
             return time.monotonic() - start, failed
         self.newest = step
+        self.journal.saved(step, seconds, kind, checkpoint_name(step),
+                           checkpoint_bytes([self.files.path(step)]))
         return seconds, None
 
     def _read(self, step: int) -> Dict[str, Any]:

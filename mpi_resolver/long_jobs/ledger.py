@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-__all__ = ["LEDGER", "RunEnded", "append", "read", "runs", "stalled_before", "blamed"]
+__all__ = ["LEDGER", "FORMAT", "RunEnded", "append", "read", "read_counted", "runs",
+           "stalled_before", "blamed"]
 
 LEDGER = "mpi_resolver.ledger.jsonl"
+#: The records' format: each new record says it ("format"); those of the first release, which
+#: wrote only supervise's run_start and run_end, have none and read the same.
+FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -22,7 +26,9 @@ class RunEnded:
     """The ledger's record of a run's end: which job and run, how it ended (the cause's
     words, the launcher's words, the task's node and whether the failure is blamed on it,
     the status), the newest checkpoint's step before and after it, its progress and the
-    action that followed."""
+    action that followed, what came to supervise (policy.Came's words; the warning
+    signal's name), and the step the run reached and when (worker 0's progress file).
+    """
 
     job: Optional[str]
     run: int
@@ -37,6 +43,10 @@ class RunEnded:
     action: str
     seconds: float = 0.0
     event: str = "run_end"
+    came: str = "nothing"
+    warning: str = "USR1"
+    reached: Optional[int] = None
+    reached_at: Optional[float] = None
 
     def record(self) -> Dict[str, Any]:
         """Returns the record as the ledger's line holds it."""
@@ -44,14 +54,12 @@ class RunEnded:
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> Optional["RunEnded"]:
-        """Returns the record read back, None where it is not a whole run_end record."""
-        names = {f.name for f in fields(cls)}
-        if record.get("event") != "run_end" or not names <= set(record):
+        """Returns the record read back (a field added since the first release may be
+        absent), None where it is not a whole run_end record."""
+        needed = {f.name for f in fields(cls) if f.default is MISSING}
+        if record.get("event") != "run_end" or not needed <= set(record):
             return None
-        try:
-            return cls(**{name: record[name] for name in names})
-        except TypeError:  # pragma: no cover - every field is given above
-            return None
+        return cls(**{f.name: record[f.name] for f in fields(cls) if f.name in record})
 
 
 def append(directory: str, record: Mapping[str, Any]) -> None:
@@ -71,19 +79,29 @@ def read(directory: str) -> List[Dict[str, Any]]:
     """Returns ``directory``'s ledger records, oldest first; a line that is not one JSON
     object (a torn last line) is passed over; none where there is no ledger."""
     try:
-        with open(os.path.join(directory, LEDGER), encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
+        return read_counted(directory)[0]
     except OSError:
         return []
+
+
+def read_counted(directory: str) -> Tuple[List[Dict[str, Any]], int]:
+    """Returns (``directory``'s ledger records, oldest first; the lines passed over, not one
+    JSON object: a torn last line).
+
+    Raises:
+      OSError: the ledger cannot be read.
+    """
+    with open(os.path.join(directory, LEDGER), encoding="utf-8", errors="replace") as f:
+        lines = f.read().splitlines()
     out = []
     for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
-            continue
+            record = None
         if isinstance(record, dict):
             out.append(record)
-    return out
+    return out, len(lines) - len(out)
 
 
 def runs(records: Iterable[Mapping[str, Any]], job: Optional[str]) -> List[RunEnded]:

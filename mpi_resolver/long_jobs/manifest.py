@@ -55,8 +55,14 @@ def manifest_for(job: Optional[str], step: int, settings: Mapping[str, Any],
 
 def read_manifest(directory: str) -> Optional[Dict[str, Any]]:
     """Returns the manifest in ``directory``, None where there is none or it is not JSON."""
+    return read_object(os.path.join(directory, MANIFEST))
+
+
+def read_object(path: str) -> Optional[Dict[str, Any]]:
+    """Returns the JSON object in file ``path`` (the manifest, worker 0's progress file),
+    None where there is none, or it is not one JSON object."""
     try:
-        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             found = json.load(f)
     except (OSError, ValueError):
         return None

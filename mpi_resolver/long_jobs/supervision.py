@@ -74,7 +74,8 @@ def judge(job: Job, run: int, end: RunEnd, came: Came, before: Checkpoints,
                      refusal=refusal)
     record = RunEnded(job.job, run, ending.cause.value, ending.what(job.program),
                       ending.node, ending.cause in BLAMED, decision.status, before.step,
-                      after.step, progress.value, decision.action.value, round(end.seconds, 3))
+                      after.step, progress.value, decision.action.value, round(end.seconds, 3),
+                      came=came.value, warning=job.warning_name)
     line = _line(job, run, end, came, ending, progress, decision, restarts, previous, after)
     return Verdict(decision, ending, progress, line, record)
 

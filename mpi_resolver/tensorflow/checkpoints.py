@@ -10,13 +10,14 @@ from __future__ import annotations
 import glob
 import os
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, List, Mapping, Optional
 
 import tensorflow as tf
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_each, log_once, logger
 from mpi_resolver.long_jobs.durable import sync_directory, sync_files
+from mpi_resolver.long_jobs.journal import Journal, checkpoint_bytes
 from mpi_resolver.long_jobs.manifest import manifest_for, write_manifest
 from mpi_resolver.long_jobs.resume import restore_newest
 
@@ -37,6 +38,7 @@ class KeepingManager(tf.train.CheckpointManager):
         super().__init__(checkpoint, directory, max_to_keep=keep)
         self.chief, self._agree = chief, agree
         self.restored: Optional[str] = None
+        self.skipped: List[str] = []  # the warnings of the torn checkpoints passed over
 
     def restore_or_initialize(self) -> Optional[str]:
         """Returns the prefix restored, None where none restores (step 0).
@@ -51,7 +53,7 @@ class KeepingManager(tf.train.CheckpointManager):
             self._align(prefix, chosen)
         elif self.chief:
             log_each(warnings)
-        self.restored = chosen
+        self.restored, self.skipped = chosen, warnings
         return chosen
 
     def _align(self, own: Optional[str], chosen: Optional[str]) -> None:
@@ -82,7 +84,8 @@ class Saver:
     """The save TensorFlow's handler calls (its ``save_fn``): the chief into the kept
     checkpoints, another worker into a throw-away copy in its own memory, removed after; a
     failure is noted (``failed``), never raised into the training loop. ``resumed`` is the
-    step the run started from, ``newest`` the step of this run's last whole save."""
+    step the run started from, ``newest`` the step of this run's last whole save; ``journal``
+    (worker 0's ledger records) is set when the handler is built."""
 
     def __init__(self, manager: KeepingManager, scratch: Optional[tf.train.CheckpointManager],
                  *, job: Optional[str], settings: Mapping[str, Any],
@@ -94,6 +97,8 @@ class Saver:
         self.step = 0
         self.resumed = 0
         self.newest: Optional[int] = None
+        self.journal: Optional[Journal] = None
+        self._prefix: Optional[str] = None  # the chief's last checkpoint written
 
     @property
     def advanced(self) -> bool:
@@ -113,6 +118,20 @@ class Saver:
         self.seconds = self._clock() - start
         self.newest = self.step
 
+    def record(self, kind: str, seconds: Optional[float]) -> None:
+        """Records the save just made at ``step`` (one of journal.KINDS) in the job's
+        ledger, as it ended: whole, or ``failed``; a user's save_fn's without a name."""
+        if self.journal is None:
+            return
+        if self.failed is not None:
+            self.journal.save_failed(self.step, seconds, kind, self.failed)
+            return
+        ours = self._prefix is not None and self.newest == self.step
+        prefix = self._prefix if ours else None
+        self.journal.saved(self.step, seconds, kind,
+                           os.path.basename(prefix) if prefix else None,
+                           checkpoint_bytes(glob.glob(prefix + ".*")) if prefix else None)
+
     def claim(self, step: int, **more: Any) -> None:
         """Writes the manifest (the chief; this job's from now on, at ``step``, with ``more``
         of its fields) before the first save, so that another job started on the directory
@@ -125,6 +144,7 @@ class Saver:
         if self.scratch is None:  # the chief
             prefix = self.manager.save(*args, **kwargs)
             fsync_checkpoint(prefix, self.manager.directory)
+            self._prefix = prefix
             self.claim(self.step)
             return
         self.scratch.save(*args, **kwargs)

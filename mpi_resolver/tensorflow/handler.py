@@ -33,12 +33,24 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
         self._claimed = False
         super().__init__(cluster_resolver, manager, termination_config=termination_config)
 
+    def run(self, distributed_train_function: Any, *args: Any, **kwargs: Any) -> Any:
+        """TensorFlow's run; where the step fails (a peer lost), the step reached goes to
+        the job's progress file first (the steps the failure loses, exact)."""
+        try:
+            return super().run(distributed_train_function, *args, **kwargs)
+        except BaseException:
+            if self._saver.journal is not None:
+                self._saver.journal.flush()
+            raise
+
     def _check_preemption_and_maybe_checkpoint(self, *args: Any, **kwargs: Any) -> None:
         """TensorFlow's check (the signal's save, then the exit), after the periodic save
         that is due with the state of ``_run_counter`` steps, and after claiming a signal
         that came since the last check; the step watchdog does not watch the saves."""
         done = int(self._run_counter)
         self._saver.step = done
+        if self._saver.journal is not None:
+            self._saver.journal.progress(done)
         if self._every is not None:
             self._periodic(done, self._every)
         if not self._claimed and self._termination_watcher_fn():
@@ -60,6 +72,7 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
             self._save_checkpoint()  # TensorFlow's: the run count into the checkpoint, then ours
         plans = len(self.schedule.plans)
         took = float(getattr(self, "_checkpoint_time", 0.0) or 0.0)
+        self._saver.record("periodic", took)
         if self._saver.failed is not None:
             self.schedule.failed(step, took)
         else:

@@ -16,6 +16,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
 
 from mpi_resolver.core.logs import log_once, logger
+from mpi_resolver.long_jobs.journal import Journal
 from mpi_resolver.long_jobs.manifest import (check_directory_together, finished_together,
                                              claim_directory, completed, manifest_for,
                                              this_job)
@@ -114,6 +115,10 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
     if chief:  # the directory is this job's from now on
         claim_directory(checkpoint_dir, manifest_for(job, config.saver.resumed,
                                                      config.settings()))
+    config.saver.journal = Journal(checkpoint_dir, job, chief, os.environ)
+    config.saver.journal.restored(config.saver.resumed,
+                                  os.path.basename(manager.restored or "") or None,
+                                  manager.skipped)
     return handler
 
 
@@ -132,9 +137,12 @@ def complete(config: Any, handler: Any, checkpoint_dir: str, task: int,
         if saver.newest != final and saver.resumed != final:
             saver.step = final
             handler._save_checkpoint()  # every worker: TensorFlow's save is collective
+            saver.record("final", getattr(handler, "_checkpoint_time", None))
         coord.barrier(AGREE_WITHIN, f"_completed_{final}")
         if coord.chief:
             claim_directory(checkpoint_dir, completed(
                 manifest_for(saver.job, final, config.settings()), final))
+            if saver.journal is not None:
+                saver.journal.completed(final)
         if remove:
             remove_part(checkpoint_dir, coord.chief, task)

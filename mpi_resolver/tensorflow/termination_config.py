@@ -122,6 +122,8 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         saver, chief = self.saver, True
         try:
             chief = self.termination.coordinator().chief
+            if saver is not None and self._built is not None:
+                saver.record("signal", getattr(self._built[0], "_checkpoint_time", None))
             with paused_watchdogs():
                 code, what = self.termination.finish(
                     saver.step if saver else None, saver.failed if saver else None,

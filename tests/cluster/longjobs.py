@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ USR1, USR1_TWICE, REQUEUE, CANCEL, TIME_LIMIT, NONE = (
 #: while the restarted step starts; and the checkpoint directory made read-only on every node
 #: (a bind mount remounted read-only), then the warning signal to the batch script.
 WARN_AT_RESTART, READ_ONLY = "warned at the restart", "read-only"
+#: For the job's report: task 1's Python killed (SIGKILL); once the restarted step trains
+#: again, `mpi-resolver status` on its checkpoint directory (kept in Job.status), then the
+#: warning signal to the batch script: a restart, then a requeue.
+KILL_THEN_WARN = "killed, then warned"
 STEPS_DONE = re.compile(r"^steps done: (\d+) \(resumed from (\d+)\)$", re.M)
 _RUN = re.compile(r"^== job \d+ \(run (\d+)\)", re.M)
 _FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
@@ -70,6 +75,7 @@ class Job:
     started: float = 0.0
     seconds: float = 0.0
     cleanups: List[List[str]] = field(default_factory=list)  #: commands run at the end
+    status: str = ""  #: `mpi-resolver status`'s output, where an interrupt asked for it
 
     def text(self) -> str:
         return self.output.read_text(errors="replace") if self.output.exists() else ""
@@ -140,6 +146,8 @@ class Driver:
         self._slots = threading.Semaphore(at_once)
         self._turn = threading.Lock()
         self._next_start = 0.0
+        #: The status command (``mpi-resolver status``, run from this checkout).
+        self.status_command = [sys.executable, "-m", "mpi_resolver", "status"]
 
     def add(self, job: Job) -> Job:
         self.jobs.append(job)
@@ -228,6 +236,9 @@ class Driver:
         if interrupt == WARN_AT_RESTART:
             self._kill_then_warn(job)
             return
+        if interrupt == KILL_THEN_WARN:
+            self._kill_then_warn_training(job)
+            return
         if interrupt == READ_ONLY:
             self._read_only(job)
             self._warn(job)
@@ -255,6 +266,25 @@ class Driver:
             raise RuntimeError(f"task 1 of job {job.job_id} not found: {pids}")
         os.kill(pids[1], signal.SIGKILL)
         wait_for(lambda: "restart 1 of" in job.runs()[-1], 120, "supervise's restart")
+        self._warn(job)
+
+    def _kill_then_warn_training(self, job: Job) -> None:
+        """SIGKILLs task 1's Python; once the restarted step trains (a step's line after
+        the restart), asks `mpi-resolver status`, then warns the batch script."""
+        pids = job_task_pids(self.cluster, job.job_id)
+        if 1 not in pids:
+            raise RuntimeError(f"task 1 of job {job.job_id} not found: {pids}")
+        os.kill(pids[1], signal.SIGKILL)
+
+        def training_again() -> bool:
+            after = job.runs()[-1].split("restart 1 of", 1)
+            return len(after) == 2 and "  step " in after[1]
+
+        wait_for(training_again, 180, "the restarted step's training")
+        time.sleep(2)  # a save or two of the restarted run, for status to show
+        r = subprocess.run([*self.status_command, job.env["CHECKPOINT_DIR"]],
+                           capture_output=True, text=True, timeout=60)
+        job.status = r.stdout + r.stderr
         self._warn(job)
 
     def _read_only(self, job: Job) -> None:

@@ -8,8 +8,10 @@ Each test then reads its job's appended output, run by run."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -19,8 +21,8 @@ import pytest
 
 from tests.cluster import test_signals, test_stale_signal
 from tests.cluster.conftest import ROOT
-from tests.cluster.longjobs import (CANCEL, NONE, READ_ONLY, REQUEUE, TIME_LIMIT, USR1,
-                                    USR1_TWICE, WARN_AT_RESTART, Driver, Job)
+from tests.cluster.longjobs import (CANCEL, KILL_THEN_WARN, NONE, READ_ONLY, REQUEUE,
+                                    TIME_LIMIT, USR1, USR1_TWICE, WARN_AT_RESTART, Driver, Job)
 from tests.docs.blocks import assert_sample, block
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -114,6 +116,8 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
                    env(tmp, "time limit, supervised"), later_time_limit=10))
     template("warned at the restart", [WARN_AT_RESTART, NONE], "--port-base", "25195",
              "--checkpoint-every", "50")
+    template("the report", [KILL_THEN_WARN, NONE], "--port-base", "25205",
+             "--checkpoint-every", "50", "--log-every", "10").progress = "  step 60: "
     template("read-only", [READ_ONLY, NONE], "--port-base", "25200", "--checkpoint-every",
              "50").progress = "  step 100: "  # the save at step 50 made: progress in run 1
     template("twice in a row", [USR1_TWICE, NONE], "--port-base", "25100")
@@ -342,3 +346,68 @@ def test_a_read_only_checkpoint_directory_mid_run_is_no_storm_and_no_loop(jobs):
     assert "CHECKPOINT DIR FAILED" in second and "== training:" not in second, job.context()
     assert job.states == ["PENDING BeginTime Restarts=1", "FAILED NonZeroExitCode Restarts=1"], \
         job.context()
+
+
+def _durations(text: str) -> str:
+    """Returns ``text`` with every duration ('6.42 s', '2.0 min', '1.5 h') as 'T s'."""
+    return re.sub(r"\b\d+(?:\.\d+)? (?:s|min|h)\b", "T s", text)
+
+
+def _report(directory: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PY, "-m", "mpi_resolver", "report", directory, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_report_tells_what_the_job_went_through(jobs, tmp_path):
+    """Task 1 killed (supervise restarts the step), then the warning signal (the tasks save,
+    supervise requeues), then the requeued run completes: the ledger's report has the three
+    runs, the restart on node2 and the requeue with their causes, the steps lost as the
+    output shows them (run 1's last step printed against run 2's resume), an ETTR, and a
+    plot; status during run 2 showed
+    the newest checkpoint and the rate; supervise's last line is the report's."""
+    job = jobs["the report"]
+    assert job.error is None, job.context()
+    ckpt = job.env["CHECKPOINT_DIR"]
+    proc = _report(ckpt, "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    runs = out["runs"]
+    assert [(r["cause"], r["node"], r["then"]) for r in runs] == [
+        ("SIGKILL", "node2", "restart"), ("USR1", None, "requeue"),
+        ("completed", None, "end")], (out, job.context())
+    assert (out["restarts"], out["requeues"], out["steps_done"], out["completed"]) == (
+        1, 1, TOTAL, True), out
+    first, second = job.runs()
+    before_kill = first.split("restart 1 of")[0]
+    printed = max(map(int, re.findall(r"^  step (\d+): ", before_kill, re.M)))
+    resumed = int(re.search(r"resumed from the checkpoint in .* at step (\d+)",
+                            first.split("restart 1 of")[1]).group(1))
+    assert runs[0]["steps_from"] == 0 and runs[1]["steps_from"] == resumed, out
+    # worker 0 outlived its peer (the collective failed) and wrote the step it reached at
+    # its exit: at least the last it printed, less than the next it would print (--log-every)
+    assert printed - resumed <= out["steps_lost"] < printed - resumed + 10, (
+        printed, resumed, out)
+    assert out["steps_lost"] == runs[0]["lost"], out  # the signal's save loses nothing
+    assert runs[2]["steps_from"] == runs[1]["steps_to"], out
+    assert 0 < out["ettr"] < 1, out
+    saves = re.findall(r"checkpoint ckpt-\d+ at step (\d+) \(periodic\) in \d+\.\d\d s$",
+                       first, re.M)
+    assert saves and all(int(s) % 50 == 0 for s in saves), job.context()
+    assert re.search(r"checkpoint ckpt-\d+ at step \d+ \(signal\) in ", first), job.context()
+    text = _report(ckpt).stdout.splitlines()
+    assert text[-1] in second, (text[-1], job.context())  # supervise's line at the end
+    assert text[-1].startswith(f"job {job.job_id}: 3 runs, 1 restart (SIGKILL on node2), 1 "
+                               f"requeue (USR1), {out['steps_lost']} steps lost, ETTR "), text
+    assert re.search(r"^job \d+, run 2 \(running\), started .* ago$", job.status, re.M), \
+        job.status
+    assert re.search(r"^newest checkpoint: step \d+ \(periodic, .* to save\), .* ago$",
+                     job.status, re.M), job.status
+    assert re.search(r"^progress: step \d+, .* ago; [\d.]+ steps/s in this run$", job.status,
+                     re.M), job.status
+    # docs/long-jobs.md shows this job's report and status (their times and durations vary)
+    assert_sample(_durations(block("report-sample")), _durations("\n".join(text)),
+                  job.context())
+    assert_sample(_durations(block("status-sample")), _durations(job.status), job.status)
+    plot = tmp_path / "job.png"
+    assert _report(ckpt, "--plot", str(plot)).returncode == 0
+    assert plot.read_bytes()[:4] == b"\x89PNG"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import re
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set, Tuple
@@ -199,14 +200,16 @@ def _literal_returns(tree: ast.AST, module: object) -> Tuple[Set[int], bool]:
 def code_statuses() -> Dict[str, Set[str]]:
     """Returns {command group: the exit statuses its code returns ('N': a status it passes
     on)}, read from mpi_resolver/cli/: main.py's for show, check, tf-config and exec
-    (argparse's own usage error included); for supervise, its own modules' (main.py returns
-    supervise's call, counted there), the restart policy's rows and every status of
-    long_jobs/exits its rules name (the decision is the policy's: supervise passes it on)."""
-    from mpi_resolver.cli import args, main, supervise, supervise_requeue
+    (argparse's own usage error included); report.py's for report and status; for
+    supervise, its own modules' (main.py returns supervise's call, counted there), the
+    restart policy's rows and every status of long_jobs/exits its rules name (the decision
+    is the policy's: supervise passes it on)."""
+    from mpi_resolver.cli import args, main, report, supervise, supervise_requeue
     from mpi_resolver.long_jobs import policy
 
     out: Dict[str, Set[str]] = {}
-    for group, modules in (("main", [main]), ("supervise", [supervise, supervise_requeue])):
+    for group, modules in (("main", [main]), ("supervise", [supervise, supervise_requeue]),
+                           ("report", [report])):
         out[group] = set()
         for module in modules:
             numbers, passed_on = _literal_returns(
@@ -232,7 +235,7 @@ def doc_statuses(text: str) -> Dict[str, Set[str]]:
     group = None
     for line in text.splitlines():
         if line.startswith("mpi-resolver "):
-            group = "supervise" if "supervise" in line else "main"
+            group = next((g for g in ("supervise", "report") if g in line), "main")
             out[group] = set()
         m = re.match(r"  (\d+|N)  ", line)
         if m and group:
@@ -243,8 +246,8 @@ def doc_statuses(text: str) -> Dict[str, Set[str]]:
 def test_the_exit_statuses_the_docs_list_are_the_code_s_and_the_reverse():
     listed = doc_statuses(block("exit-statuses"))
     returned = code_statuses()
-    assert set(listed) == {"main", "supervise"}, listed
-    for group in ("main", "supervise"):
+    assert set(listed) == {"main", "supervise", "report"}, listed
+    for group in ("main", "supervise", "report"):
         assert listed[group] == returned[group], (
             f"{group}: the docs list {sorted(listed[group])}, the code returns "
             f"{sorted(returned[group])} (docs/getting-started.md, 'Exit statuses')")
@@ -498,12 +501,47 @@ def test_the_smallest_use_names_every_argument_of_the_package_s_own():
 
 
 def test_getting_started_gives_the_resolver_s_signature():
+    """Its parameters in order, each with the code's default (port_base's is None: the
+    variable MPI_RESOLVER_PORT_BASE, then 8888)."""
     positional, own = resolver_parameters()
     text = (ROOT / "docs" / "getting-started.md").read_text()
     shown = re.search(r"`MPIClusterResolver\(([^`]*)\)`", text, re.S)
     assert shown, "docs/getting-started.md shows no `MPIClusterResolver(...)` signature"
-    names = [p.split("=")[0].strip() for p in shown.group(1).replace("\n", " ").split(",")]
-    assert names == [*positional, "*", *own], names
+    pairs = [p.strip().split("=") for p in shown.group(1).replace("\n", " ").split(",")]
+    assert [p[0] for p in pairs] == [*positional, "*", *own], pairs
+    assert {p[0]: p[1] for p in pairs if len(p) == 2} == resolver_defaults()
+
+
+def resolver_defaults() -> Dict[str, str]:
+    """Returns MPIClusterResolver's defaults as its source spells them."""
+    tree = ast.parse((PACKAGE / "resolve" / "tf_resolver.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef)
+               and n.name == "MPIClusterResolver")
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    imported = {alias.asname or alias.name: node.module for node in tree.body
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+
+    def spelled(default: ast.expr) -> str:  # a constant, or a name imported from the package
+        if isinstance(default, ast.Name) and default.id in imported:
+            return repr(getattr(importlib.import_module(imported[default.id]), default.id))
+        return ast.unparse(default).replace('"', "'")
+
+    args = init.args.args[1:]
+    out = {a.arg: spelled(d) for a, d in zip(args[len(args) - len(init.args.defaults):],
+                                            init.args.defaults, strict=True)}
+    out.update({a.arg: spelled(d) for a, d in zip(init.args.kwonlyargs,
+                                                   init.args.kw_defaults, strict=True)
+                if d is not None})
+    return out
+
+
+def test_the_commands_block_names_every_command_of_the_parser():
+    """docs/getting-started.md's commands: each of the command line's commands is there."""
+    from mpi_resolver.cli.args import _parser
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    shown = set(re.findall(r"mpi-resolver (\w[\w-]*)", block("commands")))
+    assert shown == set(sub.choices), (shown, set(sub.choices))
 
 
 # ------------------------------------------------------------------ the restart policy
@@ -518,3 +556,97 @@ def test_the_restart_policy_table_is_the_code_s():
     lines = text.split(header, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
     shown = [tuple(c.strip() for c in line.strip("|").split("|")) for line in lines]
     assert shown == [(str(i), *in_words(row)) for i, row in enumerate(ROWS, 1)]
+
+
+# ------------------------------------------------------------------ the templates, as the docs say
+@pytest.mark.parametrize("template", ["train.sbatch", "train_gpu.sbatch"])
+def test_the_templates_threads_and_script_are_as_the_docs_say(template):
+    """gpu-cluster.md: the template exports --cpus-per-task as OMP_NUM_THREADS and passes no
+    --threads; the default script is found in the submit directory (not beside the template,
+    which sbatch copies); supervise's host install names no PyPI package."""
+    text = (ROOT / "examples" / template).read_text()
+    if template == "train_gpu.sbatch":  # the one gpu-cluster.md describes
+        assert "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}" in text
+    assert "--threads" not in text.split("set -euo pipefail", 1)[1]
+    assert '"${SLURM_SUBMIT_DIR:-.}/train.py"' in text and "beside this template" not in text
+    assert "pip install mpi-resolver" not in text
+    doc = (ROOT / "docs" / "gpu-cluster.md").read_text()
+    assert "the template exports it as\n   `OMP_NUM_THREADS`" in doc
+    assert "passes it to\n   `train.py --threads`" not in doc
+    assert "pip install mpi-resolver" not in (ROOT / "docs" / "long-jobs.md").read_text()
+
+
+def test_examples_md_describes_the_template_s_two_steps():
+    """docs/examples.md's preflight and training lines are the template's: srun with
+    --kill-on-bad-exit=1, the check's --connect, --timeout and --checkpoint-dir, supervise's
+    --max-restarts, --spare-nodes and --warned-file in front of the same srun."""
+    doc = (ROOT / "docs" / "examples.md").read_text()
+    check, train = re.findall(r"`((?:srun|mpi-resolver supervise) [^`]*)`", doc)[:2]
+    template = (ROOT / "examples" / "train.sbatch").read_text()
+    srun = re.search(r"^SRUN=\((srun [^$]*)", template, re.M).group(1).strip()
+    assert check.startswith(f"{srun} python -m mpi_resolver check --connect --timeout 30 "
+                            '--checkpoint-dir "$CHECKPOINT_DIR"'), (check, srun)
+    assert '--connect --timeout 30 --checkpoint-dir "$CHECKPOINT_DIR"' in template
+    for option in ("--max-restarts", "--spare-nodes", "--warned-file"):
+        assert option in train and f"supervise {option}" in template or \
+            f'{option} "$' in template, option
+    assert train.endswith(f"-- {srun} python train.py ARGS"), (train, srun)
+
+
+def test_the_install_lines_name_extras_that_exist():
+    """Every `pip install ".[a,b]"` of the docs and README names extras of pyproject.toml;
+    the examples' extra brings scikit-learn (their data), and jax.md's install says
+    KERAS_BACKEND=jax."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(d.startswith("scikit-learn") for d in extras["examples"])
+    assert any(d.startswith("matplotlib") for d in extras["plot"])
+    texts = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    named = [(p.name, m) for p in texts
+             for m in re.findall(r'pip install[^\n`]*?"\.\[([\w,-]+)\]"', p.read_text())]
+    assert len(named) >= 3, named
+    for where, names in named:
+        assert set(names.split(",")) <= set(extras), (where, names, sorted(extras))
+    install = block("jax-install")
+    assert 'pip install ".[jax,examples]"' in install and "export KERAS_BACKEND=jax" in install
+
+
+def test_jax_md_s_fit_resume_is_train_jax_s():
+    """docs/jax.md's resumed fit does what examples/train_jax.py does (tested for real in
+    tests/jax/test_train_jax.py): the model restored, the callback from the resumed step,
+    the rest of a partial epoch, then whole epochs from initial_epoch, complete() at the end."""
+    shown = block("jax-fit-resume")
+    example = (ROOT / "examples" / "train_jax.py").read_text()
+    for piece in ("restore_model(job, model)", "keras_callback(job, first_step=",
+                  "divmod(", "(steps_per_epoch - into) * batch", "epochs=epoch + 1, "
+                  "initial_epoch=epoch", "initial_epoch=epoch, callbacks",
+                  "job.complete(remove=True)"):
+        assert piece in shown, piece
+    for piece in ("restore_model(job, model)", "keras_callback(job, first_step=",
+                  "divmod(steps[\"done\"], spe)", "(spe - into) * batch",
+                  "epochs=first + 1, initial_epoch=first", "initial_epoch=first,",
+                  "job.complete(remove=True)"):
+        assert piece in example, piece
+
+
+@pytest.mark.parametrize("template", ["train.sbatch", "train_gpu.sbatch"])
+def test_the_variables_the_templates_set_are_as_api_md_says(template):
+    """api.md's table of the variables the templates set: each from the template's variable
+    (CHECKPOINT_DIR, CHECKPOINT_EVERY) or kept where exported (MPI_RESOLVER_SIGNAL)."""
+    text = (ROOT / "examples" / template).read_text()
+    doc = (ROOT / "docs" / "api.md").read_text()
+    header = "| the template sets | from | default |"
+    table = doc.split(header, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    rows = [line.strip().strip("|").split("|") for line in table]
+    assert [r[0].strip() for r in rows] == ["`MPI_RESOLVER_CHECKPOINT_DIR`",
+                                           "`MPI_RESOLVER_SIGNAL`",
+                                           "`MPI_RESOLVER_CHECKPOINT_EVERY`"]
+    assert "export MPI_RESOLVER_CHECKPOINT_DIR=$CHECKPOINT_DIR" in text
+    assert "CHECKPOINT_DIR=${CHECKPOINT_DIR:-${CHECKPOINT_ROOT:-${SLURM_SUBMIT_DIR:-.}/" \
+           "checkpoints}/$JOB}" in text
+    default = "USR1@300" if template == "train_gpu.sbatch" else "USR1@120"
+    assert f"export MPI_RESOLVER_SIGNAL=${{MPI_RESOLVER_SIGNAL:-{default}}}" in text
+    assert "export MPI_RESOLVER_CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-auto}" in text
+    assert f"`{default}`" in rows[1][2] and "`auto`" in rows[2][2]

@@ -19,10 +19,12 @@ The batch jobs run at once (tests/cluster/longjobs.py's Driver)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -35,14 +37,14 @@ from tests.cluster.longjobs import NONE, USR1, Driver, Job
 from tests.cluster.test_jobs import Step
 from tests.cluster.test_long_jobs import NO_SCONTROL  # the container stand-in, any script
 from tests.cluster.test_scenarios import launch
-from tests.docs.blocks import command, runs_like
+from tests.docs.blocks import command, commands, runs_like
 from tests.harness.slurm_cluster import SlurmCluster
 from tests.jax.conftest import JAX_ENV, ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 TRAIN_JAX = str(ROOT / "examples" / "train_jax.py")
-TEMPLATE = str(ROOT / "examples" / "train.sbatch")
+JAX_TEMPLATE = str(ROOT / "examples" / "train_jax.sbatch")
 EPOCHS, STEPS = 12, 50
 #: What process 0 prints once training is under way, in any run (a resumed run's first epoch
 #: line is not epoch 1's).
@@ -61,7 +63,7 @@ def jobs(jax_cluster: SlurmCluster, jax_python: str, tmp_path_factory) -> Dict[s
     driver = Driver(jax_cluster, timeout=420)
     argv = ["srun", "--mpi=pmix", jax_python, TRAIN_JAX, "--epochs", str(EPOCHS),
             "--steps-per-epoch", str(STEPS), "--port-base", "auto", "--checkpoint-dir", "ckpt"]
-    runs_like(command("jax-long-job", "srun"), argv)  # docs/jax.md's recipe, options added
+    runs_like(command("jax-long-job-srun", "srun"), argv)  # docs/jax.md's, options added
     (tmp / "srun").mkdir()
     script = (f'cd {shlex.quote(str(tmp / "srun"))} && '
               'echo "== job $SLURM_JOB_ID (run $((${SLURM_RESTART_COUNT:-0} + 1)))" && '
@@ -70,8 +72,23 @@ def jobs(jax_cluster: SlurmCluster, jax_python: str, tmp_path_factory) -> Dict[s
                    tmp / "srun" / "out.txt", env=job_env(jax_python), progress=PROGRESS))
     (tmp / "template").mkdir()
     (tmp / "template" / "no-scontrol.py").write_text(NO_SCONTROL.format(train=TRAIN_JAX))
-    driver.add(Job("template", ["-N2", "--ntasks-per-node=1", TEMPLATE, "--epochs", str(EPOCHS),
-                                "--steps-per-epoch", str(STEPS), "--port-base", "auto"],
+    template = ["sbatch", "-N2", "--ntasks-per-node=1", JAX_TEMPLATE, "--epochs", str(EPOCHS),
+                "--steps-per-epoch", str(STEPS)]  # the ports: the JAX template's 'auto'
+    documented = shlex.split(commands("jax-long-job")[0])  # docs/jax.md's; run below with
+    assert documented[:2] == ["sbatch", "examples/train_jax.sbatch"], documented  # SCRIPT
+    assert JAX_TEMPLATE.endswith("/" + documented[1])  # set to the container's stand-in
+    assert [w for w in documented if w.startswith("--")] == template[4::2]
+    (tmp / "own").mkdir()
+    own = "\n".join(commands("jax-long-job-own")).replace(
+        "examples/train_jax.py", f"{TRAIN_JAX} --epochs {EPOCHS} --steps-per-epoch {STEPS}")
+    (tmp / "own" / "job.sh").write_text(
+        '#!/bin/bash\necho "== job $SLURM_JOB_ID (run $((${SLURM_RESTART_COUNT:-0} + 1)))"\n'
+        f"cd {shlex.quote(str(tmp / 'own'))}\n{own}\n")
+    driver.add(Job("own batch script", ["-N2", "--ntasks-per-node=1",
+                                        str(tmp / "own" / "job.sh")],
+                   [USR1, NONE], tmp / "own" / "out.txt", env=job_env(jax_python),
+                   progress=PROGRESS))
+    driver.add(Job("template", template[1:],
                    [USR1, NONE], tmp / "template" / "out.txt", progress=PROGRESS,
                    env=job_env(jax_python, SCRIPT=str(tmp / "template" / "no-scontrol.py"),
                                CHECKPOINT_DIR=str(tmp / "template" / "ckpt"))))
@@ -111,9 +128,29 @@ def test_usr1_saves_at_one_step_requeues_and_resumes(jobs: Dict[str, Job]) -> No
     assert not list((job.output.parent / "ckpt").glob("ckpt-*.npz")), job.context()
 
 
+def test_docs_own_batch_script_under_supervise_resumes(jobs: Dict[str, Job]) -> None:
+    """docs/jax.md's three lines (#SBATCH with B:USR1, the variables, supervise in front of
+    srun): the warning signal to the tasks, supervise requeues, the next run resumes in the
+    job's own directory and completes; its report tells both runs."""
+    job = jobs["own batch script"]
+    saved = two_runs(job)
+    first = job.runs()[0]
+    assert re.search(r"^mpi-resolver supervise: run 1: .*requeued job \d+ \(scontrol "
+                     r"requeue \d+\): exit 75$", first, re.M), job.context()
+    ckpt = job.output.parent / "ckpt" / job.job_id
+    assert (ckpt / "mpi_resolver.ledger.jsonl").exists(), job.context()
+    report = subprocess.run([PY, "-m", "mpi_resolver", "report", str(ckpt), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    out = json.loads(report.stdout)
+    assert (len(out["runs"]), out["requeues"], out["steps_done"], out["completed"]) == (
+        2, 1, TOTAL, True), out
+    assert out["runs"][1]["steps_from"] == saved, out
+
+
 def test_the_template_without_scontrol_supervise_requeues(jobs: Dict[str, Job]) -> None:
-    """examples/train.sbatch runs SCRIPT=train_jax.py with exactly its arguments; the tasks
-    have no scontrol and need none: they save and exit 75, supervise requeues the job."""
+    """examples/train_jax.sbatch (train.sbatch's JAX face) runs SCRIPT with exactly its
+    arguments, its ports 'auto'; the tasks have no scontrol and need none: they save and exit
+    75, supervise requeues the job."""
     job = jobs["template"]
     two_runs(job)
     first = job.runs()[0]

@@ -12,6 +12,8 @@ import signal
 
 import pytest
 
+from mpi_resolver.long_jobs import ledger
+from mpi_resolver.long_jobs.journal import read_progress
 from mpi_resolver.long_jobs.manifest import MANIFEST, read_manifest, write_manifest
 from tests.tf.test_preemption import model_and_step, train
 
@@ -280,9 +282,18 @@ def test_remove_checkpoints_after_training_and_the_next_run_starts_afresh(slurm_
     assert train(handler, step, weight, 12) == 12
     assert (tmp_path / "chief").exists() and (tmp_path / MANIFEST).exists()
     config.remove_checkpoints()  # complete()'s older name
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mpi_resolver.json", "workertemp_1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "mpi_resolver.json", "mpi_resolver.ledger.jsonl", "mpi_resolver.progress.json",
+        "workertemp_1"]  # the manifest, the ledger and the progress stay
     done = read_manifest(str(tmp_path))
     assert (done["completed"], done["step"], done["job"]) == (True, 12, None)
+    records = ledger.read(str(tmp_path))
+    assert [(r["event"], r["step"], r.get("kind")) for r in records] == [
+        ("restore", 0, None), ("save", 5, "periodic"), ("save", 10, "periodic"),
+        ("save", 12, "final"), ("completed", 12, None)]
+    assert all(r["bytes"] > 0 and r["checkpoint"].startswith("ckpt-") and r["seconds"] > 0
+               for r in records if r["event"] == "save")
+    assert read_progress(str(tmp_path))["step"] == 12
 
     # outside a Slurm job (no job id), the same command run again starts afresh
     checkpoint, step, weight = model_and_step(tf)

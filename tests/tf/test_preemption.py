@@ -7,6 +7,7 @@ workers, the requeue and Slurm's signals: tests/cluster."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -53,7 +54,10 @@ def test_the_warning_signal_saves_at_the_next_step_and_exits_75(slurm_config, tm
     saved = int(step.numpy())
     assert 5 < saved < 100
     assert tf.train.latest_checkpoint(str(tmp_path / "chief"))
-    assert [r.getMessage() for r in caplog.records if r.name == "mpi_resolver"] == [
+    said = [r.getMessage() for r in caplog.records if r.name == "mpi_resolver"]
+    assert re.fullmatch(rf"mpi_resolver: checkpoint ckpt-1 at step {saved} \(signal\) in "
+                        r"\d+\.\d\d s", said[0]), said  # the save's line, then the exit's
+    assert said[1:] == [
         "mpi_resolver: checkpoint saved on SIGUSR1; not requeued: requeue=False; exit code 75"]
 
     # The next run: a new program state, restored from the checkpoint when the handler is built
@@ -85,6 +89,8 @@ def test_a_requeue_outside_a_job_is_one_line_and_still_75(slurm_config, tmp_path
     assert end.value.code == 75
     assert tf.train.latest_checkpoint(str(tmp_path / "chief"))  # saved all the same
     messages = [r.getMessage() for r in caplog.records if r.name == "mpi_resolver"]
+    assert re.fullmatch(r"mpi_resolver: checkpoint ckpt-1 at step \d+ \(signal\) in "
+                        r"\d+\.\d\d s", messages.pop(0)), messages
     assert messages == [
         "mpi_resolver: checkpoint saved on SIGUSR1; SLURM_JOB_ID=None: not in a Slurm job, so "
         "there is no job to requeue; run the training with srun inside sbatch, or pass "

@@ -44,6 +44,8 @@ def test_tests_unit_mirrors_the_folders():
 #: name appears in it): edges run under mpirun, srun or TensorFlow, and small parts tested
 #: with the part that uses them.
 ELSEWHERE = {
+    "cli/plot.py": "tests/unit/cli/test_report.py",
+    "cli/story_args.py": "tests/unit/cli/test_report.py",
     "jax/start.py": "tests/jax/test_edge.py",
     "jax/detection.py": "tests/jax/test_gpus.py",
     "jax/long_jobs.py": "tests/jax/test_long_job_alone.py",

@@ -1,5 +1,6 @@
 """examples/long_jobs.py: the long jobs' options that examples/train.py and train_ps.py share,
-and their checks (argparse's usage error, exit 2, naming the option)."""
+and their checks (argparse's usage error, exit 2, naming the option); the examples' port
+taken from MPI_RESOLVER_PORT_BASE by default, and the JAX examples' last line."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
     "long_jobs", Path(__file__).resolve().parents[2] / "examples" / "long_jobs.py")
 long_jobs = importlib.util.module_from_spec(_spec)
@@ -80,3 +82,26 @@ def test_both_examples_use_the_shared_options():
         text = (root / script).read_text()
         assert "add_long_job_options(p, " in text and "check_long_job_options(p, args)" in text
         assert '"--no-requeue"' not in text and "def check_" not in text, script
+
+
+@pytest.mark.parametrize("script", ["train.py", "train_jax.py", "train_jax_loop.py"])
+def test_the_examples_take_the_port_from_the_variable_by_default(script, monkeypatch):
+    """No --port-base: None, which the resolver reads as MPI_RESOLVER_PORT_BASE, else 8888
+    (a default of 8888 here would override MPI_RESOLVER_PORT_BASE=auto)."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    spec = importlib.util.spec_from_file_location(f"_example_{script[:-3]}",
+                                                  ROOT / "examples" / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.parse_args([]).port_base is None
+    assert module.parse_args(["--port-base", "auto"]).port_base == "auto"
+    assert "$MPI_RESOLVER_PORT_BASE" in (ROOT / "examples" / script).read_text()
+
+
+@pytest.mark.parametrize("script", ["train_jax.py", "train_jax_loop.py"])
+def test_the_jax_examples_always_say_the_steps_done(script):
+    text = (ROOT / "examples" / script).read_text()
+    said = [ln for ln in text.splitlines() if 'say(f"steps done: ' in ln]
+    assert len(said) == 2 and all(ln.startswith("        say(") or ln.startswith("    say(")
+                                  for ln in said), said
+    assert said[-1].startswith("    say("), said  # the end's line, outside any if

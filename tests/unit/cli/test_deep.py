@@ -60,10 +60,14 @@ def _args(framework, deep=True):
 ])
 def test_the_framework_s_rehearsal_runs(monkeypatch, framework, module, name, called):
     __import__(module)
-    monkeypatch.setattr(sys.modules[module], name, lambda *a: called)
+    given = []
+    monkeypatch.setattr(sys.modules[module], name, lambda *a: given.append(a) or called)
     connect = types.SimpleNamespace(failures=[], gathered=True)
-    res = types.SimpleNamespace(num_tasks=2)
-    assert cli_deep.run_deep_check(_args(framework), res, None, connect) == called
+    res, opts = types.SimpleNamespace(num_tasks=2), object()
+    args = _args(framework)
+    args.signal = "USR1"
+    assert cli_deep.run_deep_check(args, res, opts, connect) == called
+    assert given == [(res, opts) if framework == "jax" else (res, opts, "ring", "USR1")]
     assert cli_deep.run_deep_check(_args(framework, deep=False), res, None, connect) is None
 
 
@@ -78,6 +82,8 @@ def test_failed_connections_skip_the_rehearsal_in_the_framework_s_words(framewor
                                      None, connect)
     assert report.note == f"the connections above failed, and {words} for ever."
     assert (report.ok, report.collective) == (False, collective)
+    assert (report.outcomes, report.ranks, report.timeout, report.seconds, report.gathered) \
+        == ([], 2, 5.0, 0.0, True)
 
 
 OK = RankOutcome(0, "node1", "ok", "all-reduce", times={"all-reduce": 1.0})
@@ -135,7 +141,8 @@ def test_after_an_exchange_timeout_a_rank_under_mpi_exits_at_once(monkeypatch, m
     monkeypatch.setattr(cli_deep.os, "_exit", lambda status: (_ for _ in ()).throw(
         SystemExit(status)))
     if ends:
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit) as e:
             cli_deep.end_lost(2)
+        assert e.value.code == 2
     else:
         assert cli_deep.end_lost(2) == 2

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import pytest
 
@@ -66,8 +66,20 @@ def supervise(args: Sequence[str], timeout: float = 60, **extra: str):
                           capture_output=True, timeout=timeout, env=env(**extra))
 
 
+JOB_LINE = re.compile(r"job [^:]+: \d+ runs?, \d+ restarts?.*, \d+ requeues?.*, \d+ steps? "
+                      r"lost, ETTR (\d\.\d\d|\?)")
+
+
 def said(stderr: bytes) -> List[str]:
-    return [ln[len(PREFIX):] for ln in stderr.decode().splitlines() if ln.startswith(PREFIX)]
+    """Returns supervise's lines, but for the job's line at its end (job_line)."""
+    lines = [ln[len(PREFIX):] for ln in stderr.decode().splitlines() if ln.startswith(PREFIX)]
+    return lines[:-1] if lines and JOB_LINE.fullmatch(lines[-1]) else lines
+
+
+def job_line(stderr: bytes) -> Optional[str]:
+    """Returns the job's line supervise said at the job's end, None where it said none."""
+    lines = [ln[len(PREFIX):] for ln in stderr.decode().splitlines() if ln.startswith(PREFIX)]
+    return lines[-1] if lines and JOB_LINE.fullmatch(lines[-1]) else None
 
 
 def runs(srun: Path) -> List[str]:
@@ -79,13 +91,26 @@ def manifest(step: int, job: str = "12", **more: object) -> str:
     return json.dumps({"job": job, "step": step, **more})
 
 
-def test_the_step_s_output_passes_through_unchanged_and_a_normal_end_says_nothing():
+def test_the_step_s_output_passes_through_unchanged_and_a_normal_end_says_the_job(tmp_path):
     program = ("import os; os.write(1, b'out\\r\\nline 2'); os.write(2, b'err \\xff\\n');"
                "os.write(2, b'no newline')")
-    proc = supervise(["--", sys.executable, "-c", program], MPI_RESOLVER_CHECKPOINT_DIR="/tmp")
+    proc = supervise(["--", sys.executable, "-c", program],
+                     MPI_RESOLVER_CHECKPOINT_DIR=str(tmp_path))
     assert proc.returncode == 0
     assert proc.stdout == b"out\r\nline 2"
-    assert proc.stderr == b"err \xff\nno newline"
+    head, said = proc.stderr.split(PREFIX.encode())
+    assert head == b"err \xff\nno newline"
+    assert re.fullmatch(r"job \(no Slurm job\): 1 run, 0 restarts, 0 requeues, 0 steps lost, "
+                        r"ETTR (0\.00|\?)\n", said.decode())
+
+
+def test_the_job_line_counts_this_supervise_s_runs_alone(tmp_path):
+    """Outside Slurm every supervise's runs are job None: the line counts its own."""
+    for _ in range(2):
+        proc = supervise(["--", sys.executable, "-c", "pass"],
+                         MPI_RESOLVER_CHECKPOINT_DIR=str(tmp_path))
+        assert proc.returncode == 0
+        assert job_line(proc.stderr).startswith("job (no Slurm job): 1 run, 0 restarts")
 
 
 @pytest.mark.parametrize("max_restarts, extra, status, runs_done, lines", [
@@ -193,6 +218,8 @@ def test_a_requeued_job_remembers_its_runs(srun: Path, tmp_path: Path) -> None:
                      SLURM_JOB_ID="12", REPORT_1=KILLED, EXIT_1="143")
     assert proc.returncode == 79, proc.stderr
     assert said(proc.stderr)[-1].startswith("run 2: task 1 on node2: Killed (signal 9)")
+    assert job_line(proc.stderr) == ("job 12: 2 runs, 0 restarts, 1 requeue (SIGKILL), 0 steps "
+                                     "lost, ETTR ?")
 
 
 def test_a_job_whose_training_completed_is_not_run_again(srun: Path, tmp_path: Path) -> None:

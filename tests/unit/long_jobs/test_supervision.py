@@ -144,3 +144,9 @@ def test_the_record_of_a_run_without_a_task_s_words() -> None:
 def test_which_failures_blame_the_node(end: RunEnd, blamed: bool) -> None:
     verdict = judge(JOB, 1, end, Came.NOTHING, Checkpoints(), Checkpoints(1), [], 0)
     assert verdict.record.blamed is blamed and verdict.record.node in ("node1", "node2")
+
+
+def test_the_record_says_what_came_and_the_warning_signal_s_name() -> None:
+    job = Job("12", "srun", 3, 12, warning_name="USR2")
+    verdict = judge(job, 1, KILLED, Came.WARNING, Checkpoints(40), Checkpoints(120), [], 0)
+    assert (verdict.record.came, verdict.record.warning) == ("the warning signal", "USR2")
