@@ -277,7 +277,8 @@ def termination_config(args, resolver):
                                   requeue=args.requeue,
                                   requeue_on_time_limit=args.requeue_on_time_limit,
                                   checkpoint_every=args.checkpoint_every, keep=args.keep,
-                                  node_mtbf_hours=args.node_mtbf_hours)
+                                  node_mtbf_hours=args.node_mtbf_hours,
+                                  total_steps=args.epochs * args.steps_per_epoch)
 
 
 def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, say):

@@ -216,7 +216,14 @@ def long_job(args):
     return LongJob(args.checkpoint_dir, checkpoint_every=args.checkpoint_every, keep=args.keep,
                    node_mtbf_hours=args.node_mtbf_hours, signal=args.signal,
                    grace_period=args.grace_period, requeue=args.requeue,
-                   requeue_on_time_limit=args.requeue_on_time_limit)
+                   requeue_on_time_limit=args.requeue_on_time_limit,
+                   total_steps=total_steps(args))
+
+
+def total_steps(args) -> int:
+    """Returns the steps the training plans (train_jax.py's, or train_jax_loop.py's)."""
+    steps = getattr(args, "steps", None)
+    return steps if steps is not None else args.epochs * args.steps_per_epoch
 
 
 def train(keras, args, model, x, y, steps: dict, say, job) -> None:

@@ -32,7 +32,7 @@ from mpi_resolver.jax.coordinator import AGREE_WITHIN
 from mpi_resolver.long_jobs.interval import parse_every
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import long_job_settings
-from mpi_resolver.long_jobs.journal import Journal, checkpoint_bytes
+from mpi_resolver.long_jobs.journal import Journal, checkpoint_bytes, planned_steps
 from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_directory,
                                              completed, finished_together, manifest_for,
                                              this_job, write_manifest)
@@ -54,7 +54,8 @@ class LongJob:
     default: ``checkpoint_dir`` (a directory every node sees), ``checkpoint_every`` (None:
     on the signal only), ``keep``, ``node_mtbf_hours``, ``signal``, ``grace_period``,
     ``requeue``, ``requeue_on_time_limit``; ``check_every`` steps between the signal
-    agreements (each one small collective).
+    agreements (each one small collective); ``total_steps``, the steps planned (for
+    ``mpi-resolver status``'s expected end).
 
     Raises:
       FormatError, ResolutionError: a bad argument or variable, naming it; no directory.
@@ -63,8 +64,10 @@ class LongJob:
     def __init__(self, checkpoint_dir: Optional[str] = None, *, checkpoint_every: Any = None,
                  keep: Any = None, node_mtbf_hours: Any = None, signal: Any = None,
                  grace_period: Any = None, requeue: bool = True,
-                 requeue_on_time_limit: bool = False, check_every: int = 1) -> None:
+                 requeue_on_time_limit: bool = False, check_every: int = 1,
+                 total_steps: Optional[int] = None) -> None:
         exit_on_configuration_error()  # a refused setting ends the process with 78
+        self.total_steps = planned_steps(total_steps)
         given = long_job_settings(signal=signal, grace_period=grace_period,
                                   checkpoint_every=checkpoint_every, keep=keep,
                                   node_mtbf_hours=node_mtbf_hours)
@@ -120,7 +123,7 @@ class LongJob:
         if self.chief:  # the directory is this job's from now on
             claim_directory(self.directory, self._manifest(self.start))
             self.journal.restored(self.start, None if step is None else checkpoint_name(step),
-                                  warnings)
+                                  warnings, self.total_steps)
         if arrays is None:
             return 0, state
         return self.start, restored(state, arrays, os.path.join(self.directory,

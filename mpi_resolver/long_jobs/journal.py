@@ -14,13 +14,14 @@ import os
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
+from mpi_resolver.core.errors import FormatError
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs import ledger
 from mpi_resolver.long_jobs.manifest import read_object
 from mpi_resolver.long_jobs.resume import restart_count
 
 __all__ = ["Journal", "PROGRESS", "PROGRESS_EVERY", "KINDS", "save_line", "read_progress",
-           "checkpoint_bytes"]
+           "checkpoint_bytes", "planned_steps"]
 
 PROGRESS = "mpi_resolver.progress.json"
 #: Seconds between two writes of the progress file: the steps a failure loses are known to
@@ -29,6 +30,20 @@ PROGRESS = "mpi_resolver.progress.json"
 PROGRESS_EVERY = 1.0
 #: What a save was made for: the schedule's, the warning signal's, the training's end.
 KINDS = ("periodic", "signal", "final")
+
+
+def planned_steps(value: Any) -> Optional[int]:
+    """Returns ``total_steps`` (the steps the training plans; None: not said).
+
+    Raises:
+      FormatError: not a whole number > 0.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FormatError(f"total_steps: expected the whole number of steps the training "
+                          f"plans (> 0), or None, got {value!r}")
+    return value
 
 
 def save_line(name: Optional[str], step: int, kind: str, seconds: Optional[float]) -> str:
@@ -120,8 +135,9 @@ class Journal:
 
     def flush(self) -> None:
         """Writes the progress file where a step reached is not in it yet (at the process's
-        exit: the steps a failure loses are then exact where worker 0 survives it)."""
-        if self._pending is not None:
+        exit: the steps a failure loses are then exact where worker 0 survives it); not where
+        the directory is gone (removed after the training, a test's)."""
+        if self._pending is not None and os.path.isdir(self.directory):
             self.progress(self._pending, force=True)
 
     def _record(self, fields: Mapping[str, Any]) -> None:

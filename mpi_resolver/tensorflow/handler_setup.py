@@ -118,7 +118,7 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
     config.saver.journal = Journal(checkpoint_dir, job, chief, os.environ)
     config.saver.journal.restored(config.saver.resumed,
                                   os.path.basename(manager.restored or "") or None,
-                                  manager.skipped)
+                                  manager.skipped, getattr(config, "total_steps", None))
     return handler
 
 

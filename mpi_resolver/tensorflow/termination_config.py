@@ -16,6 +16,7 @@ from mpi_resolver.core.logs import log_once, logger
 from mpi_resolver.long_jobs.interval import job_mtbf, parse_every, parse_keep
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import job_settings
+from mpi_resolver.long_jobs.journal import planned_steps
 from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
                                                 exit_on_configuration_error)
 from mpi_resolver.long_jobs.signals import SIGTERM, WarningSignal, grace_seconds, parse_signal
@@ -56,6 +57,8 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
       requeue_on_time_limit: also after the save on the time limit's SIGTERM (never after
         scancel, nor after Slurm's own requeue or preemption).
       save_fn: as TensorFlow's (how to save; default: the handler's checkpoints).
+      total_steps: the steps the training plans, for ``mpi-resolver status``'s expected end
+        (the job's ledger keeps it); None: not said.
       checkpoint_every: also save every N steps (an int or '100'), every duration of the
         chief's clock ('90s', '10m', '2h'), or 'auto' (Young's interval from the first
         save's time and the job's failure rate); None (default): on the signal only.
@@ -65,7 +68,8 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
 
     Raises:
       FormatError: a signal that Slurm's --signal does not take or that cannot be watched;
-        a checkpoint_every, keep or node_mtbf_hours not of the forms above.
+        a checkpoint_every, keep or node_mtbf_hours not of the forms above; total_steps not a
+        whole number > 0.
       ResolutionError: not created in the main thread.
     """
 
@@ -77,8 +81,10 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
                  grace_period: Optional[float] = None, *, requeue: bool = True,
                  requeue_on_time_limit: bool = False, save_fn: Any = None,
                  checkpoint_every: Union[str, int, None] = None, keep: Optional[int] = None,
-                 node_mtbf_hours: Optional[float] = None) -> None:
+                 node_mtbf_hours: Optional[float] = None,
+                 total_steps: Optional[int] = None) -> None:
         exit_on_configuration_error()  # a refused setting ends the process with 78
+        self.total_steps = planned_steps(total_steps)
         given = job_settings(os.environ, signal=signal, checkpoint_every=checkpoint_every,
                              keep=keep, node_mtbf_hours=node_mtbf_hours)
         warning = parse_signal(given.signal)

@@ -404,6 +404,8 @@ def test_the_report_tells_what_the_job_went_through(jobs, tmp_path):
                      job.status, re.M), job.status
     assert re.search(r"^progress: step \d+, .* ago; [\d.]+ steps/s in this run$", job.status,
                      re.M), job.status
+    assert re.search(rf"^expected end: step {TOTAL} in about .* \(at \d\d:\d\d:\d\d\), at this "
+                     r"run's rate", job.status, re.M), job.status  # train.py's total_steps
     # docs/long-jobs.md shows this job's report and status (their times and durations vary)
     assert_sample(_durations(block("report-sample")), _durations("\n".join(text)),
                   job.context())

@@ -274,7 +274,7 @@ def test_remove_checkpoints_after_training_and_the_next_run_starts_afresh(slurm_
     from mpi_resolver import ResolutionError
 
     checkpoint, step, weight = model_and_step(tf)
-    config = slurm_config(checkpoint_every=5)
+    config = slurm_config(checkpoint_every=5, total_steps=12)
     with pytest.raises(ResolutionError, match=r"build the handler first"):
         config.remove_checkpoints()
     (tmp_path / "workertemp_1").mkdir()  # another worker's: not the chief's to remove
@@ -293,6 +293,7 @@ def test_remove_checkpoints_after_training_and_the_next_run_starts_afresh(slurm_
         ("save", 12, "final"), ("completed", 12, None)]
     assert all(r["bytes"] > 0 and r["checkpoint"].startswith("ckpt-") and r["seconds"] > 0
                for r in records if r["event"] == "save")
+    assert records[0]["plan"] == 12  # total_steps, for status's expected end
     assert read_progress(str(tmp_path))["step"] == 12
 
     # outside a Slurm job (no job id), the same command run again starts afresh
@@ -370,3 +371,11 @@ def test_the_directory_comes_from_the_variable_where_none_is_given(slurm_config,
     handler = slurm_config().handler(None, checkpoint)
     assert train(handler, step, weight, 9) == 9
     assert ckpts(tmp_path / "from-env") == ["ckpt-1", "ckpt-2"]  # steps 4 and 8
+
+
+@pytest.mark.parametrize("steps", [0, "12"])
+def test_total_steps_not_a_whole_number_is_refused(slurm_config, steps):
+    from mpi_resolver import FormatError
+
+    with pytest.raises(FormatError, match="total_steps: expected the whole number of steps"):
+        slurm_config(total_steps=steps)

@@ -13,8 +13,10 @@ from typing import List
 import pytest
 
 from mpi_resolver.long_jobs import ledger
+from mpi_resolver.core.errors import FormatError
 from mpi_resolver.long_jobs.journal import (PROGRESS, PROGRESS_EVERY, Journal,
-                                            checkpoint_bytes, read_progress, save_line)
+                                            checkpoint_bytes, planned_steps, read_progress,
+                                            save_line)
 
 pytestmark = pytest.mark.unit
 
@@ -183,3 +185,28 @@ def test_forced_writes_and_the_first_values(tmp_path) -> None:
     assert records[-1] == {"event": "save_failed", "step": 10, "seconds": 0.2,
                            "kind": "signal", "error": "quota", "job": "77", "time": 1000.0,
                            "format": ledger.FORMAT}
+
+
+def test_no_flush_into_a_directory_gone(tmp_path) -> None:
+    directory = tmp_path / "ck"
+    directory.mkdir()
+    said: List[str] = []
+    j = Journal(str(directory), "77", True, {}, say=said.append)
+    j.progress(1)
+    j.progress(2)  # pending
+    (directory / PROGRESS).unlink()
+    directory.rmdir()
+    j.flush()
+    assert said == [] and not directory.exists()
+
+
+@pytest.mark.parametrize("value, planned", [(None, None), (1, 1), (600, 600)])
+def test_planned_steps(value, planned) -> None:
+    assert planned_steps(value) == planned
+
+
+@pytest.mark.parametrize("value", [0, -1, True, "600", 2.0])
+def test_planned_steps_refused(value) -> None:
+    with pytest.raises(FormatError, match=r"total_steps: expected the whole number of steps "
+                                          r"the training plans \(> 0\), or None, got "):
+        planned_steps(value)
