@@ -30,6 +30,8 @@ _STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 #: Taken and noted: the warning signal is passed on to the step; another user signal is
 #: only said (its default action would end supervise, leaving the step behind).
 _USER = (signal.SIGUSR1, signal.SIGUSR2)
+#: Seconds between two passes of the warning signal to the running step.
+WARNING_AGAIN = 2.0
 
 
 class CommandNotRun(ResolutionError):
@@ -46,7 +48,8 @@ def say(line: Optional[str]) -> None:
 class Signals:
     """The signals that came to supervise (``came``, every one noted) and when the first
     stop came (``stopped_at``, time.monotonic); the running step's process group gets the
-    stops and the warning signal (``warning``: its number) passed on. ``warned_file``: a
+    stops and the warning signal (``warning``: its number; ``warned_at``: when it was last
+    passed on) passed on. ``warned_file``: a
     file the batch script's trap creates when the warning signal comes to it (B:), so that
     supervise knows it whenever it came (before supervise started, between two runs)."""
 
@@ -55,6 +58,7 @@ class Signals:
         self.warned_file = warned_file
         self.came: Set[int] = set()
         self.stopped_at: Optional[float] = None
+        self.warned_at: Optional[float] = None  # the warning's last pass to the step
         self.child: Optional[subprocess.Popen] = None
         self._unwatched: Set[int] = set()
 
@@ -72,6 +76,8 @@ class Signals:
         """Sends ``number`` to the running step's process group, if a step runs."""
         child = self.child
         if child is not None and child.poll() is None:
+            if number == self.warning:
+                self.warned_at = time.monotonic()
             try:
                 os.killpg(child.pid, number)
             except ProcessLookupError:
@@ -119,19 +125,22 @@ def _copy(source: IO[bytes], report: StepReport) -> None:
 
 def _wait(child: subprocess.Popen, signals: Signals, stop_timeout: float) -> int:
     """Returns the child's exit status (128 + N for signal N), killing its process group
-    where it has not ended ``stop_timeout`` seconds after a stop signal; the warning signal
-    that the batch script marked (``warned_file``) is passed on to the step once, so that a
-    step started after the batch script signalled the job's tasks still gets it."""
+    where it has not ended ``stop_timeout`` seconds after a stop signal. Once the warning
+    signal came (to supervise, or to the batch script, which marks it: ``warned_file``), it
+    is passed on to the step, and again every WARNING_AGAIN seconds while the step runs: srun
+    drops a signal that comes before it has launched its tasks (measured: a restarted step
+    warned while it started trained to its end), and the package's tasks take it again
+    harmlessly (one save)."""
     deadline: Optional[float] = None
-    warned = signals.warning in signals.came  # passed on already, by handle() or at start
     while True:
         try:
             status = child.wait(timeout=0.2)
             return status if status >= 0 else 128 - status
         except subprocess.TimeoutExpired:
             pass
-        if not warned and signals.warning in signals.snapshot():
-            warned = True
+        last = signals.warned_at  # passed on by handle(), at the step's start, or here
+        if signals.warning in signals.snapshot() and (
+                last is None or time.monotonic() - last >= WARNING_AGAIN):
             signals.forward(signals.warning)
         if signals.stopping and deadline is None:
             deadline = time.monotonic() + stop_timeout

@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 import pytest
 
@@ -68,9 +68,16 @@ class Job:
         return len(path.read_text().splitlines()) if path.exists() else 0
 
     def said(self) -> list:
-        """supervise's lines, the run's seconds as T."""
-        return [re.sub(r"\d+\.\d s into", "T s into", ln[len(PREFIX):])
-                for ln in self.output.splitlines() if ln.startswith(PREFIX)]
+        """supervise's lines, the run's seconds as T, but for the job's line at its end
+        (job_line)."""
+        lines = [re.sub(r"\d+\.\d s into", "T s into", ln[len(PREFIX):])
+                 for ln in self.output.splitlines() if ln.startswith(PREFIX)]
+        return lines[:-1] if lines and JOB_LINE.fullmatch(lines[-1]) else lines
+
+    def job_line(self) -> Optional[str]:
+        """Returns the job's line supervise said at the job's end, None where it said none."""
+        lines = [ln[len(PREFIX):] for ln in self.output.splitlines() if ln.startswith(PREFIX)]
+        return lines[-1] if lines and JOB_LINE.fullmatch(lines[-1]) else None
 
     def ledger(self) -> list:
         from mpi_resolver.long_jobs import ledger
@@ -134,6 +141,11 @@ def jobs(cluster: SlurmCluster, tmp_path_factory) -> Dict[str, Job]:
     return out
 
 
+#: supervise's line at the job's end (long_jobs.report.end_line).
+JOB_LINE = re.compile(r"job [^:]+: \d+ runs?, \d+ restarts?.*, \d+ requeues?.*, \d+ steps? "
+                      r"lost, ETTR (\d\.\d\d|\?)")
+
+
 def test_the_docs_show_what_supervise_said(jobs):
     """docs/long-jobs.md's lines of real runs are these jobs' own."""
     said = "\n".join(line for job in jobs.values() for line in job.output.splitlines()
@@ -156,6 +168,9 @@ def test_a_killed_task_is_named_and_the_step_runs_again_in_the_same_job(jobs):
     ends = [r for r in job.ledger() if r["event"] == "run_end"]
     assert [(r["run"], r["cause"], r["node"], r["action"]) for r in ends] == [
         (1, "killed by a signal", "node2", "restart"), (2, "completed", None, "end")]
+    # the stand-in tasks write no ledger of their own: the training's time is not known
+    assert job.job_line() == (f"job {job.job_id}: 2 runs, 1 restart (SIGKILL on node2), 0 "
+                              "requeues, 0 steps lost, ETTR ?"), job.context()
 
 
 def test_restarts_used_up_end_with_the_task_s_exit_code(jobs):

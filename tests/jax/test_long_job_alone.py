@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mpi_resolver.long_jobs import ledger
 from tests.docs.blocks import block
 from tests.jax.test_edge import clean_env, run
 
@@ -52,20 +53,31 @@ def loop(python: str, args: str, stop_at: int = 0, sig: str = "SIGUSR1", remove:
     return p, lines
 
 
+#: What stays in a job's directory beside its checkpoints, and after them: the manifest, the
+#: ledger and worker 0's progress file.
+KEPT = ["mpi_resolver.json", "mpi_resolver.ledger.jsonl", "mpi_resolver.progress.json"]
+
+
 def test_periodic_saves_the_signal_and_the_resume(jax_python: str, tmp_path: Path) -> None:
     ck = str(tmp_path / "ck")
     p, lines = loop(jax_python, f"{ck!r}, checkpoint_every=3, keep=2", stop_at=8)
     assert p.returncode == 75, p.stderr[-3000:]
     assert lines == [{"start": 0, "w": 0.0, "n": 0},
                      {"exit": 75, "files": ["ckpt-00000006.npz", "ckpt-00000008.npz",
-                                            "mpi_resolver.json"]}], lines
+                                            *KEPT]}], lines
     assert "checkpoint saved on SIGUSR1; " in p.stderr and "exit code 75" in p.stderr
     p, lines = loop(jax_python, f"{ck!r}, checkpoint_every=3, keep=2", remove=True)
     assert p.returncode == 0, p.stderr[-3000:]
     assert lines == [{"start": 8, "w": 8.0, "n": 8},  # the state at the signal's step
                      {"done": 20, "files": ["ckpt-00000015.npz", "ckpt-00000018.npz",
-                                            "mpi_resolver.json"]},
-                     {"left": ["mpi_resolver.json"]}], lines  # it says: completed
+                                            *KEPT]},
+                     {"left": KEPT}], lines  # the manifest says: completed; the ledger stays
+    records = ledger.read(ck)
+    assert [(r["event"], r["step"], r.get("kind")) for r in records] == [
+        ("restore", 0, None), ("save", 3, "periodic"), ("save", 6, "periodic"),
+        ("save", 8, "signal"), ("restore", 8, None), ("save", 9, "periodic"),
+        ("save", 12, "periodic"), ("save", 15, "periodic"), ("save", 18, "periodic"),
+        ("save", 20, "final"), ("completed", 20, None)], records
 
 
 def test_sigterm_ends_with_143_and_a_torn_newest_is_skipped(jax_python: str,
@@ -92,7 +104,7 @@ def test_the_variables_give_what_the_script_does_not(jax_python: str, tmp_path: 
                     MPI_RESOLVER_CHECKPOINT_DIR=str(ck), MPI_RESOLVER_CHECKPOINT_EVERY="5",
                     MPI_RESOLVER_KEEP="1", MPI_RESOLVER_SIGNAL="USR2")
     assert p.returncode == 75, p.stderr[-3000:]
-    assert lines[-1] == {"exit": 75, "files": ["ckpt-00000011.npz", "mpi_resolver.json"]}
+    assert lines[-1] == {"exit": 75, "files": ["ckpt-00000011.npz", *KEPT]}
     assert "checkpoint saved on SIGUSR2" in p.stderr
     manifest = json.loads((ck / "mpi_resolver.json").read_text())
     assert manifest["step"] == 11 and manifest["settings"] == {
@@ -232,6 +244,6 @@ def test_the_docs_loop_runs_with_auto_periodic_saves(jax_python: str, tmp_path: 
     p = subprocess.run([jax_python, "-c", code], capture_output=True, text=True, timeout=120,
                        env=clean_env(), cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "W 30.0 ['mpi_resolver.json']" in p.stdout, p.stdout  # the manifest says: done
+    assert f"W 30.0 {KEPT}" in p.stdout, p.stdout  # the manifest says: done; the ledger
     assert "periodic checkpoints (auto): every " in p.stderr and "(Young: sqrt(2 x C " in \
         p.stderr, p.stderr

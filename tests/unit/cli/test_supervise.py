@@ -626,3 +626,40 @@ def test_the_warned_file_alone_is_passed_on_to_the_running_step(tmp_path: Path) 
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 75, err  # the step had USR1 from supervise: it saved, 75
     assert said(err)[-1].startswith("the warning signal came to supervise; run 1: python")
+
+
+#: A step like srun before it has launched its tasks: the first USR1 is dropped (ignored),
+#: a later one reaches the tasks, which save and exit 75.
+DROPS_THE_FIRST = """import signal, sys, time
+got = []
+def first(*_):
+    got.append(time.monotonic())
+    print("dropped", flush=True)
+    signal.signal(signal.SIGUSR1, lambda *_: sys.exit(75 if time.monotonic() - got[0] >= %s
+                                                      else 3))
+signal.signal(signal.SIGUSR1, first)
+print("step started", flush=True)
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["the batch script's mark", "to supervise"])
+def test_the_warning_is_passed_on_again_until_the_step_ends(tmp_path: Path, marked) -> None:
+    """srun drops a signal that comes before it has launched its tasks: supervise passes the
+    warning on again every WARNING_AGAIN seconds while the step runs (not sooner)."""
+    from mpi_resolver.cli.step_run import WARNING_AGAIN
+
+    warned = tmp_path / "warned"
+    step = DROPS_THE_FIRST % (WARNING_AGAIN - 0.3)
+    proc = subprocess.Popen([sys.executable, "-m", "mpi_resolver", "supervise", "--warned-file",
+                             str(warned), "--", sys.executable, "-c", step],
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"step started\n"
+    if marked:
+        warned.touch()
+    else:
+        os.kill(proc.pid, signal.SIGUSR1)
+    assert proc.stdout.readline() == b"dropped\n"
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 75, err  # the second pass, WARNING_AGAIN later: saved, 75
+    assert said(err)[-1].startswith("the warning signal came to supervise; run 1: python")
