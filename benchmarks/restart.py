@@ -81,19 +81,21 @@ class Lines:
         raise RuntimeError(f"no line matching {pattern!r} within {START} s:\n{tail}")
 
 
-def task_pid(cluster: SlurmCluster, rank: int) -> int:
-    """Returns the PID of this cluster's train.py task ``rank``."""
+def task_pid(cluster: SlurmCluster, rank: int, also: str = TRAIN) -> int:
+    """Returns the PID of this cluster's train.py task ``rank`` (whose command line also
+    names ``also``: a step's own argument)."""
     mark = f"SLURM_CONF={cluster.env['SLURM_CONF']}".encode()
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if TRAIN.encode() not in Path(f"/proc/{entry}/cmdline").read_bytes():
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            if TRAIN.encode() not in cmdline or also.encode() not in cmdline:
                 continue
             environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
         if mark in environ and f"SLURM_PROCID={rank}".encode() in environ:
             return int(entry)
-    raise RuntimeError(f"task {rank}'s train.py was not found")
+    raise RuntimeError(f"task {rank}'s train.py ({also}) was not found")
 
 
 def one_run(cluster: SlurmCluster, directory: Path, args: argparse.Namespace) -> Dict:

@@ -3,7 +3,8 @@
 # figures with ratios to TensorFlow's resolver (bench.py), the MPI exchange at scale
 # (exchange.py), check --connect's dial pattern (connect_pattern.py), and long jobs on Slurm:
 # the signal to the checkpoint and the requeue, and the resumed run (preemption.py), periodic
-# checkpoints (periodic.py), a worker killed and the step restarted (restart.py); figures
+# checkpoints (periodic.py), a worker killed and the step restarted (restart.py), a slow rank
+# named (slow_rank.py); figures
 # also written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
 # --quick: smaller jobs; --skip-slurm: no throw-away Slurm cluster (no preemption.py either);
 # other arguments go to bench.py.
@@ -52,4 +53,9 @@ if [ "$skip_slurm" = 0 ]; then
        "periodic checkpoint (benchmarks/restart.py)"
   "$PY" benchmarks/restart.py --repeat "$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 3)" \
     --json "$results/restart.json"
+  echo
+  echo "A slow rank: a rank held to 70 % of its time named, a clean run naming nobody" \
+       "(benchmarks/slow_rank.py)"
+  "$PY" benchmarks/slow_rank.py --round "$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 45)" \
+    --json "$results/slow_rank.json"
 fi

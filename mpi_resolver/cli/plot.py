@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional, Tuple
 
-from mpi_resolver.long_jobs.report import end_line
+from mpi_resolver.long_jobs.report import end_line, lost_steps
 from mpi_resolver.long_jobs.story import Run, Story, pairs, short_cause
 
 __all__ = ["plot_problem", "draw", "SUFFIXES"]
@@ -83,20 +83,13 @@ def _draw_run(ax: Any, number: int, run: Run, after: Optional[Run], origin: floa
         ax.plot([end], [run.reached], marker="*", markersize=14, color="#d4a017", zorder=5)
         ax.annotate("completed", (end, run.reached), textcoords="offset points",
                     xytext=(-8, -14), ha="right", fontsize=8)
-    lost = _lost_steps(run, after)
+    lost = lost_steps(run, after)
     if lost and points:
         ax.annotate(f"{lost} steps lost", points[-1], textcoords="offset points",
                     xytext=(4, 4), fontsize=8, color="#c00000")
     if after is not None and after.start - run.until > 0.05 * (after.until - origin):
         ax.text((end + (after.start - origin) / unit) / 2, top * 0.5, "waiting\n(requeued)",
                 ha="center", va="center", fontsize=8, color="#666666")
-
-
-def _lost_steps(run: Run, after: Optional[Run]) -> int:
-    """Returns the steps of ``run`` that ``after`` trained again."""
-    if after is None or after.resumed is None or run.reached is None:
-        return 0
-    return max(run.reached - after.resumed, 0)
 
 
 def draw(story: Story, path: str) -> None:

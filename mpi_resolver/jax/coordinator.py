@@ -30,11 +30,13 @@ def _client() -> Any:
 
 class JaxCoordinator:
     """long_jobs.termination.Coordinator over JAX's coordination service; process 0 is the
-    chief (the one that saves and requeues)."""
+    chief (the one that saves and requeues); ``rank`` and ``size``: this process's index and
+    the processes' count."""
 
     def __init__(self) -> None:
-        self.client = _client() if jax.process_count() > 1 else None
-        self.chief = jax.process_index() == 0
+        self.rank, self.size = jax.process_index(), jax.process_count()
+        self.client = _client() if self.size > 1 else None
+        self.chief = self.rank == 0
 
     def announce(self, event: str) -> None:
         if self.client is not None:
@@ -42,7 +44,7 @@ class JaxCoordinator:
                 self.client.key_value_set(_EVENT, event)
 
     def event(self, seconds: float) -> Optional[str]:
-        return self._get(_EVENT, seconds)
+        return self.get(_EVENT, seconds)
 
     def barrier(self, seconds: float, tag: str = "") -> bool:
         if self.client is None:
@@ -59,7 +61,7 @@ class JaxCoordinator:
                 self.client.key_value_set(_EXIT + tag, text)
 
     def read(self, seconds: float, tag: str = "") -> Optional[str]:
-        return self._get(_EXIT + tag, seconds)
+        return self.get(_EXIT + tag, seconds)
 
     def agree(self, key: str, value: str, what: str, seconds: float = AGREE_WITHIN) -> str:
         """Returns process 0's ``value`` for ``key`` on every process (process 0: its own);
@@ -71,10 +73,23 @@ class JaxCoordinator:
         """
         if self.client is None:
             return value
-        return chief_value(self.chief, self.client.key_value_set, self._get, key, value,
+        return chief_value(self.chief, self.client.key_value_set, self.get, key, value,
                            what=what, seconds=seconds, who="process 0")
 
-    def _get(self, key: str, seconds: float) -> Optional[str]:
+    def put(self, key: str, value: str) -> None:
+        """Sets ``key`` (a key is set once: a second set is passed over)."""
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.key_value_set(key, value)
+
+    def drop(self, key: str) -> None:
+        """Deletes ``key`` (passed over where it cannot be)."""
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.key_value_delete(key)
+
+    def get(self, key: str, seconds: float) -> Optional[str]:
+        """Returns ``key``'s value, None where it is not set within ``seconds``."""
         if self.client is None:
             return None
         try:

@@ -40,6 +40,7 @@ from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
                                                 exit_on_configuration_error)
 from mpi_resolver.long_jobs.resume import missing_checkpoint
 from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
+from mpi_resolver.long_jobs.slow_ranks import SlowRanks, node_name, round_seconds
 
 __all__ = ["LongJob"]
 
@@ -86,6 +87,8 @@ class LongJob:
         self.start = 0
         self.newest: Optional[int] = None  # the step of this run's last whole save
         self.journal = Journal(self.directory, self.job, self.chief, os.environ)
+        self.rounds = round_seconds(os.environ)  # the slow-rank rounds' seconds (None: off)
+        self.slow: Optional[SlowRanks] = None  # this run's, at its first step_done
         self._last: Optional[Tuple[int, State]] = None  # the last step_done's step and state
 
     def restore(self, state: Any) -> Tuple[int, Any]:
@@ -130,12 +133,18 @@ class LongJob:
                                                                 checkpoint_name(self.start)))
 
     def step_done(self, step: int, state: State) -> None:
-        """After ``step`` steps (the same count on every process): the save on Slurm's
-        signal, then SystemExit with the exit code; else the periodic save where due.
+        """After ``step`` steps (the same count on every process): the slow-rank round where
+        due; the save on Slurm's signal, then SystemExit with the exit code; else the periodic
+        save where due.
         ``state``: the training state, or a callable that returns it (called on process 0
         only, where a save is due)."""
         self._last = (step, state)
         self.journal.progress(step)
+        if self.slow is None:
+            self.slow = SlowRanks(self.coord, self.key, self.coord.rank, self.coord.size,
+                                  self.start, seconds=self.rounds, node=node_name(os.environ),
+                                  found=self.journal.slow)
+        self.slow.step_done(step)
         if self.termination.should_stop():
             self._stop(step, state)
         if self.every is None:

@@ -19,6 +19,7 @@ from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs import ledger
 from mpi_resolver.long_jobs.manifest import read_object
 from mpi_resolver.long_jobs.resume import restart_count
+from mpi_resolver.long_jobs.stragglers import Slow
 
 __all__ = ["Journal", "PROGRESS", "PROGRESS_EVERY", "KINDS", "save_line", "read_progress",
            "checkpoint_bytes", "planned_steps"]
@@ -107,6 +108,14 @@ class Journal:
         """Records a save at ``step`` that failed, and why."""
         self._record({"event": "save_failed", "step": step, "seconds": seconds,
                       "kind": kind, "error": why})
+
+    def slow(self, slow: Slow) -> None:
+        """Records a slow rank found (long_jobs.slow_ranks) and says its line."""
+        self._record({"event": "slow", "rank": slow.rank, "node": slow.node,
+                      "seconds": slow.seconds, "peers": slow.peers, "rounds": slow.rounds,
+                      "window": slow.window})
+        if self.chief:
+            self._say(slow.line())
 
     def completed(self, step: int) -> None:
         """Records that the job's training completed at ``step``."""

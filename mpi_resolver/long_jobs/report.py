@@ -10,11 +10,12 @@ Meta's study of its research clusters defines it. ``report_text`` and the JSON o
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from mpi_resolver.long_jobs.story import Run, Story, pairs, short_cause
+from mpi_resolver.long_jobs.stragglers import Slow
 
-__all__ = ["RunFigures", "Totals", "figures", "totals", "as_json", "end_line"]
+__all__ = ["RunFigures", "Totals", "figures", "totals", "as_json", "end_line", "lost_steps"]
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,8 @@ class RunFigures:
     length, the steps from and to, trained and lost (trained again by a later run), its
     saves, the seconds starting, training (kept steps), saving, redone (lost steps'),
     stopping (after its last step), how it ended (short: ``SIGKILL``; and in words), the
-    node blamed and what followed (restart, requeue, end; None without supervise)."""
+    node blamed, what followed (restart, requeue, end; None without supervise), and the
+    slow ranks found."""
 
     run: int
     job: Optional[str]
@@ -46,12 +48,13 @@ class RunFigures:
     node: Optional[str]
     then: Optional[str]
     completed: bool
+    slow_ranks: Tuple[Slow, ...] = ()
 
 
 @dataclass(frozen=True)
 class Totals:
     """The job's totals (seconds of wall time; ``ettr`` None where no time passed or no
-    run's training was seen)."""
+    run's training was seen; ``slow_ranks``: the slow ranks named, all runs')."""
 
     runs: int
     restarts: int
@@ -70,9 +73,10 @@ class Totals:
     stopping: float
     waiting: float
     ettr: Optional[float]
+    slow_ranks: int = 0
 
 
-def _lost(run: Run, after: Optional[Run]) -> int:
+def lost_steps(run: Run, after: Optional[Run]) -> int:
     """Returns the steps of ``run`` that the run ``after`` it trained again."""
     if after is None or after.resumed is None or run.reached is None:
         return 0
@@ -87,7 +91,7 @@ def _figures(number: int, run: Run, after: Optional[Run]) -> RunFigures:
         span = max(min(run.reached_at, run.until) - run.trained_from, 0.0)
     saving = sum(s.seconds for s in run.saves)
     training = max(span - saving, 0.0)
-    lost = _lost(run, after)
+    lost = lost_steps(run, after)
     redone = training * lost / run.trained if run.trained else 0.0
     ended = run.ended
     return RunFigures(
@@ -96,7 +100,7 @@ def _figures(number: int, run: Run, after: Optional[Run]) -> RunFigures:
         starting, training - redone, saving, redone,
         max(length - starting - span, 0.0), short_cause(ended),
         ended.what if ended else None, ended.node if ended and ended.blamed else None,
-        ended.action if ended else None, run.completed)
+        ended.action if ended else None, run.completed, tuple(run.slow))
 
 
 def figures(story: Story) -> List[RunFigures]:
@@ -128,7 +132,8 @@ def totals(story: Story) -> Totals:
         bool(runs) and runs[-1].completed, wall, spent["starting"], spent["training"],
         spent["saving"], spent["redone"], spent["stopping"],
         max(wall - spent["seconds"], 0.0),
-        spent["training"] / wall if wall > 0 and _trained_seen(runs) else None)
+        spent["training"] / wall if wall > 0 and _trained_seen(runs) else None,
+        sum(len(f.slow_ranks) for f in each))
 
 
 def _trained_seen(runs: List[Run]) -> bool:
@@ -153,8 +158,9 @@ def as_json(story: Story, directory: str) -> Dict[str, Any]:
 
 
 def _rounded(run: Dict[str, Any]) -> Dict[str, Any]:
-    """Returns ``run`` with its seconds to the millisecond."""
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in run.items()}
+    """Returns ``run`` with its seconds (its slow ranks' too) to the millisecond."""
+    return {k: round(v, 3) if isinstance(v, float) else
+            [_rounded(s) for s in v] if k == "slow_ranks" else v for k, v in run.items()}
 
 
 def _causes(each: List[RunFigures], then: str) -> str:

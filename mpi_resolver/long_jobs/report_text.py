@@ -1,6 +1,7 @@
 """The report as a user reads it, one screen (pure but for the local clock's time zone): a
 table of the runs (start, length, steps from -> to, how each ended and on which node, what
-followed), then the totals, the time's split and the ETTR, then the job's line."""
+followed) and the slow ranks named in each, then the totals, the time's split and the ETTR,
+then the job's line."""
 
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ def report_text(story: Story, directory: str, ledger_name: Optional[str] = None)
     """Returns the report's lines for ``story`` read from ``directory``."""
     t, each = totals(story), figures(story)
     lines = [_state(story, t), _HEADER, *(_row(f) for f in each)]
+    lines += [f"run {f.run}: {s.line()}" for f in each for s in f.slow_ranks]
     failed = f" ({t.failed_saves} failed)" if t.failed_saves else ""
     lines += [
         f"runs {t.runs}: {t.restarts} restarted in the allocation, {t.requeues} requeued; "

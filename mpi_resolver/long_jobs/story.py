@@ -1,5 +1,5 @@
 """The job's runs read back from its ledger (pure): supervise's run_start and run_end, worker
-0's restore, save, save_failed and completed records, put together run by run. A run starts
+0's restore, save, save_failed, slow and completed records, put together run by run. A run starts
 at supervise's run_start, or, where the step ran without supervise, at worker 0's restore;
 each of the other records belongs to the run open when it was written.
 """
@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from mpi_resolver.long_jobs.ledger import FORMAT, RunEnded
+from mpi_resolver.long_jobs.stragglers import Slow
 
 __all__ = ["Save", "Run", "Story", "story_of", "NewerLedger", "EVENTS", "short_cause", "pairs"]
 
 #: The records this release reads; others (a newer or an unknown writer's) are counted.
-EVENTS = ("run_start", "run_end", "restore", "save", "save_failed", "completed")
+EVENTS = ("run_start", "run_end", "restore", "save", "save_failed", "slow", "completed")
 
 
 class NewerLedger(ValueError):
@@ -38,8 +39,8 @@ class Save:
 class Run:
     """One run of the job's step, as far as the ledger tells it: its job, Slurm's requeue
     count, start and end times, nodes, when training started and from which step, the step
-    it reached and when, its saves, how it ended (supervise's record, None without), and
-    the steps planned where the training said so."""
+    it reached and when, its saves, the slow ranks found, how it ended (supervise's record,
+    None without), and the steps planned where the training said so."""
 
     job: Optional[str]
     requeues: int
@@ -51,6 +52,7 @@ class Run:
     reached: Optional[int] = None
     reached_at: Optional[float] = None
     saves: List[Save] = field(default_factory=list)
+    slow: List[Slow] = field(default_factory=list)
     ended: Optional[RunEnded] = None
     completed: bool = False
     last: float = 0.0
@@ -99,7 +101,7 @@ def _open(record: Mapping[str, Any], start: float) -> Run:
 
 
 def _apply(run: Run, record: Mapping[str, Any], at: float) -> None:
-    """Puts a restore, save, save_failed or completed ``record`` into ``run``."""
+    """Puts a restore, save, save_failed, slow or completed ``record`` into ``run``."""
     event, step = record["event"], record.get("step")
     run.last = max(run.last, at)
     if event == "restore":
@@ -113,9 +115,23 @@ def _apply(run: Run, record: Mapping[str, Any], at: float) -> None:
                               str(record.get("kind") or "periodic"), event == "save"))
         if event == "save":
             run.reach(step, at)
+    elif event == "slow":
+        _slow(run, record)
     elif event == "completed":
         run.completed = True
         run.reach(step, at)
+
+
+def _slow(run: Run, record: Mapping[str, Any]) -> None:
+    """Puts a slow rank's ``record`` into ``run`` (passed over where it names no rank and
+    both times)."""
+    rank, node = record.get("rank"), record.get("node")
+    rounds, window = record.get("rounds"), record.get("window")
+    seconds, peers = _number(record.get("seconds")), _number(record.get("peers"))
+    if isinstance(rank, int) and seconds is not None and peers:
+        run.slow.append(Slow(rank, node if isinstance(node, str) else None, seconds, peers,
+                             rounds if isinstance(rounds, int) else 0,
+                             window if isinstance(window, int) else 0))
 
 
 def _end(run: Run, ended: RunEnded, at: float) -> None:

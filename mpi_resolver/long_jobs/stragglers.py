@@ -1,44 +1,51 @@
-"""A slow rank, named (pure): each round gives every rank's own time for the same work (its
-time before the step's collective, not its wait in it); a rank slower than the median of its
-peers by more than FACTOR in WINDOW rounds in a row is slow, and said once until it recovers.
-As NVIDIA's straggler detector scores a rank relative to the others, never in absolute
-seconds: a model's step may take a millisecond or a minute. The rounds the training's edge
-gives come at a low rate and skip the first steps, the saves and the evaluation.
+"""A slow rank, named (pure): each round gives every rank's own time for the same work (the
+probe's, long_jobs.slow_ranks: its speed, never a wait for a peer); a rank slower than FACTOR
+times its peers' median in MAJORITY of its last WINDOW rounds is slow, and said once until it
+recovers (none of its last WINDOW rounds slow: a rank near the factor is not said again and
+again). As NVIDIA's straggler detector scores a rank relative to the others, never in
+absolute seconds: a machine's speed changes, the ratio does not. A majority of rounds, not
+each one, because a round on a busy machine may go either way: one round does not name a
+rank, nor does one fast round clear it.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections import deque
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Set, Tuple
+from typing import Deque, Dict, List, Mapping, Optional, Set, Tuple
 
-__all__ = ["FACTOR", "WINDOW", "Slow", "Stragglers"]
+__all__ = ["FACTOR", "WINDOW", "MAJORITY", "Slow", "Stragglers"]
 
-#: A rank is slow where its time exceeds its peers' median by more than this factor (a rank
-#: held to 70 % of a CPU takes about 1.43 times as long; noise between healthy ranks of the
-#: test cluster stays under 1.1).
+#: A rank is slow where its time over its peers' median exceeds this factor (a rank held to
+#: 70 % of a CPU takes about 1.43 times as long; the ratio between healthy ranks of the test
+#: machine, two cores shared with other jobs, ranges 0.86-1.31 in single rounds).
 FACTOR = 1.2
-#: ... in this many rounds in a row (one round a minute: named within five minutes).
-WINDOW = 4
+#: ... in MAJORITY of its last WINDOW rounds (judged from its MAJORITY-th round on: a rank
+#: slow from its first round is named after MAJORITY rounds).
+WINDOW = 5
+MAJORITY = WINDOW // 2 + 1
 
 
 @dataclass(frozen=True)
 class Slow:
-    """A slow rank: its number, node, its median time over the window, its peers', and the
-    window's rounds."""
+    """A slow rank: its number, node, its time and its peers' median time in its median round
+    of the last ones (by their ratio; the upper one of an even count), and how many of its
+    last rounds were slow."""
 
     rank: int
     node: Optional[str]
     seconds: float
     peers: float
-    rounds: int = WINDOW
+    rounds: int = MAJORITY
+    window: int = WINDOW
 
     def line(self) -> str:
         """Returns the line said of it."""
         where = f" on {self.node}" if self.node else ""
         return (f"rank {self.rank}{where} is slow: {self.seconds:.3g} s for what its peers do "
-                f"in {self.peers:.3g} s ({self.seconds / self.peers:.2f} times the median) in "
-                f"each of the last {self.rounds} round{'s' * (self.rounds != 1)}")
+                f"in {self.peers:.3g} s ({self.seconds / self.peers:.2f} times their median), "
+                f"slow in {self.rounds} of its last {self.window} rounds")
 
 
 class Stragglers:
@@ -48,27 +55,26 @@ class Stragglers:
     def __init__(self, nodes: Mapping[int, str], factor: float = FACTOR,
                  window: int = WINDOW) -> None:
         self.nodes, self.factor, self.window = dict(nodes), factor, window
-        self._over: Dict[int, List[Tuple[float, float]]] = {}  # rank: (its time, its peers')
-        #                                                          in the slow rounds in a row
+        self.majority = window // 2 + 1
+        self._last: Dict[int, Deque[Tuple[float, float]]] = {}  # rank: (its time, peers')
         self._said: Set[int] = set()
 
     def add(self, times: Mapping[int, float]) -> List[Slow]:
-        """Takes one round (rank: seconds) and returns the ranks newly found slow (empty
-        where fewer than two ranks gave a time)."""
+        """Takes one round (rank: seconds) and returns the ranks newly found slow (none where
+        fewer than two ranks gave a time)."""
         found = []
         for rank, seconds in times.items():
             peers = [t for r, t in times.items() if r != rank]
             median = statistics.median(peers) if peers else 0.0
-            if median <= 0 or seconds <= median * self.factor:
-                self._over.pop(rank, None)
-                self._said.discard(rank)  # recovered: said again should it slow down again
+            if median <= 0:
                 continue
-            rounds = self._over.setdefault(rank, [])
-            rounds.append((seconds, median))
-            if len(rounds) >= self.window and rank not in self._said:
+            last = self._last.setdefault(rank, deque(maxlen=self.window))
+            last.append((seconds, median))
+            slow = sum(t > m * self.factor for t, m in last)
+            if slow == 0:
+                self._said.discard(rank)  # recovered: said again should it slow down again
+            elif slow >= self.majority and rank not in self._said:
                 self._said.add(rank)
-                last = rounds[-self.window:]
-                found.append(Slow(rank, self.nodes.get(rank),
-                                  statistics.median(r[0] for r in last),
-                                  statistics.median(r[1] for r in last), self.window))
+                t, m = sorted(last, key=lambda r: r[0] / r[1])[len(last) // 2]
+                found.append(Slow(rank, self.nodes.get(rank), t, m, slow, self.window))
         return found

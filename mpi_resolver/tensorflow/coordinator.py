@@ -32,7 +32,7 @@ class TfCoordinator:
                 context.context().set_config_key_value(_EVENT, event)
 
     def event(self, seconds: float) -> Optional[str]:
-        return self._get(_EVENT, seconds)
+        return self.get(_EVENT, seconds)
 
     def barrier(self, seconds: float, tag: str = "") -> bool:
         if not self.multi:
@@ -49,7 +49,7 @@ class TfCoordinator:
                 context.context().set_config_key_value(_EXIT + tag, text)
 
     def read(self, seconds: float, tag: str = "") -> Optional[str]:
-        return self._get(_EXIT + tag, seconds)
+        return self.get(_EXIT + tag, seconds)
 
     def agree(self, key: str, value: str, what: str, seconds: float = AGREE_WITHIN) -> str:
         """Returns the chief's ``value`` for ``key`` on every worker (the chief's own);
@@ -61,10 +61,23 @@ class TfCoordinator:
         """
         if not self.multi:
             return value
-        return chief_value(self.chief, context.context().set_config_key_value, self._get, key,
+        return chief_value(self.chief, context.context().set_config_key_value, self.get, key,
                            value, what=what, seconds=seconds)
 
-    def _get(self, key: str, seconds: float) -> Optional[str]:
+    def put(self, key: str, value: str) -> None:
+        """Sets ``key`` (a key is set once: a second set is passed over)."""
+        if self.multi:
+            with contextlib.suppress(tf.errors.OpError):
+                context.context().set_config_key_value(key, value)
+
+    def drop(self, key: str) -> None:
+        """Deletes ``key`` (passed over where it cannot be)."""
+        if self.multi:
+            with contextlib.suppress(tf.errors.OpError):
+                context.context().delete_config_key_value(key)
+
+    def get(self, key: str, seconds: float) -> Optional[str]:
+        """Returns ``key``'s value, None where it is not set within ``seconds``."""
         if not self.multi:
             return None
         try:

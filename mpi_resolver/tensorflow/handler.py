@@ -13,6 +13,7 @@ import tensorflow as tf
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs.interval import Every
 from mpi_resolver.long_jobs.schedule import Schedule
+from mpi_resolver.long_jobs.slow_ranks import SlowRanks
 from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
 from mpi_resolver.tensorflow.checkpoints import Saver
 
@@ -30,6 +31,7 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
                  make_schedule: Callable[[int, Every], Schedule]) -> None:
         self._saver, self._every, self._make_schedule = saver, every, make_schedule
         self.schedule: Optional[Schedule] = None
+        self.slow: Optional[SlowRanks] = None  # handler_setup.build sets the run's rounds
         self._claimed = False
         super().__init__(cluster_resolver, manager, termination_config=termination_config)
 
@@ -46,11 +48,14 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
     def _check_preemption_and_maybe_checkpoint(self, *args: Any, **kwargs: Any) -> None:
         """TensorFlow's check (the signal's save, then the exit), after the periodic save
         that is due with the state of ``_run_counter`` steps, and after claiming a signal
-        that came since the last check; the step watchdog does not watch the saves."""
+        that came since the last check, and after the slow-rank round that is due; the step
+        watchdog does not watch the saves."""
         done = int(self._run_counter)
         self._saver.step = done
         if self._saver.journal is not None:
             self._saver.journal.progress(done)
+        if self.slow is not None:
+            self.slow.step_done(done)
         if self._every is not None:
             self._periodic(done, self._every)
         if not self._claimed and self._termination_watcher_fn():

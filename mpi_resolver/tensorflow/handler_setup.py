@@ -22,6 +22,7 @@ from mpi_resolver.long_jobs.manifest import (check_directory_together, finished_
                                              this_job)
 from mpi_resolver.long_jobs.resume import missing_checkpoint
 from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
+from mpi_resolver.long_jobs.slow_ranks import SlowRanks, node_name, round_seconds
 from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
 from mpi_resolver.tensorflow.checkpoints import (KeepingManager, Saver, remove_part,
                                                  scratch_manager)
@@ -87,13 +88,14 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
 
     Raises:
       ConfigurationError: another job that has not ended wrote the directory, or it cannot
-        be written.
+        be written; MPI_RESOLVER_STRAGGLER_ROUND is no round (VariableError).
       ResolutionError: a worker cannot read the checkpoint worker 0 restored.
       SystemExit: this job's training completed already (0, every worker).
     """
     from mpi_resolver.tensorflow.handler import SlurmCheckpointHandler
 
     chief, job = is_chief(cluster_resolver, os.environ), this_job(os.environ)
+    rounds = round_seconds(os.environ)  # a bad variable is refused before any wait
     coord = config.coordinator_now()
     key = f"mpi_resolver_{next(_HANDLERS)}"  # every worker builds its handlers in turn
     with paused_watchdogs():
@@ -112,14 +114,38 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
                     every, start, chief=coord.chief, agree=plan_agreement(coord, key),
                     nodes=_nodes(cluster_resolver), node_mtbf_hours=config.node_mtbf_hours))
     config.saver.resumed = int(handler._run_counter)
+    journal = _claimed(config, manager, checkpoint_dir, job, chief)
+    handler.slow = _slow_ranks(cluster_resolver, coord, key, config.saver.resumed, rounds,
+                               journal)
+    return handler
+
+
+def _claimed(config: Any, manager: KeepingManager, checkpoint_dir: str, job: Optional[str],
+             chief: bool) -> Journal:
+    """Returns the run's journal once worker 0 has claimed ``checkpoint_dir`` for ``job``
+    and recorded the restore (the config's saver resumed at its step)."""
     if chief:  # the directory is this job's from now on
         claim_directory(checkpoint_dir, manifest_for(job, config.saver.resumed,
                                                      config.settings()))
-    config.saver.journal = Journal(checkpoint_dir, job, chief, os.environ)
-    config.saver.journal.restored(config.saver.resumed,
-                                  os.path.basename(manager.restored or "") or None,
-                                  manager.skipped, getattr(config, "total_steps", None))
-    return handler
+    journal = config.saver.journal = Journal(checkpoint_dir, job, chief, os.environ)
+    journal.restored(config.saver.resumed, os.path.basename(manager.restored or "") or None,
+                     manager.skipped, getattr(config, "total_steps", None))
+    return journal
+
+
+def _slow_ranks(cluster_resolver: Any, coord: Any, key: str, start: int,
+                seconds: Optional[float], journal: Journal) -> SlowRanks:
+    """Returns the slow-rank rounds (``seconds`` apart; None: none) of the run from step
+    ``start``: this worker's place among the cluster's workers (the chief's first), what is
+    found into ``journal``."""
+    rank, size = 0, 1
+    spec = cluster_resolver.cluster_spec() if cluster_resolver is not None else None
+    if spec is not None and spec.jobs and cluster_resolver.task_type is not None:
+        rank = multi_worker_util.id_in_cluster(spec, cluster_resolver.task_type,
+                                               cluster_resolver.task_id)
+        size = multi_worker_util.worker_count(spec, cluster_resolver.task_type)
+    return SlowRanks(coord, key, rank, size, start, seconds=seconds,
+                     node=node_name(os.environ), found=journal.slow)
 
 
 def complete(config: Any, handler: Any, checkpoint_dir: str, task: int,

@@ -310,3 +310,72 @@ def test_a_process_lost_after_the_training_completed_trains_nothing_again(
                      out, re.M), where
     manifest = (tmp_path / "ckpt" / "mpi_resolver.json").read_text()
     assert '"completed": true' in manifest and not list((tmp_path / "ckpt").glob("ckpt-*.npz"))
+
+
+#: A JAX loop with LongJob whose rounds come every second of training (the steps: a sleep and
+#: LongJob's own agreement, a small collective); process 0 says the steps it did.
+ROUNDS_LOOP = """import time
+from mpi_resolver.jax import initialize, LongJob
+initialize(port_base="auto")
+import jax.numpy as jnp
+job = LongJob(total_steps={steps})
+state = {{"w": jnp.zeros(3)}}
+step, state = job.restore(state)
+while step < {steps}:
+    state = {{"w": state["w"] + 1}}
+    time.sleep(0.01)
+    step += 1
+    job.step_done(step, state)
+job.complete()
+print("done", step, flush=True)
+"""
+
+
+def test_a_process_held_to_70_percent_is_named_by_process_0(
+        jax_cluster: SlurmCluster, jax_python: str, tmp_path: Path) -> None:
+    """LongJob's slow-rank rounds (MPI_RESOLVER_STRAGGLER_ROUND=1s): process 1 held to 70 %
+    of its time from its start (tests/harness/cpu_limit; both processes pinned to one CPU) is
+    named by process 0, in its log and the ledger, as `mpi-resolver report --json` reads
+    it."""
+    from tests.harness.cpu_limit import Limit, cpus, pin
+
+    (tmp_path / "loop.py").write_text(ROUNDS_LOOP.format(steps=900))
+    ckpt = tmp_path / "ckpt"
+    argv = ["srun", "-N2", "--ntasks-per-node=1", "--mpi=pmix", jax_python,
+            str(tmp_path / "loop.py")]
+    env = {**JAX_ENV, "MPI_RESOLVER_CHECKPOINT_DIR": str(ckpt),
+           "MPI_RESOLVER_STRAGGLER_ROUND": "1s"}
+    result: dict = {}
+    runner = threading.Thread(target=lambda: result.update(run=launch(
+        jax_cluster, argv, env=env, timeout=240, parse=False)))
+    runner.start()
+    deadline, pid = time.monotonic() + 120, None
+    while pid is None and runner.is_alive() and time.monotonic() < deadline:
+        pid = _python_of_rank(str(tmp_path / "loop.py"), 1)
+        time.sleep(0.1)
+    assert pid is not None, "process 1 not found"
+    while (first := _python_of_rank(str(tmp_path / "loop.py"), 0)) is None and \
+            runner.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert first is not None, "process 0 not found"
+    for each in (first, pid):  # one CPU for both: the rest of the machine weighs alike
+        pin(each, cpus()[0])
+    limit = Limit(pid)
+    limit.start()
+    try:
+        runner.join(240)
+    finally:
+        limit.stop()
+    run = result["run"]
+    assert run.returncode == 0 and "done 900" in run.stdout, run.context()
+    assert re.search(r"^mpi_resolver: slow-rank rounds: every 1 s of training \(the first "
+                     r"after \d+ steps\), each of the 2 ranks' probe", run.stderr, re.M), \
+        run.context()
+    named = re.findall(r"^mpi_resolver: rank 1 on node2 is slow: [\d.]+ s for what its peers "
+                       r"do in [\d.]+ s \(([\d.]+) times their median\), slow in [345] of its "
+                       r"last 5 rounds$", run.stderr, re.M)
+    assert len(named) == 1 and float(named[0]) > 1.2, run.context()
+    report = subprocess.run([PY, "-m", "mpi_resolver", "report", "--json", str(ckpt)],
+                            capture_output=True, text=True, timeout=60)
+    out = json.loads(report.stdout)
+    assert out["slow_ranks"] == 1 and out["runs"][0]["slow_ranks"][0]["node"] == "node2"

@@ -268,6 +268,9 @@ print("trained")
 @pytest.mark.parametrize("env, manifest, said", [
     ({"MPI_RESOLVER_KEEP": "0"}, None, "VariableError: MPI_RESOLVER_KEEP='0': keep='0': "
                                        "expected a whole number of checkpoints to keep"),
+    ({"MPI_RESOLVER_STRAGGLER_ROUND": "soon"}, None,
+     "VariableError: MPI_RESOLVER_STRAGGLER_ROUND='soon': expected the seconds of training "
+     "between two slow-rank rounds"),
     ({"SLURM_JOB_ID": "12"}, {"job": "11", "step": 3, "cluster": "c"},
      "ConfigurationError: "),  # job 11: scontrol cannot confirm its end here
 ])

@@ -28,6 +28,14 @@ def save(at: float, step: int, kind: str = "periodic", seconds: float = 0.5,
             "step": step, "seconds": seconds, "kind": kind, "format": 1}
 
 
+def slow(at: float, rank: int = 1, node: Optional[str] = "node2", seconds: float = 0.29,
+         peers: float = 0.2, rounds: int = 3, window: int = 5,
+         job: Optional[str] = "123") -> Record:
+    return {"event": "slow", "job": job, "time": T + at, "rank": rank, "node": node,
+            "seconds": seconds, "peers": peers, "rounds": rounds, "window": window,
+            "format": 1}
+
+
 def completed(at: float, step: int, job: Optional[str] = "123") -> Record:
     return {"event": "completed", "job": job, "time": T + at, "step": step, "format": 1}
 

@@ -1,4 +1,4 @@
-"""long_jobs.journal: worker 0's records (restore, save, save_failed, completed) in the
+"""long_jobs.journal: worker 0's records (restore, save, save_failed, slow, completed) in the
 ledger, the save's line, the progress file at most every PROGRESS_EVERY seconds; the other
 workers write nothing; a directory that cannot be written said once, the training going on."""
 
@@ -17,6 +17,7 @@ from mpi_resolver.core.errors import FormatError
 from mpi_resolver.long_jobs.journal import (PROGRESS, PROGRESS_EVERY, Journal,
                                             checkpoint_bytes, planned_steps, read_progress,
                                             save_line)
+from mpi_resolver.long_jobs.stragglers import Slow
 
 pytestmark = pytest.mark.unit
 
@@ -53,9 +54,11 @@ def test_worker_0_records_a_run(tmp_path) -> None:
     clock.now += 5
     j.saved(60, 0.25, "periodic", "ckpt-3", 2048)
     j.save_failed(70, 1.5, "signal", "disk full")
+    j.slow(Slow(1, "node2", 0.29, 0.2, 4, 5))
     j.completed(80)
     records = ledger.read(str(tmp_path))
-    assert [r["event"] for r in records] == ["restore", "save", "save_failed", "completed"]
+    assert [r["event"] for r in records] == ["restore", "save", "save_failed", "slow",
+                                             "completed"]
     assert records[0] == {"event": "restore", "step": 40, "checkpoint": "ckpt-2",
                           "skipped": ["checkpoint ckpt-3 ... skipped"], "plan": 100,
                           "nodes": "node[1-2]", "requeues": 2, "job": "77", "time": 1000.0,
@@ -64,7 +67,11 @@ def test_worker_0_records_a_run(tmp_path) -> None:
                           "checkpoint": "ckpt-3", "bytes": 2048, "job": "77", "time": 1005.0,
                           "format": ledger.FORMAT}
     assert records[2]["error"] == "disk full" and records[2]["kind"] == "signal"
-    assert said == ["checkpoint ckpt-3 at step 60 (periodic) in 0.25 s"]
+    assert records[3] == {"event": "slow", "rank": 1, "node": "node2", "seconds": 0.29,
+                          "peers": 0.2, "rounds": 4, "window": 5, "job": "77",
+                          "time": 1005.0, "format": ledger.FORMAT}
+    assert said == ["checkpoint ckpt-3 at step 60 (periodic) in 0.25 s",
+                    Slow(1, "node2", 0.29, 0.2, 4, 5).line()]
     assert read_progress(str(tmp_path)) == {"job": "77", "step": 80, "time": 1005.0,
                                             "from": 40, "since": 1000.0}
 
@@ -74,6 +81,7 @@ def test_the_other_workers_write_nothing(tmp_path) -> None:
     j.restored(0, None)
     j.saved(1, 0.1, "periodic", "c")
     j.progress(2, force=True)
+    j.slow(Slow(1, None, 2.0, 1.0))
     j.completed(3)
     assert os.listdir(tmp_path) == [] and said == []
 

@@ -7,7 +7,8 @@ import pytest
 
 from mpi_resolver.long_jobs.report import as_json, end_line, figures, totals
 from mpi_resolver.long_jobs.story import story_of
-from tests.unit.long_jobs.ledger_records import completed, end, night, restore, save, start
+from tests.unit.long_jobs.ledger_records import (completed, end, night, restore, save, slow,
+                                                 start)
 
 pytestmark = pytest.mark.unit
 
@@ -111,7 +112,23 @@ def test_a_run_s_figures_whole() -> None:
     third = figures(story_of(night()))[2]
     assert third == RunFigures(
         3, "123", 1, T + 130, 33.0, 390, 600, 210, 0, 1, 0, 7.0, pytest.approx(23.75), 0.25,
-        0.0, 2.0, "completed", "srun exited 0", None, "end", True)
+        0.0, 2.0, "completed", "srun exited 0", None, "end", True, ())
+
+
+def test_slow_ranks_in_their_run_and_counted() -> None:
+    from mpi_resolver.long_jobs.stragglers import Slow
+
+    records = night()
+    records.insert(7, slow(60, seconds=0.28571, peers=0.2))  # in run 2
+    records.insert(3, slow(25, rank=3, node=None))            # in run 1
+    each, t = figures(story_of(records)), totals(story_of(records))
+    assert [f.slow_ranks for f in each] == [(Slow(3, None, 0.29, 0.2, 3, 5),),
+                                            (Slow(1, "node2", 0.28571, 0.2, 3, 5),), ()]
+    assert t.slow_ranks == 2 and totals(story_of(night())).slow_ranks == 0
+    out = as_json(story_of(records), "/ck")
+    assert out["slow_ranks"] == 2
+    assert out["runs"][1]["slow_ranks"] == [{"rank": 1, "node": "node2", "seconds": 0.286,
+                                             "peers": 0.2, "rounds": 3, "window": 5}]
 
 
 def test_a_reach_without_a_restore_trains_nothing() -> None:

@@ -10,7 +10,8 @@ import time
 from mpi_resolver.long_jobs.report import totals
 from mpi_resolver.long_jobs.report_text import duration, report_text
 from mpi_resolver.long_jobs.story import story_of
-from tests.unit.long_jobs.ledger_records import T, completed, end, night, restore, save, start
+from tests.unit.long_jobs.ledger_records import (T, completed, end, night, restore, save, slow,
+                                                 start)
 
 pytestmark = pytest.mark.unit
 
@@ -38,6 +39,18 @@ def test_a_nights_report() -> None:
     assert lines[8].startswith("ETTR 0.")
     assert lines[-1].startswith("job 123: 3 runs, 1 restart (SIGKILL on node2), 1 requeue")
     assert len(lines) == 10
+
+
+def test_the_slow_ranks_follow_the_table() -> None:
+    from mpi_resolver.long_jobs.stragglers import Slow
+
+    records = night()
+    records.insert(7, slow(60))
+    lines = report_text(story_of(records), "/ck")
+    assert lines[5] == "run 2: " + Slow(1, "node2", 0.29, 0.2, 3, 5).line()
+    assert lines[5] == ("run 2: rank 1 on node2 is slow: 0.29 s for what its peers do in 0.2 "
+                        "s (1.45 times their median), slow in 3 of its last 5 rounds")
+    assert lines[6].startswith("runs 3: ") and len(lines) == 11
 
 
 def test_a_running_job_without_supervise() -> None:

@@ -7,7 +7,9 @@ import pytest
 
 from mpi_resolver.long_jobs.ledger import RunEnded
 from mpi_resolver.long_jobs.story import NewerLedger, short_cause, story_of
-from tests.unit.long_jobs.ledger_records import T, completed, end, night, restore, save, start
+from mpi_resolver.long_jobs.stragglers import Slow
+from tests.unit.long_jobs.ledger_records import (T, completed, end, night, restore, save, slow,
+                                                 start)
 
 pytestmark = pytest.mark.unit
 
@@ -177,6 +179,21 @@ def test_the_restore_s_nodes_where_supervise_gave_none() -> None:
 def test_a_save_s_kind_and_seconds(fields, kind, seconds) -> None:
     s = story_of([{**save(5, 10), **fields}]).runs[0].saves[0]
     assert (s.kind, s.seconds, s.time, s.step, s.ok) == (kind, seconds, T + 5, 10, True)
+
+
+@pytest.mark.parametrize("fields, found", [
+    ({}, Slow(1, "node2", 0.29, 0.2, 3, 5)),
+    ({"node": None, "rounds": None, "window": "5"}, Slow(1, None, 0.29, 0.2, 0, 0)),
+    ({"node": 7, "seconds": 1, "rounds": 4}, Slow(1, None, 1.0, 0.2, 4, 5)),
+    ({"rank": "1"}, None),      # no rank
+    ({"seconds": None}, None),  # no time
+    ({"peers": 0}, None),       # no ratio
+    ({"peers": True}, None),
+])
+def test_a_slow_rank_s_record(fields, found) -> None:
+    run = story_of([restore(0, 0), {**slow(5), **fields}]).runs[0]
+    assert run.slow == ([] if found is None else [found])
+    assert run.last == T + 5
 
 
 def test_the_completion_s_step_and_time() -> None:
