@@ -84,7 +84,7 @@ def _parse_round(text: str) -> object:
     if text.lower() == _OFF:
         return _OFF
     try:
-        every = parse_every(text, "the round")
+        every = parse_every(text)  # its message is replaced below
     except FormatError:
         every = None
     if every is None or every.auto:

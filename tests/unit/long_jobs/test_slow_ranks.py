@@ -175,6 +175,34 @@ def test_the_rounds_follow_the_rate() -> None:
     assert [r.next for r in each] == [35, 35] and probes["calls"] == 4
 
 
+def test_rounds_a_step_apart() -> None:
+    """0.12 s of training is a step of 0.1 s: a round after each step, each timed over the
+    one step since the last round."""
+    each, _, probes = ranks([1.0, 1.0], Store(), seconds=0.12)
+    steps(each, 1, 10)
+    assert [r.next for r in each] == [11, 11]
+    steps(each, 11, 13)
+    assert [r.next for r in each] == [14, 14] and probes["calls"] == 6
+
+
+def test_the_first_step_is_not_timed_the_second_is() -> None:
+    """The rate is timed from the end of the run's first step (it traces the graph): a first
+    step of 5 s does not count, a second one of 1 s does."""
+    for slow_step, first in ((1, 20), (2, 15)):
+        each, _, _ = ranks([1.0, 1.0], Store())
+        for step in range(1, 11):
+            for r in each:
+                r._clock.now += 5.0 if step == slow_step == 1 else \
+                    1.0 if step == slow_step else 0.1  # type: ignore[attr-defined]
+                if r.rank:
+                    continue
+                r.step_done(step)
+        # worker 0 alone decides; the other's agreement is read after
+        each[1].step_done(1)
+        each[1].step_done(10)
+        assert [r.next for r in each] == [first, first], slow_step
+
+
 def test_the_rounds_own_time_is_no_training() -> None:
     """A probe of 5 s: the next round still comes 10 steps of 0.1 s later."""
     each, _, _ = ranks([1.0, 1.0], Store(), probing=5.0)
