@@ -33,6 +33,7 @@ TEMPLATE = str(ROOT / "examples" / "train.sbatch")
 TRAIN = str(ROOT / "examples" / "train.py")
 EPOCHS, STEPS = 4, 250
 TOTAL = EPOCHS * STEPS
+REPORT_TOTAL = 4 * TOTAL  # the report's job (see jobs())
 TRAIN_ARGS = ["--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS), "--log-every", "50"]
 EXITED_75 = re.compile(r"task \d: Exited with exit code 75")
 TIME_LIMIT_SCRIPT = """#!/bin/bash
@@ -116,8 +117,12 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
                    env(tmp, "time limit, supervised"), later_time_limit=10))
     template("warned at the restart", [WARN_AT_RESTART, NONE], "--port-base", "25195",
              "--checkpoint-every", "50")
+    # the report's job trains REPORT_TOTAL steps: its restarted run must still train when
+    # status has answered and the warning comes (1,000 steps once ended first, under the load
+    # of the benchmarks' clusters beside it)
     template("the report", [KILL_THEN_WARN, NONE], "--port-base", "25205",
-             "--checkpoint-every", "50", "--log-every", "10").progress = "  step 60: "
+             "--checkpoint-every", "50", "--log-every", "10", "--epochs",
+             str(REPORT_TOTAL // STEPS)).progress = "  step 60: "
     template("read-only", [READ_ONLY, NONE], "--port-base", "25200", "--checkpoint-every",
              "50").progress = "  step 100: "  # the save at step 50 made: progress in run 1
     template("twice in a row", [USR1_TWICE, NONE], "--port-base", "25100")
@@ -376,7 +381,7 @@ def test_the_report_tells_what_the_job_went_through(jobs, tmp_path):
         ("SIGKILL", "node2", "restart"), ("USR1", None, "requeue"),
         ("completed", None, "end")], (out, job.context())
     assert (out["restarts"], out["requeues"], out["steps_done"], out["completed"]) == (
-        1, 1, TOTAL, True), out
+        1, 1, REPORT_TOTAL, True), out
     first, second = job.runs()
     before_kill = first.split("restart 1 of")[0]
     printed = max(map(int, re.findall(r"^  step (\d+): ", before_kill, re.M)))
@@ -404,7 +409,8 @@ def test_the_report_tells_what_the_job_went_through(jobs, tmp_path):
                      job.status, re.M), job.status
     assert re.search(r"^progress: step \d+, .* ago; [\d.]+ steps/s in this run$", job.status,
                      re.M), job.status
-    assert re.search(rf"^expected end: step {TOTAL} in about .* \(at \d\d:\d\d:\d\d\), at this "
+    assert re.search(rf"^expected end: step {REPORT_TOTAL} in about .* \(at \d\d:\d\d:\d\d\), at "
+                     r"this "
                      r"run's rate", job.status, re.M), job.status  # train.py's total_steps
     # docs/long-jobs.md shows this job's report and status (their times and durations vary)
     assert_sample(_durations(block("report-sample")), _durations("\n".join(text)),
