@@ -2,13 +2,17 @@
 
 A step that does not finish in time is either stuck (its tasks sleep: state S, little CPU
 used) or starved (its tasks want to run, state R, but got little of the CPU on a loaded
-machine) or spinning (it used the CPU all along). The report says which, per process, with
-the machine's load, so that a timed-out test names its cause."""
+machine) or spinning (it used the CPU all along) or held (stopped, state T; a signal sent to
+it pending, or blocked). The report says which, per process, with the machine's load, so
+that a timed-out test names its cause."""
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 from dataclasses import dataclass
-from typing import Iterable, List, Optional
+from typing import Iterable, Iterator, List, Optional, Set
 
 from tests.harness.processes import stat_fields
 
@@ -24,6 +28,7 @@ class ProcessTimes:
     alive_s: float  # seconds since it started
     wchan: str  # the kernel function it sleeps in ('0' when running)
     command: str
+    signals: str = ""  # signal_sets: those pending and blocked ('' where none)
 
 
 def parse_stat(stat: str, ticks: int) -> tuple[str, float, float]:
@@ -36,6 +41,54 @@ def parse_stat(stat: str, ticks: int) -> tuple[str, float, float]:
     return fields[0], (int(fields[11]) + int(fields[12])) / ticks, int(fields[19]) / ticks
 
 
+def _names(mask: int) -> List[str]:
+    """Returns the names of the signals set in a /proc/PID/status mask (bit N-1: signal N)."""
+    out = []
+    for number in range(1, 65):
+        if mask >> (number - 1) & 1:
+            try:
+                out.append(signal.Signals(number).name.removeprefix("SIG"))
+            except ValueError:
+                out.append(str(number))
+    return out
+
+
+def signal_sets(status: str) -> str:
+    """Returns the signals a /proc/PID/status text shows pending (to the thread or the
+    process) and blocked (by the main thread), as 'pending TERM; blocked TERM'; '' where
+    neither has one."""
+    masks = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("SigPnd", "ShdPnd", "SigBlk"):
+            masks[key] = int(value.strip(), 16)
+    pending = _names(masks.get("SigPnd", 0) | masks.get("ShdPnd", 0))
+    blocked = _names(masks.get("SigBlk", 0))
+    return "; ".join(f"{what} {','.join(names)}" for what, names in
+                     (("pending", pending), ("blocked", blocked)) if names)
+
+
+def descendants(pid: int) -> Set[int]:
+    """Returns the PIDs of ``pid``'s children, theirs, and so on (those still there)."""
+    found: Set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    kids = {int(k) for k in f.read().split()} - found
+            except OSError:
+                continue
+            found |= kids
+            todo.extend(kids)
+    return found
+
+
 def process_times(pid: int, uptime_s: float) -> Optional[ProcessTimes]:
     """Returns what /proc says of ``pid`` (its command line on one line), None where it has
     gone."""
@@ -46,16 +99,20 @@ def process_times(pid: int, uptime_s: float) -> Optional[ProcessTimes]:
             wchan = f.read().strip() or "0"
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             command = " ".join(f.read().replace(b"\0", b" ").decode(errors="replace").split())
+        with open(f"/proc/{pid}/status") as f:
+            signals = signal_sets(f.read())
     except (OSError, ValueError):
         return None
-    return ProcessTimes(pid, state, cpu, uptime_s - start, wchan, command)
+    return ProcessTimes(pid, state, cpu, uptime_s - start, wchan, command, signals)
 
 
 def describe(p: ProcessTimes) -> str:
-    """Returns one line: pid, state, CPU used of the time alive, where it sleeps, command."""
+    """Returns one line: pid, state, CPU used of the time alive, where it sleeps, the signals
+    pending and blocked (where any), command."""
     where = "" if p.wchan == "0" else f" in {p.wchan}"
+    held = f" ({p.signals})" if p.signals else ""
     return (f"pid {p.pid} {p.state}{where}: {p.cpu_s:.1f} s of CPU in {p.alive_s:.0f} s "
-            f"alive: {p.command[:160]}")
+            f"alive{held}: {p.command[:160]}")
 
 
 def report(pids: Iterable[int], loadavg: str = "/proc/loadavg",
@@ -74,3 +131,18 @@ def report(pids: Iterable[int], loadavg: str = "/proc/loadavg",
     if len(found) > MOST:
         lines.append(f"  ... and {len(found) - MOST} more")
     return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def looked_at(pid: int, after: float) -> Iterator[List[str]]:
+    """Yields a list that gets, ``after`` seconds into the block where it has not ended by
+    then, the report on ``pid`` and its descendants: what a test's processes were doing just
+    before its own deadline, for its failure's message."""
+    seen: List[str] = []
+    timer = threading.Timer(after, lambda: seen.append(report({pid} | descendants(pid))))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield seen
+    finally:
+        timer.cancel()

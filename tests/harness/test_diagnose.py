@@ -1,8 +1,12 @@
 """diagnose: what a timed-out command's processes were doing (stuck, starved or spinning)."""
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -34,6 +38,8 @@ def test_parse_stat_refuses_what_is_not_a_stat_line(line: str) -> None:
      "pid 7 R: 4.1 s of CPU in 62 s alive: python probe.py"),
     (diagnose.ProcessTimes(8, "S", 0.0, 120.2, "do_epoll_wait", "srun -n4 x"),
      "pid 8 S in do_epoll_wait: 0.0 s of CPU in 120 s alive: srun -n4 x"),
+    (diagnose.ProcessTimes(9, "S", 0.0, 3.2, "0", "python", "pending TERM"),
+     "pid 9 S: 0.0 s of CPU in 3 s alive (pending TERM): python"),
 ])
 def test_describe(times: diagnose.ProcessTimes, want: str) -> None:
     assert diagnose.describe(times) == want
@@ -76,3 +82,88 @@ def test_report_names_at_most_most_processes(monkeypatch) -> None:
         lines = diagnose.report(range(n)).splitlines()
         assert len(lines) == 1 + diagnose.MOST + (more is not None)
         assert (lines[-1] == more) if more else lines[-1].startswith("  pid ")
+
+
+# /proc/PID/status's masks: bit N-1 is signal N (TERM 15: 0x4000, INT 2: 0x2, RTMIN+2)
+STATUS = "Name:\tpython\nSigQ:\t1/95000\nSigPnd:\t{pnd}\nShdPnd:\t{shd}\nSigBlk:\t{blk}\n" \
+         "SigIgn:\t0000000001001000\nSigCgt:\t0000000180004002\n"
+
+
+@pytest.mark.parametrize("pnd, shd, blk, want", [
+    ("0" * 16, "0" * 16, "0" * 16, ""),
+    ("0" * 16, "0000000000004000", "0" * 16, "pending TERM"),
+    ("0000000000000002", "0000000000004000", "0000000000004000", "pending INT,TERM; blocked TERM"),
+    ("0" * 16, "0" * 16, "0000000000004002", "blocked INT,TERM"),
+    ("0" * 16, "0" * 16, f"{1 << (signal.SIGRTMIN + 1):016x}", "blocked 36"),
+    ("0" * 16, "0" * 16, "8000000000000000", "blocked RTMAX"),
+])
+def test_signal_sets(pnd: str, shd: str, blk: str, want: str) -> None:
+    """Pending (the thread's and the process's alike) and blocked; the ignored and caught
+    signals are not said."""
+    assert diagnose.signal_sets(STATUS.format(pnd=pnd, shd=shd, blk=blk)) == want
+
+
+HELD = ("import signal, time\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+        "print('blocked', flush=True); time.sleep(60)\n")
+
+
+def test_report_says_a_stopped_process_and_a_signal_it_blocks() -> None:
+    """A process stopped (SIGSTOP) is in state T; a process that blocks SIGTERM, sent one,
+    has it pending and blocked: the two ways a process misses a signal sent to it."""
+    held = subprocess.Popen([sys.executable, "-c", HELD], stdout=subprocess.PIPE, text=True)
+    stopped = subprocess.Popen(["sleep", "60"])
+    try:
+        assert held.stdout.readline() == "blocked\n"
+        held.send_signal(signal.SIGTERM)
+        stopped.send_signal(signal.SIGSTOP)
+        text = ""
+        for _ in range(100):  # the kernel marks it stopped once it runs
+            text = diagnose.report([held.pid, stopped.pid])
+            if f"pid {stopped.pid} T" in text:
+                break
+            time.sleep(0.05)
+    finally:
+        for p in (held, stopped):
+            p.kill()
+            p.wait()
+    by_pid = {int(x.split()[1]): x.strip() for x in text.splitlines()[1:]}
+    assert "(pending TERM; blocked TERM)" in by_pid[held.pid], text
+    assert by_pid[stopped.pid].startswith(f"pid {stopped.pid} T"), text
+    assert "pending" not in by_pid[stopped.pid], text
+
+
+def test_descendants_are_children_and_theirs() -> None:
+    code = ("import subprocess, sys, time\n"
+            "c = subprocess.Popen(['sleep', '60'])\n"
+            "print(c.pid, flush=True); time.sleep(60)\n")
+    outer = subprocess.Popen([sys.executable, "-c",
+                              f"import subprocess, sys; subprocess.run([sys.executable, '-c', "
+                              f"{code!r}])"], stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(outer.stdout.readline())
+        found = diagnose.descendants(outer.pid)
+        with open(f"/proc/{grandchild}/stat") as f:
+            middle = int(f.read().rsplit(")", 1)[1].split()[1])
+        assert found == {middle, grandchild}
+        assert diagnose.descendants(grandchild) == set()
+    finally:
+        for pid in diagnose.descendants(outer.pid) | {outer.pid}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        outer.wait()
+
+
+def test_looked_at_reports_before_the_deadline_only() -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        with diagnose.looked_at(sleeper.pid, 0.1) as seen:
+            time.sleep(0.5)
+        assert len(seen) == 1 and f"pid {sleeper.pid} S" in seen[0], seen
+        with diagnose.looked_at(sleeper.pid, 0.5) as early:
+            pass
+        time.sleep(0.7)
+        assert early == []
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -21,6 +21,7 @@ import pytest
 
 from mpi_resolver.cli.args import parse_args
 from mpi_resolver.long_jobs import ledger
+from tests.harness import diagnose
 
 pytestmark = pytest.mark.unit
 
@@ -305,6 +306,22 @@ time.sleep(60)
 """
 
 
+def finish(proc: subprocess.Popen, timeout: float, look: float) -> tuple[bytes, bytes, str]:
+    """Returns supervise's stdout, stderr, and what it and its step were doing ``look`` s
+    from now where it ran then (their state, the signals pending and blocked: why a step
+    missed the signal passed on to it); fails the test, ending them, past ``timeout`` s."""
+    with diagnose.looked_at(proc.pid, look) as seen:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for pid in diagnose.descendants(proc.pid) | {proc.pid}:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"supervise did not end within {timeout} s: {seen}, {err!r}")
+    return out, err, "".join(seen)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -340,9 +357,9 @@ def test_sigterm_is_passed_on_and_never_restarted(exits: bool, stop: float, stat
     assert proc.stdout.readline() == b"step started\n"
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 143, err  # Slurm ends the job: 143 whatever the step did
-    assert out == b"step got SIGTERM\n"
+    out, err, seen = finish(proc, 30, stop - 0.5)
+    assert proc.returncode == 143, (err, seen)  # Slurm ends the job: 143 whatever the step did
+    assert out == b"step got SIGTERM\n", (err, seen)
     got = said(err)[1:]  # after the line on the checkpoint directory
     assert len(got) == len(lines), got
     for line, pattern in zip(got, lines, strict=True):
@@ -557,8 +574,8 @@ def test_supervise_requeues_after_75(tmp_path: Path, sigterm: bool, job_line: st
     assert proc.stdout.readline() == b"supervised: 1\n"
     if sigterm:
         proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == status, err
+    _, err, seen = finish(proc, 30, 25)
+    assert proc.returncode == status, (err, seen)
     done = (bin_dir / "calls.txt")
     assert (done.read_text().splitlines() if done.exists() else []) == calls
     assert re.fullmatch(line, said(err)[-1]), said(err)
