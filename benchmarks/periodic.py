@@ -121,7 +121,7 @@ def signal_to_disk(tf: Any, parts: tuple, directory: str) -> Dict[str, float]:
     """Returns the seconds from USR1, sent in the middle of a step, to the checkpoint file on
     disk, and its parts."""
     from mpi_resolver import SlurmTerminationConfig
-    from mpi_resolver.tensorflow import checkpoints as tf_checkpoints
+    from mpi_resolver.tensorflow import saver as tf_checkpoints
     from mpi_resolver.tensorflow import termination_config as tf_config
 
     tf_config.end_with = lambda code, seconds: None  # the benchmark goes on after the exit

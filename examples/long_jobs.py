@@ -12,11 +12,12 @@ import argparse
 
 
 def add_long_job_options(p: argparse.ArgumentParser, checkpoint_help: str,
-                         periodic: bool = True) -> None:
+                         periodic: bool = True, background: bool = False) -> None:
     """Adds the long jobs' options: --checkpoint-dir DIR (``checkpoint_help`` says what the
     script keeps there), --signal, --grace-period, --no-requeue, --requeue-on-time-limit, and
     where ``periodic``, --checkpoint-every, --keep and --node-mtbf-hours (train_ps.py has its
-    own periodic checkpoints)."""
+    own periodic checkpoints), and where ``background``, --checkpoint-async and
+    --no-checkpoint-async (the scripts whose saves can be written in the background)."""
     long = p.add_argument_group("long jobs: save on Slurm's signal, requeue, resume")
     long.add_argument("--checkpoint-dir", metavar="DIR",
                       help=checkpoint_help + " (default: $MPI_RESOLVER_CHECKPOINT_DIR)")
@@ -45,6 +46,12 @@ def add_long_job_options(p: argparse.ArgumentParser, checkpoint_help: str,
                       help="a node's mean time between failures, for --checkpoint-every auto "
                            "(default $MPI_RESOLVER_NODE_MTBF_HOURS, else 6000, from Meta's "
                            "Llama 3 report)")
+    if background:
+        long.add_argument("--checkpoint-async", action=argparse.BooleanOptionalAction,
+                          default=None,
+                          help="write the periodic checkpoints in the background: the step "
+                               "pays only the snapshot of the state (default "
+                               "$MPI_RESOLVER_CHECKPOINT_ASYNC, else on)")
 
 
 def check_long_job_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -56,19 +63,24 @@ def check_long_job_options(p: argparse.ArgumentParser, args: argparse.Namespace)
 
     periodic = hasattr(args, "keep")
     names = {"signal": "--signal", "grace_period": "--grace-period",
-             "checkpoint_every": "--checkpoint-every", "keep": "--keep"}
+             "checkpoint_every": "--checkpoint-every", "keep": "--keep",
+             "checkpoint_async": "--checkpoint-async"}
+    background = {"checkpoint_async": args.checkpoint_async} \
+        if hasattr(args, "checkpoint_async") else {}
     try:
         given = long_job_settings(
             signal=args.signal, grace_period=args.grace_period,
             checkpoint_dir=args.checkpoint_dir, names=names,
             **({"checkpoint_every": args.checkpoint_every, "keep": args.keep,
-                "node_mtbf_hours": args.node_mtbf_hours} if periodic else {}))
+                "node_mtbf_hours": args.node_mtbf_hours} if periodic else {}), **background)
     except ResolutionError as e:
         p.error(str(e))
     args.signal, args.checkpoint_dir = given.signal, given.checkpoint_dir
     if periodic:
         args.checkpoint_every, args.keep = given.checkpoint_every, given.keep
         args.node_mtbf_hours = given.node_mtbf_hours
+    if background:
+        args.checkpoint_async = given.checkpoint_async
     if periodic and args.checkpoint_every and not args.checkpoint_dir:
         p.error("--checkpoint-every saves into --checkpoint-dir, which is not given, and "
                 "MPI_RESOLVER_CHECKPOINT_DIR is not set: give the directory")

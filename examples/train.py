@@ -105,7 +105,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="train with model.fit of Keras 2 (the tf_keras package, pip install "
                         "tf-keras matching TensorFlow's version) instead of the custom loop")
     add_long_job_options(p, "a directory every node sees: resume from the checkpoint there, "
-                            "and save one when Slurm's warning signal or SIGTERM comes")
+                            "and save one when Slurm's warning signal or SIGTERM comes",
+                         background=True)
     args = p.parse_args(argv)
     check_long_job_options(p, args)
     if args.save and not args.save.endswith((".keras", ".h5")):
@@ -278,7 +279,8 @@ def termination_config(args, resolver):
                                   requeue_on_time_limit=args.requeue_on_time_limit,
                                   checkpoint_every=args.checkpoint_every, keep=args.keep,
                                   node_mtbf_hours=args.node_mtbf_hours,
-                                  total_steps=args.epochs * args.steps_per_epoch)
+                                  total_steps=args.epochs * args.steps_per_epoch,
+                                  checkpoint_async=args.checkpoint_async)
 
 
 def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, say):

@@ -1,4 +1,5 @@
-"""Whole numbers, ports and GPU counts: the one rule for each, wherever input is read (pure)."""
+"""Whole numbers, ports, GPU counts and switches: the one rule for each, wherever input is read
+(pure)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,22 @@ def gpu_count(text: Optional[str], name: str) -> Optional[int]:
         raise FormatError(f"{name}={text!r}: more GPUs than a node can have (at most "
                           f"{MAX_GPUS}); is the variable mistyped?")
     return count
+
+
+_SWITCH = {"1": True, "true": True, "yes": True, "on": True,
+           "0": False, "false": False, "no": False, "off": False}
+
+
+def switch(value: Any, name: str) -> bool:
+    """Returns ``value`` (a bool, or '1'/'0', 'true'/'false', 'yes'/'no', 'on'/'off', any
+    case) as a bool.
+
+    Raises:
+      FormatError: naming ``name``: anything else.
+    """
+    if isinstance(value, bool):
+        return value
+    found = _SWITCH.get(str(value).strip().lower())
+    if found is None:
+        raise FormatError(f"{name}={value!r}: expected 1 or 0 (true/false, yes/no, on/off).")
+    return found

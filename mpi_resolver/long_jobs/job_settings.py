@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Union
 from mpi_resolver.core import settings
 from mpi_resolver.core.errors import FormatError
 from mpi_resolver.core.settings import setting
+from mpi_resolver.core.values import switch
 from mpi_resolver.long_jobs.interval import (DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS, job_mtbf,
                                               parse_every, parse_keep)
 from mpi_resolver.long_jobs.signals import DEFAULT_SIGNAL, grace_seconds, parse_signal
@@ -31,6 +32,7 @@ class JobSettings:
     node_mtbf_hours: float
     grace_period: Optional[float] = None  # long_job_settings() fills it
     checkpoint_dir: Optional[str] = None  # long_job_settings() fills it
+    checkpoint_async: bool = True  # periodic saves written in the background
 
 
 def _checked(rule: Any) -> Any:
@@ -56,9 +58,11 @@ def _hours(text: str) -> float:
 
 
 def job_settings(env: Mapping[str, str], *, signal: Any = None, checkpoint_every: Any = None,
-                 keep: Any = None, node_mtbf_hours: Any = None) -> JobSettings:
+                 keep: Any = None, node_mtbf_hours: Any = None,
+                 checkpoint_async: Any = None) -> JobSettings:
     """Returns the settings: each argument not None as given, else its variable's
-    (MPI_RESOLVER_SIGNAL, _CHECKPOINT_EVERY, _KEEP, _NODE_MTBF_HOURS), else the default.
+    (MPI_RESOLVER_SIGNAL, _CHECKPOINT_EVERY, _KEEP, _NODE_MTBF_HOURS, _CHECKPOINT_ASYNC),
+    else the default.
 
     Raises:
       FormatError, ResolutionError: a variable that its argument's rule refuses, named.
@@ -67,14 +71,19 @@ def job_settings(env: Mapping[str, str], *, signal: Any = None, checkpoint_every
     every = setting(checkpoint_every, settings.CHECKPOINT_EVERY, env, _checked(parse_every))
     keep = setting(keep, settings.KEEP, env, parse_keep)
     hours = setting(node_mtbf_hours, settings.NODE_MTBF_HOURS, env, _hours)
+    background = setting(checkpoint_async, settings.CHECKPOINT_ASYNC, env,
+                         lambda text: switch(text, "checkpoint_async"))
     return JobSettings(DEFAULT_SIGNAL if signal is None else signal, every,
                        DEFAULT_KEEP if keep is None else keep,
-                       DEFAULT_NODE_MTBF_HOURS if hours is None else hours)
+                       DEFAULT_NODE_MTBF_HOURS if hours is None else hours,
+                       checkpoint_async=True if background is None else
+                       switch(background, "checkpoint_async"))
 
 
 def long_job_settings(*, signal: Any = None, grace_period: Optional[float] = None,
                       checkpoint_every: Any = None, keep: Any = None,
                       node_mtbf_hours: Any = None, checkpoint_dir: Optional[str] = None,
+                      checkpoint_async: Any = None,
                       env: Optional[Mapping[str, str]] = None,
                       names: Optional[Mapping[str, str]] = None) -> JobSettings:
     """Returns a long job's settings as SlurmTerminationConfig takes them (each argument, else
@@ -89,11 +98,13 @@ def long_job_settings(*, signal: Any = None, grace_period: Optional[float] = Non
       FormatError, ResolutionError: a value its rule refuses, naming the argument or the
         variable.
     """
-    name = {**{k: k for k in ("signal", "grace_period", "checkpoint_every", "keep")},
-            **(names or {})}
+    name = {**{k: k for k in ("signal", "grace_period", "checkpoint_every", "keep",
+                              "checkpoint_async")}, **(names or {})}
     env = os.environ if env is None else env
+    if checkpoint_async is not None:
+        switch(checkpoint_async, name["checkpoint_async"])
     given = job_settings(env, signal=signal, checkpoint_every=checkpoint_every, keep=keep,
-                         node_mtbf_hours=node_mtbf_hours)
+                         node_mtbf_hours=node_mtbf_hours, checkpoint_async=checkpoint_async)
     grace = grace_seconds(grace_period, parse_signal(given.signal, name["signal"]),
                           name["grace_period"], name["signal"])
     parse_every(given.checkpoint_every, name["checkpoint_every"])

@@ -35,13 +35,18 @@ class Plan:
     step_seconds: float
     save_seconds: Optional[float]
     mtbf_seconds: float
+    write_seconds: Optional[float] = None  # a background write's time, where saves are
 
     def line(self, every: Every) -> str:
         """Returns the one line the chief prints when it chooses the interval."""
         why = ""
-        if every.auto:
+        if every.auto and self.write_seconds is None:
             why = (f" (Young: sqrt(2 x C {self.save_seconds or 0:.2f} s x M "
                    f"{self.mtbf_seconds / 3600:.0f} h))")
+        elif every.auto:
+            why = (f" (Young: sqrt(2 x C {self.save_seconds or 0:.3f} s x M "
+                   f"{self.mtbf_seconds / 3600:.0f} h), C the training's stall; not below "
+                   f"the write in the background, {self.write_seconds:.2f} s)")
         spent = overhead(self.save_seconds or 0.0, self.seconds, self.mtbf_seconds)
         return (f"periodic checkpoints ({every.describe()}): every {self.seconds:.0f} s = "
                 f"{self.steps} steps of {self.step_seconds:.3f} s{why}; expected overhead "
@@ -80,6 +85,7 @@ class Schedule:
         self._mark: Optional[tuple] = None  # (step, clock) the step time is measured from
         self._started = clock()
         self.save_seconds: Optional[float] = None
+        self.write_seconds: Optional[float] = None  # the newest background write's
         self._failures = 0  # periodic saves that failed in a row
         self.plans: List[Plan] = []
 
@@ -93,11 +99,15 @@ class Schedule:
             self._next = self._share(self._first(step) if self.chief else None)
         return step == self._next
 
-    def saved(self, step: int, seconds: float) -> None:
-        """Notes a save after step ``step`` that took ``seconds`` (the whole save, as the
-        caller timed it); after a periodic save of a duration or 'auto' rule, the chief
-        decides the next one and every worker learns it."""
+    def saved(self, step: int, seconds: float, write: Optional[float] = None) -> None:
+        """Notes a save after step ``step`` that took ``seconds`` of the training (the whole
+        save, or the stall of one written in the background, as the caller timed it;
+        ``write``: the newest background write's time, where one finished); after a
+        periodic save of a duration or 'auto' rule, the chief decides the next one and
+        every worker learns it."""
         self.save_seconds = seconds
+        if write is not None:
+            self.write_seconds = write
         self._failures = 0
         self._plan_next(step, seconds)
 
@@ -139,13 +149,14 @@ class Schedule:
         now = self._clock()
         mark_step, mark_time = self._mark or (self.start, self._started)
         step_seconds = max(end - mark_time, 0.0) / max(step - mark_step, 1)
-        if self.every.auto:
-            seconds = young_interval(self.save_seconds or 0.0, self.mtbf)
+        if self.every.auto:  # a save does not start before the write in flight ends
+            seconds = max(young_interval(self.save_seconds or 0.0, self.mtbf),
+                          self.write_seconds or 0.0)
         else:
             seconds = float(self.every.seconds or 0.0)
         if self._failures:
             seconds = max(seconds, self._warmup * step_seconds) * 2 ** self._failures
         plan = Plan(seconds, steps_for(max(seconds - (now - since), 0.0), step_seconds),
-                    step_seconds, self.save_seconds, self.mtbf)
+                    step_seconds, self.save_seconds, self.mtbf, self.write_seconds)
         self.plans.append(plan)
         return step + plan.steps

@@ -1,27 +1,26 @@
 """A long job's checkpoints in TensorFlow: the last K kept, the newest that restores read back
 (a torn one skipped, every worker on the same one), on disk before the save returns (its files
-and TensorFlow's `checkpoint` state file fsynced), and the save that never raises into the
-training loop; the other workers' part of the save (TensorFlow's collective save needs every
-worker) goes to their own memory, never to the shared directory (the TensorFlow edge;
-importing this module imports TensorFlow)."""
+and TensorFlow's `checkpoint` state file fsynced), a save's state read at once and written
+later (in the background: tensorflow/saver); the other workers' part of the save
+(TensorFlow's collective save needs every worker) goes to their own memory, never to the
+shared directory (the TensorFlow edge; importing this module imports TensorFlow)."""
 
 from __future__ import annotations
 
 import glob
 import os
 import time
-from typing import Any, Callable, List, Mapping, Optional
+from typing import Any, Callable, List, Optional
 
 import tensorflow as tf
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.core.logs import log_each, log_once, logger
+from mpi_resolver.core.logs import log_each, logger
 from mpi_resolver.long_jobs.durable import sync_directory, sync_files
-from mpi_resolver.long_jobs.journal import Journal, checkpoint_bytes
-from mpi_resolver.long_jobs.manifest import manifest_for, write_manifest
 from mpi_resolver.long_jobs.resume import restore_newest
+from mpi_resolver.tensorflow import snapshot as snapshots
 
-__all__ = ["KeepingManager", "Saver", "remove_part", "scratch_manager", "fsync_checkpoint"]
+__all__ = ["KeepingManager", "remove_part", "scratch_manager", "fsync_checkpoint"]
 
 #: ``agree(prefix)``: the chief's restored checkpoint (prefix or '' for none) on every worker.
 AgreeOn = Callable[[str], str]
@@ -71,6 +70,28 @@ class KeepingManager(tf.train.CheckpointManager):
                                   "on a file system every node sees?") from e
         logger.warning("mpi_resolver: %s, and goes with worker 0", said)
 
+    def snapshot(self) -> snapshots.Snapshot:
+        """Returns the state now, numbered as ``save`` numbers it (the checkpoint's
+        save_counter, counted in it), for ``write_snapshot``."""
+        counter = self._checkpoint.save_counter
+        counter.assign_add(1)
+        return snapshots.take(self._checkpoint, f"{self._prefix}-{int(counter.numpy())}")
+
+    def write_snapshot(self, snap: snapshots.Snapshot) -> str:
+        """Writes ``snap`` (from any thread; one at a time) as ``save`` does, and returns its
+        prefix: its files on disk first, then TensorFlow's `checkpoint` state file naming
+        it, the oldest beyond ``keep`` removed."""
+        prefix = snapshots.write(snap)
+        fsync_checkpoint(prefix, self.directory, state=False)
+        self._maybe_delete.pop(prefix, None)  # CheckpointManager.save's bookkeeping
+        self._maybe_delete[prefix] = time.time()
+        self._latest_checkpoint = prefix
+        self._record_state()
+        self._sweep()
+        self._record_state()
+        fsync_checkpoint(prefix, self.directory)
+        return prefix
+
     def _restore_whole(self, prefix: str) -> None:
         """Reads every tensor of ``prefix`` first (a torn checkpoint raises before any
         variable changes), then restores it."""
@@ -78,77 +99,6 @@ class KeepingManager(tf.train.CheckpointManager):
         for name in reader.get_variable_to_shape_map():
             reader.get_tensor(name)
         self._checkpoint.restore(prefix).expect_partial()
-
-
-class Saver:
-    """The save TensorFlow's handler calls (its ``save_fn``): the chief into the kept
-    checkpoints, another worker into a throw-away copy in its own memory, removed after; a
-    failure is noted (``failed``), never raised into the training loop. ``resumed`` is the
-    step the run started from, ``newest`` the step of this run's last whole save; ``journal``
-    (worker 0's ledger records) is set when the handler is built."""
-
-    def __init__(self, manager: KeepingManager, scratch: Optional[tf.train.CheckpointManager],
-                 *, job: Optional[str], settings: Mapping[str, Any],
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.manager, self.scratch = manager, scratch
-        self.job, self.settings, self._clock = job, dict(settings), clock
-        self.failed: Optional[str] = None
-        self.seconds: Optional[float] = None
-        self.step = 0
-        self.resumed = 0
-        self.newest: Optional[int] = None
-        self.journal: Optional[Journal] = None
-        self._prefix: Optional[str] = None  # the chief's last checkpoint written
-
-    @property
-    def advanced(self) -> bool:
-        """Returns whether a save of this run moved the newest checkpoint past its start."""
-        return self.newest is not None and self.newest > self.resumed
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        start = self._clock()
-        self.failed = None
-        try:
-            self._write(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - disk full, quota, a peer gone: noted
-            self.failed = " ".join(str(e).split())[:300] or type(e).__name__
-            log_once(f"the checkpoint at step {self.step} was not saved ({self.failed}); the "
-                     "last one that restores is kept")
-            return
-        self.seconds = self._clock() - start
-        self.newest = self.step
-
-    def record(self, kind: str, seconds: Optional[float]) -> None:
-        """Records the save just made at ``step`` (one of journal.KINDS) in the job's
-        ledger, as it ended: whole, or ``failed``; a user's save_fn's without a name."""
-        if self.journal is None:
-            return
-        if self.failed is not None:
-            self.journal.save_failed(self.step, seconds, kind, self.failed)
-            return
-        ours = self._prefix is not None and self.newest == self.step
-        prefix = self._prefix if ours else None
-        self.journal.saved(self.step, seconds, kind,
-                           os.path.basename(prefix) if prefix else None,
-                           checkpoint_bytes(glob.glob(prefix + ".*")) if prefix else None)
-
-    def claim(self, step: int, **more: Any) -> None:
-        """Writes the manifest (the chief; this job's from now on, at ``step``, with ``more``
-        of its fields) before the first save, so that another job started on the directory
-        meanwhile is told."""
-        if self.scratch is None:
-            write_manifest(os.path.dirname(self.manager.directory.rstrip("/")),
-                           {**manifest_for(self.job, step, self.settings), **more})
-
-    def _write(self, *args: Any, **kwargs: Any) -> None:
-        if self.scratch is None:  # the chief
-            prefix = self.manager.save(*args, **kwargs)
-            fsync_checkpoint(prefix, self.manager.directory)
-            self._prefix = prefix
-            self.claim(self.step)
-            return
-        self.scratch.save(*args, **kwargs)
-        tf.io.gfile.rmtree(os.path.dirname(self.scratch.directory.rstrip("/")))
 
 
 def scratch_manager(checkpoint: Any, task: int) -> tf.train.CheckpointManager:
@@ -159,13 +109,14 @@ def scratch_manager(checkpoint: Any, task: int) -> tf.train.CheckpointManager:
                                       max_to_keep=1)
 
 
-def fsync_checkpoint(prefix: Optional[str], directory: str) -> None:
-    """Puts checkpoint ``prefix``'s files, TensorFlow's `checkpoint` state file beside them,
-    and ``directory`` itself on disk (fsync), where they are local files: a node lost right
-    after a save leaves the save whole, or the one before it."""
+def fsync_checkpoint(prefix: Optional[str], directory: str, state: bool = True) -> None:
+    """Puts checkpoint ``prefix``'s files, TensorFlow's `checkpoint` state file beside them
+    (where ``state``), and ``directory`` itself on disk (fsync), where they are local files:
+    a node lost right after a save leaves the save whole, or the one before it."""
     if not prefix or "://" in prefix:
         return
-    sync_files([*glob.glob(prefix + ".*"), os.path.join(directory, "checkpoint")])
+    state_file = [os.path.join(directory, "checkpoint")] if state else []
+    sync_files([*glob.glob(prefix + ".*"), *state_file])
     sync_directory(directory)
 
 

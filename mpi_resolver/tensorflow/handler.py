@@ -15,7 +15,7 @@ from mpi_resolver.long_jobs.interval import Every
 from mpi_resolver.long_jobs.schedule import Schedule
 from mpi_resolver.long_jobs.slow_ranks import SlowRanks
 from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
-from mpi_resolver.tensorflow.checkpoints import Saver
+from mpi_resolver.tensorflow.saver import Saver
 
 __all__ = ["SlurmCheckpointHandler"]
 
@@ -52,6 +52,7 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
         watchdog does not watch the saves."""
         done = int(self._run_counter)
         self._saver.step = done
+        self._saver.collect()  # a background write that ended: recorded
         if self._saver.journal is not None:
             self._saver.journal.progress(done)
         if self.slow is not None:
@@ -73,14 +74,19 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
             self.schedule = self._make_schedule(step, every)
         if not self.schedule.due(step) or self._received_checkpoint_step.is_set():
             return  # not due, or the signal's save comes now or next: one save is enough
-        with paused_watchdogs():
-            self._save_checkpoint()  # TensorFlow's: the run count into the checkpoint, then ours
+        self._saver.deferred = True  # written in the background, where the saver can
+        try:
+            with paused_watchdogs():
+                self._save_checkpoint()  # TensorFlow's: the run count into it, then ours
+        finally:
+            self._saver.deferred = False
         plans = len(self.schedule.plans)
         took = float(getattr(self, "_checkpoint_time", 0.0) or 0.0)
         self._saver.record("periodic", took)
         if self._saver.failed is not None:
             self.schedule.failed(step, took)
         else:
-            self.schedule.saved(step, took)
+            writes = self._saver.writes
+            self.schedule.saved(step, took, writes.last_seconds if writes else None)
         if self.schedule.chief and len(self.schedule.plans) > plans:
             log_once(self.schedule.plans[-1].line(self.schedule.every))

@@ -8,6 +8,7 @@ the final step, after which the checkpoints go.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 from typing import Any, Mapping, Optional
@@ -16,6 +17,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
 
 from mpi_resolver.core.logs import log_once, logger
+from mpi_resolver.long_jobs.background import BackgroundWrites
 from mpi_resolver.long_jobs.journal import Journal
 from mpi_resolver.long_jobs.manifest import (check_directory_together, finished_together,
                                              claim_directory, completed, manifest_for,
@@ -24,8 +26,9 @@ from mpi_resolver.long_jobs.resume import missing_checkpoint
 from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
 from mpi_resolver.long_jobs.slow_ranks import SlowRanks, node_name, round_seconds
 from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
-from mpi_resolver.tensorflow.checkpoints import (KeepingManager, Saver, remove_part,
-                                                 scratch_manager)
+from mpi_resolver.tensorflow.checkpoints import KeepingManager, remove_part, scratch_manager
+from mpi_resolver.tensorflow.saver import Saver
+from mpi_resolver.tensorflow.snapshot import unsupported
 from mpi_resolver.tensorflow.coordinator import AGREE_WITHIN
 from mpi_resolver.tensorflow.quirks import no_gce_probe, quiet_total_run_calls
 
@@ -105,7 +108,10 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
             agree=lambda p: coord.agree(f"{key}_restored", p, "which checkpoint it restored"))
         task = getattr(cluster_resolver, "task_id", None) or 0
         config.use_saver(Saver(manager, None if chief else scratch_manager(checkpoint, task),
-                               job=job, settings=config.settings()))
+                               job=job, settings=config.settings(),
+                               writes=_background_writes(config, checkpoint, chief)))
+        if config.saver.writes is not None:  # a script that ends without complete()
+            atexit.register(config.saver.settle)
         quiet_total_run_calls()
         with no_gce_probe():
             handler = SlurmCheckpointHandler(
@@ -118,6 +124,21 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
     handler.slow = _slow_ranks(cluster_resolver, coord, key, config.saver.resumed, rounds,
                                journal)
     return handler
+
+
+def _background_writes(config: Any, checkpoint: Any, chief: bool) -> \
+        Optional[BackgroundWrites]:
+    """Returns where the periodic saves are written in the background (config's
+    checkpoint_async, periodic saves, the package's own save), None where they are written
+    at once; a state that cannot be read ahead is said once (the chief) and saved at once."""
+    if not config.checkpoint_async or config.every is None or config._user_save_fn:
+        return None
+    why = unsupported(checkpoint)
+    if why is not None:
+        if chief:
+            log_once(f"periodic checkpoints are written at once, not in the background: {why}")
+        return None
+    return BackgroundWrites()
 
 
 def _claimed(config: Any, manager: KeepingManager, checkpoint_dir: str, job: Optional[str],
@@ -160,6 +181,7 @@ def complete(config: Any, handler: Any, checkpoint_dir: str, task: int,
     saver, coord = config.saver, config.coordinator_now()
     final = int(handler._run_counter)
     with paused_watchdogs():
+        saver.settle()  # the write in flight on disk, recorded
         if saver.newest != final and saver.resumed != final:
             saver.step = final
             handler._save_checkpoint()  # every worker: TensorFlow's save is collective

@@ -24,7 +24,7 @@ from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
 from mpi_resolver.long_jobs.termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy,
                                                 Termination)
 from mpi_resolver.long_jobs.watcher import SignalWatcher
-from mpi_resolver.tensorflow.checkpoints import Saver
+from mpi_resolver.tensorflow.saver import Saver
 from mpi_resolver.tensorflow.coordinator import TfCoordinator
 from mpi_resolver.tensorflow.handler_setup import build, complete, is_chief
 
@@ -40,8 +40,9 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
     endings nobody announces. Create it after the strategy, in the main thread: its signal
     handlers only note that a signal came; the save happens at the next step. ``disarm()``
     once training is over puts the signals' previous handlers back. Where the script does
-    not pass ``signal``, ``checkpoint_every``, ``keep`` or ``node_mtbf_hours``, the batch
-    script's MPI_RESOLVER_SIGNAL, _CHECKPOINT_EVERY, _KEEP or _NODE_MTBF_HOURS gives it
+    not pass ``signal``, ``checkpoint_every``, ``keep``, ``node_mtbf_hours`` or
+    ``checkpoint_async``, the batch script's MPI_RESOLVER_SIGNAL, _CHECKPOINT_EVERY, _KEEP,
+    _NODE_MTBF_HOURS or _CHECKPOINT_ASYNC gives it
     (docs/api.md), else the default.
 
     Args:
@@ -65,11 +66,15 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
       keep: checkpoints kept (default 2: a torn newest one leaves one to resume from).
       node_mtbf_hours: a node's mean time between failures, for 'auto' (default
         interval.DEFAULT_NODE_MTBF_HOURS, from Meta's Llama 3 report).
+      checkpoint_async: the periodic saves pay only the snapshot of the state (its
+        tensors read), and the write runs in the background; the signal's save and the
+        final one wait for it, then write at once (default True; False: every save at once;
+        a state TensorFlow cannot read ahead is saved at once, said once).
 
     Raises:
       FormatError: a signal that Slurm's --signal does not take or that cannot be watched;
-        a checkpoint_every, keep or node_mtbf_hours not of the forms above; total_steps not a
-        whole number > 0.
+        a checkpoint_every, keep, node_mtbf_hours or checkpoint_async not of the forms above;
+        total_steps not a whole number > 0.
       ResolutionError: not created in the main thread.
     """
 
@@ -82,16 +87,19 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
                  requeue_on_time_limit: bool = False, save_fn: Any = None,
                  checkpoint_every: Union[str, int, None] = None, keep: Optional[int] = None,
                  node_mtbf_hours: Optional[float] = None,
-                 total_steps: Optional[int] = None) -> None:
+                 total_steps: Optional[int] = None,
+                 checkpoint_async: Optional[bool] = None) -> None:
         exit_on_configuration_error()  # a refused setting ends the process with 78
         self.total_steps = planned_steps(total_steps)
         given = job_settings(os.environ, signal=signal, checkpoint_every=checkpoint_every,
-                             keep=keep, node_mtbf_hours=node_mtbf_hours)
+                             keep=keep, node_mtbf_hours=node_mtbf_hours,
+                             checkpoint_async=checkpoint_async)
         warning = parse_signal(given.signal)
         grace = grace_seconds(grace_period, warning)
         self.every = parse_every(given.checkpoint_every)
         self.keep = parse_keep(given.keep)
         self.node_mtbf_hours = given.node_mtbf_hours
+        self.checkpoint_async = given.checkpoint_async
         job_mtbf(1, given.node_mtbf_hours)  # its check
         self.cluster_resolver = cluster_resolver
         self.saver: Optional[Saver] = None

@@ -134,16 +134,22 @@ def test_a_failed_signal_save_after_a_periodic_one_resumes_from_it(slurm_config,
         "exit code 75")
 
 
-def test_a_periodic_save_that_fails_is_a_warning_and_training_goes_on(slurm_config, tmp_path,
-                                                                        caplog, monkeypatch):
+@pytest.mark.parametrize("background, write", [(False, "save"), (True, "write_snapshot")])
+def test_a_periodic_save_that_fails_is_a_warning_and_training_goes_on(
+        slurm_config, tmp_path, caplog, monkeypatch, background: bool, write: str) -> None:
+    """At once, or in the background (its failure said at the next step)."""
     import tensorflow as tf
 
     from mpi_resolver.tensorflow.checkpoints import KeepingManager
 
     checkpoint, step, weight = model_and_step(tf)
-    handler = slurm_config(checkpoint_every=5).handler(None, checkpoint, str(tmp_path))
-    monkeypatch.setattr(KeepingManager, "save", lambda self, *a, **k: 1 / 0)
+    handler = slurm_config(checkpoint_every=5, checkpoint_async=background).handler(
+        None, checkpoint, str(tmp_path))
+    monkeypatch.setattr(KeepingManager, write, lambda self, *a, **k: 1 / 0)
     assert train(handler, step, weight, 12) == 12
+    records = ledger.read(str(tmp_path))
+    assert [(r["event"], r["step"], r["error"]) for r in records if r["event"] != "restore"] \
+        == [("save_failed", 5, "division by zero"), ("save_failed", 10, "division by zero")]
     assert messages(caplog) == ["mpi_resolver: periodic checkpoints every 5 steps; the last 2 "
                                 "kept",
                                 "mpi_resolver: the checkpoint at step 5 was not saved "

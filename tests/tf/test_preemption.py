@@ -35,6 +35,9 @@ def train(handler, step, weight, total, signal_at=None, sig=signal.SIGUSR1):
         if done == signal_at:
             os.kill(os.getpid(), sig)
             time.sleep(1.5)  # TensorFlow's watcher thread polls once a second
+    saver = getattr(handler, "_saver", None)
+    if saver is not None:  # the periodic save written in the background: on disk now
+        saver.settle()
     return done
 
 
@@ -271,6 +274,9 @@ print("trained")
     ({"MPI_RESOLVER_STRAGGLER_ROUND": "soon"}, None,
      "VariableError: MPI_RESOLVER_STRAGGLER_ROUND='soon': expected the seconds of training "
      "between two slow-rank rounds"),
+    ({"MPI_RESOLVER_CHECKPOINT_ASYNC": "maybe"}, None,
+     "VariableError: MPI_RESOLVER_CHECKPOINT_ASYNC='maybe': checkpoint_async='maybe': expected "
+     "1 or 0 (true/false, yes/no, on/off)."),
     ({"SLURM_JOB_ID": "12"}, {"job": "11", "step": 3, "cluster": "c"},
      "ConfigurationError: "),  # job 11: scontrol cannot confirm its end here
 ])

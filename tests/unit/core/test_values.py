@@ -6,7 +6,7 @@ import pytest
 
 from mpi_resolver.core.errors import FormatError, ResolutionError
 from mpi_resolver.core.values import (MAX_DIGITS, MAX_GPUS, check_whole, gpu_count, is_port,
-                                  require_whole, whole_number)
+                                  require_whole, switch, whole_number)
 from mpi_resolver.core.values import require_whole as parse_int
 
 pytestmark = pytest.mark.unit
@@ -85,3 +85,20 @@ def test_gpu_count_on_both_sides_of_the_limit():
         gpu_count(str(MAX_GPUS + 1), "SLURM_GPUS_ON_NODE")
     assert str(caught.value) == ("SLURM_GPUS_ON_NODE='4097': more GPUs than a node can have "
                                  "(at most 4096); is the variable mistyped?")
+
+
+@pytest.mark.parametrize("value, expected", [
+    (True, True), (False, False),
+    ("1", True), ("true", True), ("Yes", True), (" ON ", True),
+    ("0", False), ("FALSE", False), ("no", False), ("off", False),
+])
+def test_switch(value, expected) -> None:
+    assert switch(value, "checkpoint_async") is expected
+
+
+@pytest.mark.parametrize("value", ["2", "", "y", "enabled", None, 1.0])
+def test_switch_refuses_what_is_no_switch(value) -> None:
+    with pytest.raises(FormatError) as e:
+        switch(value, "--checkpoint-async")
+    assert str(e.value) == (f"--checkpoint-async={value!r}: expected 1 or 0 (true/false, "
+                            "yes/no, on/off).")

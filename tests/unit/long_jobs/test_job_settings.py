@@ -27,6 +27,16 @@ ALL = {"MPI_RESOLVER_SIGNAL": "USR2@300", "MPI_RESOLVER_CHECKPOINT_EVERY": "auto
     pytest.param({"MPI_RESOLVER_CHECKPOINT_EVERY": " 10m "}, {},
                  JobSettings("USR1", "10m", DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS),
                  id="stripped"),
+    pytest.param({"MPI_RESOLVER_CHECKPOINT_ASYNC": "0"}, {},
+                 JobSettings("USR1", None, DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS,
+                             checkpoint_async=False), id="saves at once: the variable"),
+    pytest.param({"MPI_RESOLVER_CHECKPOINT_ASYNC": "Off"}, {"checkpoint_async": True},
+                 DEFAULTS, id="the argument wins over the variable"),
+    pytest.param({"MPI_RESOLVER_CHECKPOINT_ASYNC": "yes"}, {"checkpoint_async": "no"},
+                 JobSettings("USR1", None, DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS,
+                             checkpoint_async=False), id="an argument's text is read alike"),
+    pytest.param({"MPI_RESOLVER_CHECKPOINT_ASYNC": "TRUE"}, {}, DEFAULTS,
+                 id="background: the variable, any case"),
 ])
 def test_job_settings(env, given, expected):
     assert job_settings(env, **given) == expected
@@ -40,6 +50,8 @@ def test_job_settings(env, given, expected):
     ("MPI_RESOLVER_KEEP", "two"),
     ("MPI_RESOLVER_NODE_MTBF_HOURS", "0"),
     ("MPI_RESOLVER_NODE_MTBF_HOURS", "many"),
+    ("MPI_RESOLVER_CHECKPOINT_ASYNC", "maybe"),
+    ("MPI_RESOLVER_CHECKPOINT_ASYNC", "2"),
 ])
 def test_a_bad_variable_is_named_first(name, text):
     with pytest.raises(ResolutionError) as e:
@@ -86,12 +98,15 @@ def test_long_job_settings(given, env, expected):
     ({"keep": 0}, {}, "--keep=0"),
     ({}, {"MPI_RESOLVER_KEEP": "0"}, "MPI_RESOLVER_KEEP='0'"),
     ({"node_mtbf_hours": 0}, {}, "node_mtbf_hours=0: "),
+    ({"checkpoint_async": "sometimes"}, {}, "--checkpoint-async='sometimes': expected 1 or 0"),
+    ({}, {"MPI_RESOLVER_CHECKPOINT_ASYNC": "x"}, "MPI_RESOLVER_CHECKPOINT_ASYNC='x': "),
 ])
 def test_long_job_settings_names_the_script_s_own_arguments(given, env, start):
     from mpi_resolver import long_job_settings
 
     names = {"signal": "--signal", "grace_period": "--grace-period",
-             "checkpoint_every": "--checkpoint-every", "keep": "--keep"}
+             "checkpoint_every": "--checkpoint-every", "keep": "--keep",
+             "checkpoint_async": "--checkpoint-async"}
     with pytest.raises(ResolutionError) as e:
         long_job_settings(env=env, names=names, **given)
     assert str(e.value).startswith(start), e.value

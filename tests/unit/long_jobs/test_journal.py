@@ -38,14 +38,30 @@ def journal(tmp_path, chief: bool = True, env=ENV):
     return Journal(str(tmp_path), "77", chief, env, clock=clock, say=said.append), clock, said
 
 
-@pytest.mark.parametrize("name, step, kind, seconds, line", [
-    ("ckpt-7", 280, "periodic", 0.214, "checkpoint ckpt-7 at step 280 (periodic) in 0.21 s"),
-    (None, 3, "signal", None, "checkpoint (the save_fn) at step 3 (signal)"),
-    ("ckpt-00000010.npz", 10, "final", 12.0, "checkpoint ckpt-00000010.npz at step 10 (final) "
-                                             "in 12.00 s"),
+@pytest.mark.parametrize("name, step, kind, seconds, write, line", [
+    ("ckpt-7", 280, "periodic", 0.214, None,
+     "checkpoint ckpt-7 at step 280 (periodic) in 0.21 s"),
+    (None, 3, "signal", None, None, "checkpoint (the save_fn) at step 3 (signal)"),
+    ("ckpt-00000010.npz", 10, "final", 12.0, None,
+     "checkpoint ckpt-00000010.npz at step 10 (final) in 12.00 s"),
+    ("ckpt-7", 280, "periodic", 0.0042, 0.214, "checkpoint ckpt-7 at step 280 (periodic) in "
+                                               "0.004 s, written in the background in 0.21 s"),
+    ("ckpt-7", 280, "periodic", None, 0.0, "checkpoint ckpt-7 at step 280 (periodic), "
+                                           "written in the background in 0.00 s"),
 ])
-def test_save_lines(name, step, kind, seconds, line) -> None:
-    assert save_line(name, step, kind, seconds) == line
+def test_save_lines(name, step, kind, seconds, write, line) -> None:
+    assert save_line(name, step, kind, seconds, write) == line
+
+
+def test_a_save_written_in_the_background_records_its_write(tmp_path) -> None:
+    j, _, said = journal(tmp_path)
+    j.saved(60, 0.004, "periodic", "ckpt-3", 2048, write=0.5)
+    j.saved(70, 0.25, "signal", "ckpt-4", 2048)
+    first, second = ledger.read(str(tmp_path))
+    assert (first["seconds"], first["write"]) == (0.004, 0.5)
+    assert "write" not in second
+    assert said == ["checkpoint ckpt-3 at step 60 (periodic) in 0.004 s, written in the "
+                    "background in 0.50 s", "checkpoint ckpt-4 at step 70 (signal) in 0.25 s"]
 
 
 def test_worker_0_records_a_run(tmp_path) -> None:

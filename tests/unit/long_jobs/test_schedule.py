@@ -114,6 +114,54 @@ def test_auto_saves_once_after_the_warmup_to_time_the_save_then_goes_by_young():
         "work redone after a failure)")
 
 
+@pytest.mark.parametrize("stall, write, seconds", [
+    # Young's interval of the stall: sqrt(2 x 0.004 x 3000 h) = 293.9 s
+    (0.004, 0.15, (2 * 0.004 * 3000 * HOURS) ** 0.5),
+    (0.004, 300.0, 300.0),  # never below the write: the next save would wait for it
+    (0.004, (2 * 0.004 * 3000 * HOURS) ** 0.5, (2 * 0.004 * 3000 * HOURS) ** 0.5),
+    (0.004, None, (2 * 0.004 * 3000 * HOURS) ** 0.5),  # no write finished yet
+])
+def test_auto_goes_by_the_stall_and_never_below_the_write(stall: float,
+                                                          write: Optional[float],
+                                                          seconds: float) -> None:
+    clock = Clock()
+    s = schedule(Every(auto=True), clock=clock, nodes=2, mtbf=6000.0)
+    for step in range(1, WARMUP_STEPS + 1):
+        clock.now += 2.0
+        if s.due(step):
+            clock.now += stall
+            s.saved(step, stall, write)
+    plan = s.plans[0]
+    assert (plan.save_seconds, plan.write_seconds) == (stall, write)
+    assert plan.seconds == pytest.approx(seconds)
+    young = f"{(2 * 0.004 * 3000 * HOURS) ** 0.5:.0f}"
+    line = plan.line(s.every)
+    if write is None:
+        assert "(Young: sqrt(2 x C 0.00 s x M 3000 h));" in line, line
+    else:
+        assert line.startswith(f"periodic checkpoints (auto): every {seconds:.0f} s = "), line
+        assert (f"(Young: sqrt(2 x C 0.004 s x M 3000 h), C the training's stall; not below "
+                f"the write in the background, {write:.2f} s); expected overhead") in line, line
+        assert young == "294"
+
+
+def test_a_write_s_time_is_kept_until_a_newer_one_comes() -> None:
+    s = schedule(Every(auto=True))
+    s.saved(5, 0.01, 2.0)
+    s.saved(6, 0.01)
+    assert s.write_seconds == 2.0
+    s.saved(7, 0.01, 0.5)
+    assert s.write_seconds == 0.5
+
+
+def test_a_duration_is_not_stretched_to_the_write() -> None:
+    clock = Clock()
+    s = schedule(Every(seconds=30.0), clock=clock)
+    s.saved(3, 0.01, 100.0)
+    due_steps(s, 11, clock)
+    assert s.plans[0].seconds == 30.0
+
+
 def test_a_duration_s_line_has_no_young():
     clock = Clock()
     s = schedule(Every(seconds=30.0), clock=clock)

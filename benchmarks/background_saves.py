@@ -1,0 +1,199 @@
+"""Periodic saves written in the background against saves written at once (issue 41): what the
+training pays per save, the background write against `dd` of the same bytes to the same
+directory.
+
+    python benchmarks/background_saves.py [--mib 100 1024] [--steps 60] [--every 20] [--quick]
+                                          [--json FILE]
+
+In this process (one worker, TensorFlow's CPU build, no Slurm), a state of --mib MiB (one
+variable, and examples/train.py's small model) trained by steps that write every byte of it
+(as an optimizer's update does: after a background save's snapshot, the first such write
+copies the buffer, and that copy is part of what the step pays). --steps steps through
+SlurmTerminationConfig's handler with a save every --every steps, once with saves at once
+(checkpoint_async=False) and once in the background, and once without saves. What the
+training paid per save is the run's time over the run without saves, divided by its saves
+(the steps' own time varies; each run is taken three times and the medians used); the
+package's own measures beside it (Saver.seconds: the save at once, or the snapshot; the
+ledger's `write`). `dd bs=1M conv=fsync` copies the checkpoint's data file to the same
+directory. Goals: the background stall <= 0.1 x the save at once, the write >= 0.5 of dd.
+Every figure is measured in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--mib", type=int, nargs="+", default=[100, 1024],
+                   help="the states' sizes in MiB (default 100 1024)")
+    p.add_argument("--steps", type=int, default=60, help="steps of each timed run")
+    p.add_argument("--every", type=int, default=20,
+                   help="steps between two saves (default 20: longer than a write, as "
+                        "'auto' makes it; a save sooner waits for the write before it)")
+    p.add_argument("--json", help="also write the figures to this file")
+    p.add_argument("--quick", action="store_true", help="10 and 100 MiB")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.mib = [10, 100]
+    return args
+
+
+def build(tf: Any, mib: int) -> tuple:
+    """Returns (checkpoint, step variable, train step) of a state of ``mib`` MiB that each
+    step writes whole."""
+    state = tf.Variable(tf.zeros([mib * 2 ** 20 // 4]), name="state")
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+    @tf.function
+    def train_step() -> Any:
+        state.assign_add(tf.ones_like(state))
+        return state[0]
+
+    return tf.train.Checkpoint(state=state, step=step), step, train_step
+
+
+def run(tf: Any, mib: int, directory: str, steps: int, every: Optional[int],
+        background: bool) -> Dict[str, Any]:
+    """Returns one run's seconds and the package's own measures of its saves."""
+    from mpi_resolver import SlurmTerminationConfig
+    from mpi_resolver.long_jobs import ledger
+
+    checkpoint, step, train_step = build(tf, mib)
+    config = SlurmTerminationConfig(requeue=False, checkpoint_every=every,
+                                    checkpoint_async=background)
+    handler = config.handler(None, checkpoint, directory)
+    handler.run(train_step)  # traced outside the timing
+    step.assign_add(1)
+    saver, measured = config.saver, []
+    start = time.perf_counter()
+    for _ in range(steps):
+        before = saver.seconds
+        handler.run(train_step)
+        step.assign_add(1)
+        if saver.seconds is not before:
+            measured.append(saver.seconds)
+    seconds = time.perf_counter() - start  # the write in flight, if any, is not the steps'
+    saver.settle()
+    config.disarm()
+    saves = [r for r in ledger.read(directory) if r.get("event") == "save"]
+    return {"seconds": seconds, "saves": len(measured), "measured": measured,
+            "writes": [r["write"] for r in saves if "write" in r]}
+
+
+def dd_seconds(directory: str) -> float:
+    """Returns the seconds `dd bs=1M conv=fsync` takes to copy the newest checkpoint's data
+    files in ``directory``/chief into ``directory``."""
+    import subprocess
+
+    import tensorflow as tf
+
+    prefix = tf.train.latest_checkpoint(os.path.join(directory, "chief"))
+    took = 0.0
+    for data in Path(prefix).parent.glob(Path(prefix).name + ".data-*"):
+        out = os.path.join(directory, "dd.bin")
+        start = time.perf_counter()
+        subprocess.run(["dd", f"if={data}", f"of={out}", "bs=1M", "conv=fsync"], check=True,
+                       capture_output=True)
+        took += time.perf_counter() - start
+        os.remove(out)
+    return took
+
+
+def interval(tf: Any, mib: int, least: int) -> int:
+    """Returns the steps between two saves: ``least``, or more where a save at once takes
+    longer than a third of that many steps ('auto' never saves sooner than the write takes:
+    a save sooner would wait for it, and measure the write, not the stall)."""
+    with tempfile.TemporaryDirectory(dir=ROOT) as base:
+        plain = run(tf, mib, base, 10, None, False)
+    with tempfile.TemporaryDirectory(dir=ROOT) as base:
+        once = run(tf, mib, base, least + 1, least, False)
+    step = plain["seconds"] / 10
+    return max(least, math.ceil(3 * max(once["measured"] or [0.0]) / max(step, 1e-6)))
+
+
+def measure(tf: Any, mib: int, args: argparse.Namespace) -> Dict[str, float]:
+    """Returns one state's figures: each run three times, medians."""
+    every = interval(tf, mib, args.every)
+    steps = max(args.steps, 3 * every)  # two saves at least, a write's time after each
+    runs: Dict[str, List[Dict[str, Any]]] = {"plain": [], "at_once": [], "background": []}
+    dd: List[float] = []
+    for _ in range(3):
+        for name, each, background in (("plain", None, False), ("at_once", every, False),
+                                       ("background", every, True)):
+            with tempfile.TemporaryDirectory(dir=ROOT) as base:
+                runs[name].append(run(tf, mib, base, steps, each, background))
+                if name == "at_once":
+                    dd.append(dd_seconds(base))
+    plain = statistics.median(r["seconds"] for r in runs["plain"])
+
+    def paid(name: str) -> float:
+        return statistics.median((r["seconds"] - plain) / max(r["saves"], 1)
+                                 for r in runs[name])
+
+    def median_of(name: str, key: str) -> float:
+        return statistics.median(v for r in runs[name] for v in r[key])
+
+    at_once, stall = paid("at_once"), paid("background")
+    write = median_of("background", "writes")
+    return {"MiB": mib, "every": every, "steps": steps, "step_s": plain / steps,
+            "at_once_paid_s": at_once,
+            "at_once_save_s": median_of("at_once", "measured"),
+            "background_paid_s": stall, "snapshot_s": median_of("background", "measured"),
+            "write_s": write, "dd_s": statistics.median(dd),
+            "stall_vs_at_once": stall / at_once if at_once > 0 else float("nan"),
+            "write_vs_dd": statistics.median(dd) / write if write > 0 else float("nan")}
+
+
+def table(rows: List[Dict[str, float]]) -> str:
+    keys = ["every", "steps", "step_s", "at_once_paid_s", "at_once_save_s",
+            "background_paid_s", "snapshot_s", "write_s", "dd_s", "stall_vs_at_once",
+            "write_vs_dd"]
+    out = ["| figure | " + " | ".join(f"{r['MiB']:g} MiB" for r in rows) + " |",
+           "|---|" + "---|" * len(rows)]
+    out += [f"| {k} | " + " | ".join(f"{r[k]:.4g}" for r in rows) + " |" for k in keys]
+    return "\n".join(out)
+
+
+def goal_line(r: Dict[str, float]) -> str:
+    """Returns whether ``r`` meets the goals: the background stall <= 0.1 x the save at
+    once, the write >= 0.5 of dd's speed."""
+    ok = r["stall_vs_at_once"] <= 0.1 and r["write_vs_dd"] >= 0.5
+    return (f"{r['MiB']:g} MiB: the training paid {r['background_paid_s']:.3f} s per save in "
+            f"the background against {r['at_once_paid_s']:.3f} s at once "
+            f"({r['stall_vs_at_once']:.3f}, goal <= 0.1); the write at {r['write_vs_dd']:.2f} "
+            f"of dd's speed (goal >= 0.5): {'met' if ok else 'NOT met'}")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    import tensorflow as tf
+
+    rows = [measure(tf, mib, args) for mib in args.mib]
+    print(f"Saves in the background against saves at once (one worker; a save every 'every' "
+          f"steps, at least {args.every}; load average {os.getloadavg()[0]:.2f}):")
+    print(table(rows))
+    for r in rows:
+        print(goal_line(r))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""A checkpoint written in the background: the step pays only the snapshot of its state (the
+stall), a thread writes it (the write), one write in flight at the most; the next save, the
+signal's save and the end of the training wait for it; a write that failed is kept until
+someone asks (framework-free: the snapshot and the write are the caller's)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+__all__ = ["Written", "BackgroundWrites"]
+
+
+@dataclass(frozen=True)
+class Written:
+    """How one background write ended: the ``step`` saved, what the training paid for its
+    snapshot (``stall``, seconds) and what the write took (``seconds``), its ``result`` (the
+    checkpoint written) or its ``error`` (one line)."""
+
+    step: int
+    stall: float
+    seconds: float
+    result: Any = None
+    error: Optional[str] = None
+
+
+class BackgroundWrites:
+    """Runs each checkpoint's write in a thread of its own, one at a time: ``start`` waits
+    for the write in flight first (what that waiting took is the caller's stall too);
+    ``done`` (at each step) and ``wait`` (before a save that must be on disk) give each
+    finished write once. ``last_seconds``: the newest finished write's time."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._thread: Optional[threading.Thread] = None
+        self._finished: Optional[Written] = None
+        self.last_seconds: Optional[float] = None
+
+    @property
+    def busy(self) -> bool:
+        """Returns whether a write is in flight."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, step: int, stall: float, write: Callable[[], Any]) -> None:
+        """Starts ``write()`` (the state of ``step``, snapshot in ``stall`` seconds) in the
+        background. The caller has collected (``wait``) the write before it."""
+        if self._thread is not None:
+            raise RuntimeError("a checkpoint write is in flight or not collected: wait() first")
+
+        def run() -> None:
+            began = self._clock()
+            try:
+                result, error = write(), None
+            except Exception as e:  # noqa: BLE001 - disk full, quota: kept for the caller
+                result, error = None, " ".join(str(e).split())[:300] or type(e).__name__
+            self._finished = Written(step, stall, self._clock() - began, result, error)
+
+        self._thread = threading.Thread(target=run, name=f"mpi_resolver-save-{step}",
+                                        daemon=True)
+        self._thread.start()
+
+    def done(self) -> Optional[Written]:
+        """Returns the write that finished since the last call, None while it runs or where
+        none was started."""
+        if self._thread is None or self._thread.is_alive():
+            return None
+        return self._collect()
+
+    def wait(self) -> Optional[Written]:
+        """Returns the write in flight once it has finished (None where none was started or
+        it was collected already)."""
+        if self._thread is None:
+            return None
+        self._thread.join()
+        return self._collect()
+
+    def _collect(self) -> Optional[Written]:
+        finished, self._finished, self._thread = self._finished, None, None
+        if finished is not None:
+            self.last_seconds = finished.seconds
+        return finished

@@ -1,0 +1,151 @@
+"""The save TensorFlow's handler calls (its ``save_fn``), written at once or in the background:
+the chief into the kept checkpoints, another worker into a throw-away copy in its own memory;
+a periodic save, where ``writes`` is given, pays only the snapshot of the state and its write
+runs in the background (long_jobs/background), recorded once it ends; the signal's save and
+the final one wait for the write in flight, then write at once; a failure is noted, never
+raised into the training loop (the TensorFlow edge; importing this module imports
+TensorFlow)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import time
+from typing import Any, Callable, Mapping, Optional
+
+import tensorflow as tf
+
+from mpi_resolver.core.logs import log_once
+from mpi_resolver.long_jobs.background import BackgroundWrites, Written
+from mpi_resolver.long_jobs.journal import Journal, checkpoint_bytes
+from mpi_resolver.long_jobs.manifest import manifest_for, write_manifest
+from mpi_resolver.tensorflow.checkpoints import KeepingManager, fsync_checkpoint
+
+__all__ = ["Saver"]
+
+
+class Saver:
+    """The handler's ``save_fn``. ``resumed`` is the step the run started from, ``newest``
+    the step of this run's last whole save (the chief: on disk); ``journal`` (worker 0's
+    ledger records) is set when the handler is built; ``deferred`` is set by the handler
+    around a periodic save, which ``writes`` (where given) then writes in the background."""
+
+    def __init__(self, manager: KeepingManager, scratch: Optional[tf.train.CheckpointManager],
+                 *, job: Optional[str], settings: Mapping[str, Any],
+                 writes: Optional[BackgroundWrites] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.manager, self.scratch, self.writes = manager, scratch, writes
+        self.job, self.settings, self._clock = job, dict(settings), clock
+        self.failed: Optional[str] = None
+        self.seconds: Optional[float] = None
+        self.step = 0
+        self.resumed = 0
+        self.newest: Optional[int] = None
+        self.journal: Optional[Journal] = None
+        self.deferred = False
+        self._prefix: Optional[str] = None  # the chief's last checkpoint written
+        self._kind = "periodic"  # the kind of the save written in the background
+        self._pending = False  # the chief's background write not recorded yet
+
+    @property
+    def advanced(self) -> bool:
+        """Returns whether a save of this run moved the newest checkpoint past its start."""
+        return self.newest is not None and self.newest > self.resumed
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        background = self.deferred and self.writes is not None and not (args or kwargs)
+        self.settle()  # the write in flight first: one at a time, the newest last
+        start = self._clock()
+        self.failed = None
+        try:
+            if background:
+                self._snapshot()
+            else:
+                self._write(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - disk full, quota, a peer gone: noted
+            self.failed = " ".join(str(e).split())[:300] or type(e).__name__
+            log_once(f"the checkpoint at step {self.step} was not saved ({self.failed}); the "
+                     "last one that restores is kept")
+            return
+        self.seconds = self._clock() - start
+        if not background or self.scratch is not None:
+            self.newest = self.step  # the chief's background save: once it is on disk
+
+    def record(self, kind: str, seconds: Optional[float]) -> None:
+        """Records the save just made at ``step`` (one of journal.KINDS) in the job's
+        ledger, as it ended: whole, or ``failed``; a user's save_fn's without a name; one
+        written in the background once its write ends (``collect``, ``settle``)."""
+        if self.journal is None:
+            return
+        if self.failed is not None:
+            self.journal.save_failed(self.step, seconds, kind, self.failed)
+            return
+        if self._pending:  # recorded once its write ends
+            self._kind = kind
+            return
+        ours = self._prefix is not None and self.newest == self.step
+        prefix = self._prefix if ours else None
+        self.journal.saved(self.step, seconds, kind,
+                           os.path.basename(prefix) if prefix else None,
+                           checkpoint_bytes(glob.glob(prefix + ".*")) if prefix else None)
+
+    def collect(self) -> None:
+        """Records the background write that ended since the last step, if one did."""
+        if self.writes is not None:
+            self._ended(self.writes.done())
+
+    def settle(self) -> None:
+        """Waits for the background write in flight, if one is, and records it: before a
+        save that must be on disk when it returns, and at the end of the training."""
+        if self.writes is not None:
+            self._ended(self.writes.wait())
+
+    def claim(self, step: int, **more: Any) -> None:
+        """Writes the manifest (the chief; this job's from now on, at ``step``, with ``more``
+        of its fields) before the first save, so that another job started on the directory
+        meanwhile is told."""
+        if self.scratch is None:
+            write_manifest(os.path.dirname(self.manager.directory.rstrip("/")),
+                           {**manifest_for(self.job, step, self.settings), **more})
+
+    def _snapshot(self) -> None:
+        """Reads the state now (every worker: a value synchronized on read needs all) and,
+        the chief, starts its write in the background."""
+        assert self.writes is not None
+        start = self._clock()
+        snap = self.manager.snapshot()  # numbered alike on every worker
+        if self.scratch is not None:  # another worker: its part read, nothing written
+            return
+        self.writes.start(self.step, self._clock() - start,
+                          lambda: self.manager.write_snapshot(snap))
+        self._pending = True
+
+    def _ended(self, written: Optional[Written]) -> None:
+        """Notes and records a background write that ended."""
+        if written is None:
+            return
+        self._pending = False
+        if written.error is not None:
+            log_once(f"the checkpoint at step {written.step} was not saved ({written.error}); "
+                     "the last one that restores is kept")
+            if self.journal is not None:
+                self.journal.save_failed(written.step, written.stall, self._kind,
+                                         written.error)
+            return
+        self.newest, self._prefix = written.step, written.result
+        self.claim(written.step)
+        if self.journal is not None:
+            prefix = str(written.result)
+            self.journal.saved(written.step, written.stall, self._kind,
+                               os.path.basename(prefix),
+                               checkpoint_bytes(glob.glob(prefix + ".*")), write=written.seconds)
+
+    def _write(self, *args: Any, **kwargs: Any) -> None:
+        if self.scratch is None:  # the chief
+            prefix = self.manager.save(*args, **kwargs)
+            fsync_checkpoint(prefix, self.manager.directory)
+            self._prefix = prefix
+            self.claim(self.step)
+            return
+        self.scratch.save(*args, **kwargs)
+        tf.io.gfile.rmtree(os.path.dirname(self.scratch.directory.rstrip("/")))

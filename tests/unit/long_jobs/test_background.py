@@ -1,0 +1,103 @@
+"""long_jobs/background: one checkpoint write in flight, each finished write given once, a
+failure kept for the caller, what the write took."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, List
+
+import pytest
+
+from mpi_resolver.long_jobs.background import BackgroundWrites, Written
+
+pytestmark = pytest.mark.unit
+
+
+class Clock:
+    """A clock that moves only when told (``now``)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def held(clock: Clock, result: Any = "ckpt-3", error: Exception | None = None,
+         seconds: float = 2.5) -> tuple[Callable[[], Any], threading.Event]:
+    """Returns a write that waits for its event, moves the clock by ``seconds``, then
+    returns ``result`` or raises ``error``; and the event."""
+    go = threading.Event()
+
+    def write() -> Any:
+        go.wait(10)
+        clock.now += seconds
+        if error is not None:
+            raise error
+        return result
+    return write, go
+
+
+@pytest.mark.parametrize("error, want", [
+    (None, Written(7, 0.004, 2.5, "ckpt-3", None)),
+    (OSError(28, "No space left on device"),
+     Written(7, 0.004, 2.5, None, "[Errno 28] No space left on device")),
+    (RuntimeError("  two\n  lines  "), Written(7, 0.004, 2.5, None, "two lines")),
+    (RuntimeError(""), Written(7, 0.004, 2.5, None, "RuntimeError")),
+    (RuntimeError("x" * 400), Written(7, 0.004, 2.5, None, "x" * 300)),
+])
+def test_a_write_is_given_once_it_has_finished(error: Exception | None, want: Written) -> None:
+    clock = Clock()
+    writes = BackgroundWrites(clock)
+    write, go = held(clock, error=error)
+    writes.start(7, 0.004, write)
+    assert writes.busy and writes.done() is None  # running: nothing yet
+    go.set()
+    assert writes.wait() == want
+    assert not writes.busy and writes.last_seconds == 2.5
+    assert writes.done() is None and writes.wait() is None  # given once
+
+
+def test_done_gives_the_finished_write_without_waiting() -> None:
+    clock = Clock()
+    writes = BackgroundWrites(clock)
+    write, go = held(clock, seconds=0.5)
+    writes.start(1, 0.01, write)
+    go.set()
+    seen: List[Written] = []
+    for _ in range(1000):
+        if (finished := writes.done()) is not None:
+            seen.append(finished)
+            break
+        threading.Event().wait(0.01)
+    assert seen == [Written(1, 0.01, 0.5, "ckpt-3", None)]
+    assert writes.done() is None
+
+
+def test_nothing_started_nothing_given() -> None:
+    writes = BackgroundWrites()
+    assert (writes.busy, writes.done(), writes.wait(), writes.last_seconds) == (
+        False, None, None, None)
+
+
+def test_a_second_write_before_the_first_is_collected_is_refused() -> None:
+    clock = Clock()
+    writes = BackgroundWrites(clock)
+    write, go = held(clock)
+    writes.start(1, 0.0, write)
+    go.set()
+    with pytest.raises(RuntimeError, match="wait\\(\\) first"):
+        writes.start(2, 0.0, write)
+    writes.wait()
+    second, go2 = held(clock, result="ckpt-4", seconds=1.0)
+    writes.start(2, 0.0, second)
+    go2.set()
+    assert writes.wait() == Written(2, 0.0, 1.0, "ckpt-4", None)
+    assert writes.last_seconds == 1.0
+
+
+def test_the_write_runs_in_another_thread() -> None:
+    writes = BackgroundWrites()
+    writes.start(1, 0.0, lambda: threading.current_thread().name)
+    finished = writes.wait()
+    assert finished is not None and finished.result == "mpi_resolver-save-1"
