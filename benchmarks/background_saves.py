@@ -5,17 +5,20 @@ directory.
     python benchmarks/background_saves.py [--mib 100 1024] [--steps 60] [--every 20] [--quick]
                                           [--json FILE]
 
-In this process (one worker, TensorFlow's CPU build, no Slurm), a state of --mib MiB (one
-variable, and examples/train.py's small model) trained by steps that write every byte of it
-(as an optimizer's update does: after a background save's snapshot, the first such write
-copies the buffer, and that copy is part of what the step pays). --steps steps through
-SlurmTerminationConfig's handler with a save every --every steps, once with saves at once
-(checkpoint_async=False) and once in the background, and once without saves. What the
-training paid per save is the run's time over the run without saves, divided by its saves
-(the steps' own time varies; each run is taken three times and the medians used); the
-package's own measures beside it (Saver.seconds: the save at once, or the snapshot; the
-ledger's `write`). `dd bs=1M conv=fsync` copies the checkpoint's data file to the same
-directory. Goals: the background stall <= 0.1 x the save at once, the write >= 0.5 of dd.
+In a process of its own per run (one worker, TensorFlow's CPU build on one core, the other
+left to the write as a GPU node's host cores are; no Slurm), a state of --mib MiB (one
+variable) trained by steps that write every byte of it (as an optimizer's update does: after
+a background save's snapshot, the first such write copies the buffer, and that copy is part
+of what the step pays), through SlurmTerminationConfig's handler: without saves, with a save
+every 'every' steps at once (checkpoint_async=False), and in the background; each --repeat
+times, medians. 'every' is --every, or more where a save at once takes longer than a third
+of that many steps ('auto' never saves sooner than a write takes). What the training paid
+per save (`*_paid_s`) is the save's step and the next one beyond the median step; beside it
+the run's time over the run without saves, per save (`*_run_s`: also what the write took
+from the training's core, if anything); the package's own measures (Saver.seconds: the save
+at once, or the snapshot; the ledger's `write`). `dd bs=1M conv=fsync` copies the
+checkpoint's data file to the same directory. Goals: the background stall <= 0.1 x the save
+at once, the write >= 0.5 of dd.
 Every figure is measured in this run.
 """
 
@@ -26,6 +29,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,10 +51,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                    help="steps between two saves (default 20: longer than a write, as "
                         "'auto' makes it; a save sooner waits for the write before it)")
     p.add_argument("--json", help="also write the figures to this file")
-    p.add_argument("--quick", action="store_true", help="10 and 100 MiB")
+    p.add_argument("--repeat", type=int, default=3, help="each run this many times "
+                   "(default 3; medians)")
+    p.add_argument("--quick", action="store_true", help="10 and 100 MiB, once each")
+    p.add_argument("--one", help=argparse.SUPPRESS)  # a run, in its own process (run())
     args = p.parse_args(argv)
     if args.quick:
-        args.mib = [10, 100]
+        args.mib, args.repeat = [10, 100], 1
     return args
 
 
@@ -68,44 +75,63 @@ def build(tf: Any, mib: int) -> tuple:
     return tf.train.Checkpoint(state=state, step=step), step, train_step
 
 
-def run(tf: Any, mib: int, directory: str, steps: int, every: Optional[int],
+def run(mib: int, directory: str, steps: int, every: Optional[int],
         background: bool) -> Dict[str, Any]:
-    """Returns one run's seconds and the package's own measures of its saves."""
+    """Returns one run's seconds and the package's own measures of its saves, from a process
+    of its own (each run's state, a GiB, freed with it)."""
+    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(
+        [mib, directory, steps, every, background])], check=True, capture_output=True,
+        text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def one(mib: int, directory: str, steps: int, every: Optional[int],
+        background: bool) -> Dict[str, Any]:
+    """Returns one run's figures, in this process (``run``'s)."""
+    import tensorflow as tf
+
     from mpi_resolver import SlurmTerminationConfig
     from mpi_resolver.long_jobs import ledger
 
+    # The training on one core, the other left to the write: as on a GPU node, whose host
+    # cores are not what the training waits for.
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
     checkpoint, step, train_step = build(tf, mib)
     config = SlurmTerminationConfig(requeue=False, checkpoint_every=every,
                                     checkpoint_async=background)
     handler = config.handler(None, checkpoint, directory)
     handler.run(train_step)  # traced outside the timing
     step.assign_add(1)
-    saver, measured = config.saver, []
+    saver, measured, times, at = config.saver, [], [], []
     start = time.perf_counter()
-    for _ in range(steps):
-        before = saver.seconds
-        handler.run(train_step)
+    for i in range(steps):
+        before, began = saver.seconds, time.perf_counter()
+        handler.run(train_step)  # the save, where one is due, then the step
         step.assign_add(1)
+        times.append(time.perf_counter() - began)
         if saver.seconds is not before:
             measured.append(saver.seconds)
+            at.append(i)
     seconds = time.perf_counter() - start  # the write in flight, if any, is not the steps'
     saver.settle()
     config.disarm()
     saves = [r for r in ledger.read(directory) if r.get("event") == "save"]
+    usual = statistics.median(times)
+    # what the step paid: the save's step and the one after it (a buffer copied at its first
+    # write after a snapshot) beyond the usual step's time
+    stalls = [sum(t - usual for t in times[i:i + 2]) for i in at]
     return {"seconds": seconds, "saves": len(measured), "measured": measured,
-            "writes": [r["write"] for r in saves if "write" in r]}
+            "stalls": stalls, "writes": [r["write"] for r in saves if "write" in r]}
 
 
 def dd_seconds(directory: str) -> float:
     """Returns the seconds `dd bs=1M conv=fsync` takes to copy the newest checkpoint's data
     files in ``directory``/chief into ``directory``."""
-    import subprocess
-
-    import tensorflow as tf
-
-    prefix = tf.train.latest_checkpoint(os.path.join(directory, "chief"))
+    chief = Path(directory) / "chief"
+    newest = max(chief.glob("ckpt-*.index"), key=lambda p: int(p.name[5:-6]))
     took = 0.0
-    for data in Path(prefix).parent.glob(Path(prefix).name + ".data-*"):
+    for data in chief.glob(newest.name[:-6] + ".data-*"):
         out = os.path.join(directory, "dd.bin")
         start = time.perf_counter()
         subprocess.run(["dd", f"if={data}", f"of={out}", "bs=1M", "conv=fsync"], check=True,
@@ -115,29 +141,29 @@ def dd_seconds(directory: str) -> float:
     return took
 
 
-def interval(tf: Any, mib: int, least: int) -> int:
+def interval(mib: int, least: int) -> int:
     """Returns the steps between two saves: ``least``, or more where a save at once takes
     longer than a third of that many steps ('auto' never saves sooner than the write takes:
     a save sooner would wait for it, and measure the write, not the stall)."""
     with tempfile.TemporaryDirectory(dir=ROOT) as base:
-        plain = run(tf, mib, base, 10, None, False)
+        plain = run(mib, base, 10, None, False)
     with tempfile.TemporaryDirectory(dir=ROOT) as base:
-        once = run(tf, mib, base, least + 1, least, False)
+        once = run(mib, base, least + 1, least, False)
     step = plain["seconds"] / 10
     return max(least, math.ceil(3 * max(once["measured"] or [0.0]) / max(step, 1e-6)))
 
 
-def measure(tf: Any, mib: int, args: argparse.Namespace) -> Dict[str, float]:
-    """Returns one state's figures: each run three times, medians."""
-    every = interval(tf, mib, args.every)
+def measure(mib: int, args: argparse.Namespace) -> Dict[str, float]:
+    """Returns one state's figures: each run --repeat times, medians."""
+    every = interval(mib, args.every)
     steps = max(args.steps, 3 * every)  # two saves at least, a write's time after each
     runs: Dict[str, List[Dict[str, Any]]] = {"plain": [], "at_once": [], "background": []}
     dd: List[float] = []
-    for _ in range(3):
+    for _ in range(args.repeat):
         for name, each, background in (("plain", None, False), ("at_once", every, False),
                                        ("background", every, True)):
             with tempfile.TemporaryDirectory(dir=ROOT) as base:
-                runs[name].append(run(tf, mib, base, steps, each, background))
+                runs[name].append(run(mib, base, steps, each, background))
                 if name == "at_once":
                     dd.append(dd_seconds(base))
     plain = statistics.median(r["seconds"] for r in runs["plain"])
@@ -149,21 +175,22 @@ def measure(tf: Any, mib: int, args: argparse.Namespace) -> Dict[str, float]:
     def median_of(name: str, key: str) -> float:
         return statistics.median(v for r in runs[name] for v in r[key])
 
-    at_once, stall = paid("at_once"), paid("background")
+    at_once, stall = median_of("at_once", "stalls"), median_of("background", "stalls")
     write = median_of("background", "writes")
     return {"MiB": mib, "every": every, "steps": steps, "step_s": plain / steps,
-            "at_once_paid_s": at_once,
+            "at_once_paid_s": at_once, "at_once_run_s": paid("at_once"),
             "at_once_save_s": median_of("at_once", "measured"),
-            "background_paid_s": stall, "snapshot_s": median_of("background", "measured"),
+            "background_paid_s": stall, "background_run_s": paid("background"),
+            "snapshot_s": median_of("background", "measured"),
             "write_s": write, "dd_s": statistics.median(dd),
             "stall_vs_at_once": stall / at_once if at_once > 0 else float("nan"),
             "write_vs_dd": statistics.median(dd) / write if write > 0 else float("nan")}
 
 
 def table(rows: List[Dict[str, float]]) -> str:
-    keys = ["every", "steps", "step_s", "at_once_paid_s", "at_once_save_s",
-            "background_paid_s", "snapshot_s", "write_s", "dd_s", "stall_vs_at_once",
-            "write_vs_dd"]
+    keys = ["every", "steps", "step_s", "at_once_paid_s", "at_once_run_s", "at_once_save_s",
+            "background_paid_s", "background_run_s", "snapshot_s", "write_s", "dd_s",
+            "stall_vs_at_once", "write_vs_dd"]
     out = ["| figure | " + " | ".join(f"{r['MiB']:g} MiB" for r in rows) + " |",
            "|---|" + "---|" * len(rows)]
     out += [f"| {k} | " + " | ".join(f"{r[k]:.4g}" for r in rows) + " |" for k in keys]
@@ -182,9 +209,10 @@ def goal_line(r: Dict[str, float]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
-    import tensorflow as tf
-
-    rows = [measure(tf, mib, args) for mib in args.mib]
+    if args.one:
+        print(json.dumps(one(*json.loads(args.one))))
+        return 0
+    rows = [measure(mib, args) for mib in args.mib]
     print(f"Saves in the background against saves at once (one worker; a save every 'every' "
           f"steps, at least {args.every}; load average {os.getloadavg()[0]:.2f}):")
     print(table(rows))

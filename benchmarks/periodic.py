@@ -8,7 +8,8 @@ In this process (one worker, TensorFlow's CPU build, no Slurm), for examples/tra
 model ('example') and one of about --mib MiB of variables ('large', SGD: the checkpoint is
 the variables): --steps steps through SlurmTerminationConfig's handler without periodic
 saves, then the same steps with a save every --every steps; the save's time C is what the
-package measures (Saver.seconds, the chief's write: the median of the saves), and the
+package measures (Saver.seconds, the chief's write at once: the median of the saves; saves in
+the background are benchmarks/background_saves.py's), and the
 difference of the two runs over the saves is printed beside it (noisy where steps vary).
 'auto' is Young's interval sqrt(2 C M), M the default failure rate of a 2-node job
 (interval.DEFAULT_NODE_MTBF_HOURS / 2); its overhead is C / T + T / 2M (goal: <= 2 %). The
@@ -168,8 +169,9 @@ def measure(tf: Any, name: str, width: int, depth: int, args: argparse.Namespace
     with tempfile.TemporaryDirectory(dir=ROOT) as base:
         plain = timed_run(tf, SlurmTerminationConfig(requeue=False), build(tf, width, depth),
                           os.path.join(base, "plain"), args.steps)
-        saving = timed_run(tf, SlurmTerminationConfig(requeue=False,
-                                                      checkpoint_every=args.every),
+        saving = timed_run(tf, SlurmTerminationConfig(requeue=False,  # C: a save at once
+                                                      checkpoint_every=args.every,
+                                                      checkpoint_async=False),
                            build(tf, width, depth), os.path.join(base, "saving"), args.steps)
         nbytes = newest_bytes(os.path.join(base, "saving"))
         sig = signal_to_disk(tf, build(tf, width, depth), os.path.join(base, "signal"))

@@ -6,8 +6,10 @@ run's first step, and the steps lost, with periodic checkpoints and `mpi-resolve
 On a throw-away 2-node Slurm cluster of its own (tests/harness/slurm_cluster.py), every
 repetition runs `mpi-resolver supervise --max-restarts 1 -- srun -N2 --ntasks-per-node=1
 --mpi=pmix --kill-on-bad-exit=1 python examples/train.py --checkpoint-every EVERY ...` and,
-once the chief has printed step --kill-after, SIGKILLs worker 1's Python process (found by
-its environment), as the kernel's OOM killer would. Measured, wall clock on one machine:
+once the chief has printed step --kill-after and the newest periodic save is on disk (one
+written in the background is in the ledger once its write ends), SIGKILLs worker 1's Python
+process (found by its environment), as the kernel's OOM killer would.
+Measured, wall clock on one machine:
 - kill -> the next run's first line (the step ended, supervise's line, srun again);
 - kill -> the next run's first step done, against the first run's own start (supervise,
   srun, MPI, TensorFlow's import and strategy, the first step): the goal, the difference
@@ -36,6 +38,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.harness.saves import wait_saved  # noqa: E402
 from tests.harness.slurm_cluster import SlurmCluster  # noqa: E402
 
 TRAIN = str(ROOT / "examples" / "train.py")
@@ -111,6 +114,9 @@ def one_run(cluster: SlurmCluster, directory: Path, args: argparse.Namespace) ->
     try:
         first_step, _ = run.wait_for(r"^0:   step 1: loss ")
         run.wait_for(rf"^0:   step {args.kill_after}: loss ")
+        saved = args.kill_after // args.every * args.every
+        if saved:  # the newest save on disk (one written in the background: its write ended)
+            wait_saved(directory, saved, START)
         os.kill(task_pid(cluster, 1), signal.SIGKILL)
         killed = time.monotonic()
         last = max(int(m) for _, line in run.lines if (m := _step(line)) is not None)

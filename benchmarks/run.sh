@@ -3,9 +3,9 @@
 # figures with ratios to TensorFlow's resolver (bench.py), the MPI exchange at scale
 # (exchange.py), check --connect's dial pattern (connect_pattern.py), and long jobs on Slurm:
 # the signal to the checkpoint and the requeue, and the resumed run (preemption.py), periodic
-# checkpoints (periodic.py), a worker killed and the step restarted (restart.py), a slow rank
-# named (slow_rank.py); figures
-# also written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
+# checkpoints (periodic.py) and saves in the background (background_saves.py), a worker
+# killed and the step restarted (restart.py), a slow rank named (slow_rank.py); figures also
+# written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
 # --quick: smaller jobs; --skip-slurm: no throw-away Slurm cluster (no preemption.py either);
 # other arguments go to bench.py.
 set -euo pipefail
@@ -41,6 +41,14 @@ echo
 echo "Periodic checkpoints: the save's time, the overhead at 'auto', the write against dd," \
      "a signal to the checkpoint on disk (benchmarks/periodic.py)"
 "$PY" benchmarks/periodic.py "${quick[@]}" --json "$results/periodic.json"
+echo
+echo "Periodic saves in the background against saves at once: what the training pays, the" \
+     "write against dd (benchmarks/background_saves.py)"
+"$PY" benchmarks/background_saves.py "${quick[@]}" --json "$results/background_saves.json"
+echo
+echo "Goodput at scale from those figures (benchmarks/goodput.py)"
+"$PY" benchmarks/goodput.py --measured "$results/background_saves.json" \
+  --mib "$([ ${#quick[@]} -gt 0 ] && echo 100 || echo 1024)" --json "$results/goodput.json"
 if [ "$skip_slurm" = 0 ]; then
   echo
   echo "Long jobs: Slurm's signal to the checkpoint and the requeue, the resumed run" \

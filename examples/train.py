@@ -62,6 +62,14 @@ def port_base(text: str):
     return text if text == "auto" else int(text)
 
 
+def whole_mib(text: str) -> int:
+    """--extra-state-mib: a whole number of MiB, 0 or more."""
+    if not (text.strip().isascii() and text.strip().isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of MiB (0 or "
+                                         "more), e.g. 100")
+    return int(text)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     # examples/long_jobs.py, beside this script (its directory is on sys.path when it runs).
     from long_jobs import add_long_job_options, check_long_job_options
@@ -107,8 +115,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     add_long_job_options(p, "a directory every node sees: resume from the checkpoint there, "
                             "and save one when Slurm's warning signal or SIGTERM comes",
                          background=True)
+    p.add_argument("--extra-state-mib", type=whole_mib, default=0, metavar="M",
+                   help="adds M MiB of state that every step writes and every checkpoint "
+                        "saves, as a larger model's would (custom loop, with "
+                        "--checkpoint-dir): to see what saving such a state costs")
     args = p.parse_args(argv)
     check_long_job_options(p, args)
+    if args.extra_state_mib and (args.fit or not args.checkpoint_dir):
+        p.error(f"--extra-state-mib {args.extra_state_mib}: "
+                + ("the custom loop's checkpoints hold it, not --fit's backup" if args.fit
+                   else "it is saved into --checkpoint-dir, which is not given, and "
+                        "MPI_RESOLVER_CHECKPOINT_DIR is not set"))
     if args.save and not args.save.endswith((".keras", ".h5")):
         p.error(f"--save {args.save}: Keras saves to a file ending in .keras (or .h5)")
     for name in ("epochs", "steps_per_epoch", "batch_per_worker", "threads"):
@@ -301,9 +318,14 @@ def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, s
         optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
         optimizer.build(model.trainable_variables)  # its state exists for a restore to fill
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    # --extra-state-mib: each worker's own copy (outside the strategy), written every step as
+    # an optimizer's slots are, saved with the model.
+    extra = tf.Variable(tf.zeros([args.extra_state_mib * 2 ** 18]), trainable=False,
+                        name="extra_state") if args.extra_state_mib else None
     handler = config = None
     if args.checkpoint_dir:
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step,
+                                         **({"extra_state": extra} if extra is not None else {}))
         config = termination_config(args, resolver)
         handler = config.handler(resolver, checkpoint, args.checkpoint_dir)
     steps = Steps(int(step.numpy()))
@@ -327,6 +349,8 @@ def custom_loop(args, tf, keras, strategy, resolver, dataset_fn, global_batch, s
     def train_step(iterator):
         x, y = next(iterator)
         loss, correct = strategy.run(step_fn, args=(x, y))
+        if extra is not None:
+            extra.assign_add(tf.ones_like(extra))
         # Collectives: every worker must call train_step the same number of times.
         return (strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
                 strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None))

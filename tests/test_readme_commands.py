@@ -138,6 +138,10 @@ def test_benchmark_script_prints_measured_ratios(tmp_path):
         if abs(float(ratio) - float(target[3:])) > 0.005:
             assert (met == "yes") == (float(ratio) <= float(target[3:])), measure
     assert (tmp_path / "latest.json").exists()
+    background = json.loads((tmp_path / "background_saves.json").read_text())
+    assert [r["MiB"] for r in background] == [10, 100]  # --quick's states, measured
+    goodput = json.loads((tmp_path / "goodput.json").read_text())
+    assert [r["nodes"] for r in goodput] == [16, 128, 1024, 2048, 16384]
     # The exchange at scale: its own verdicts follow its figures too.
     exchange = json.loads((tmp_path / "exchange.json").read_text())
     for row in exchange["simulation"]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
+import weakref
 from typing import Any, Mapping, Optional
 
 import tensorflow as tf
@@ -111,7 +112,7 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
                                job=job, settings=config.settings(),
                                writes=_background_writes(config, checkpoint, chief)))
         if config.saver.writes is not None:  # a script that ends without complete()
-            atexit.register(config.saver.settle)
+            atexit.register(_settle_at_exit, weakref.WeakMethod(config.saver.settle))
         quiet_total_run_calls()
         with no_gce_probe():
             handler = SlurmCheckpointHandler(
@@ -124,6 +125,14 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
     handler.slow = _slow_ranks(cluster_resolver, coord, key, config.saver.resumed, rounds,
                                journal)
     return handler
+
+
+def _settle_at_exit(settle: "weakref.WeakMethod") -> None:
+    """At the process's exit: the saver's write in flight ends and is recorded, where the
+    saver is still there (a weak reference: the exit hook keeps no state alive)."""
+    method = settle()
+    if method is not None:
+        method()
 
 
 def _background_writes(config: Any, checkpoint: Any, chief: bool) -> \

@@ -44,6 +44,7 @@ from tests.cluster.longjobs import show
 from tests.cluster.test_lost_worker import TRAIN, task_pids
 from tests.cluster.test_scenarios import assert_nothing_left
 from tests.harness.requeue import start_due
+from tests.harness.saves import wait_saved
 from tests.harness.slurm_cluster import SlurmCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -168,6 +169,7 @@ def test_a_lost_node_fails_the_job_slurm_requeues_it_and_the_next_run_resumes(
     try:
         wait_until(lambda: any(int(s) >= 25 for s in STEP.findall(text())), START,
                    "chief's step 25", context)
+        wait_saved(ckpt, 2 * EVERY, START)  # on disk: one interval at most is lost
         pids = task_pids(cluster, PORT)
         assert sorted(pids) == [0, 1], f"{pids}{context()}"
         lost = environ(pids[1])["SLURMD_NODENAME"]

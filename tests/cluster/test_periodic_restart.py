@@ -21,6 +21,7 @@ from mpi_resolver.long_jobs.manifest import write_manifest
 from tests.cluster.conftest import PY, ROOT
 from tests.cluster.test_jobs import Step
 from tests.cluster.test_lost_worker import START, TRAIN, release, task_pids
+from tests.harness.saves import wait_saved
 from tests.harness.slurm_cluster import SlurmCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -62,6 +63,7 @@ def test_a_lost_worker_costs_at_most_one_interval_and_the_step_restarts(
     pids: dict = {}
     try:
         step.wait_for(r"^\s*0:   step 25: loss ", START)
+        wait_saved(ckpt, 2 * EVERY, START)  # on disk: one interval at most is lost
         pids = task_pids(cluster, port)
         assert sorted(pids) == [0, 1], f"{pids}{step.context()}"
         os.kill(pids[rank], getattr(signal, signame))

@@ -105,3 +105,54 @@ def test_the_jax_examples_always_say_the_steps_done(script):
     assert len(said) == 2 and all(ln.startswith("        say(") or ln.startswith("    say(")
                                   for ln in said), said
     assert said[-1].startswith("    say("), said  # the end's line, outside any if
+
+
+def train_py():
+    """Returns examples/train.py as a module (its parse_args)."""
+    spec = importlib.util.spec_from_file_location("_example_train", ROOT / "examples" /
+                                                  "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv, variable, expected", [
+    pytest.param([], None, True, id="in the background by default"),
+    pytest.param(["--no-checkpoint-async"], None, False, id="the flag"),
+    pytest.param([], "0", False, id="the variable"),
+    pytest.param(["--checkpoint-async"], "0", True, id="the flag wins"),
+])
+def test_train_py_s_background_saves(argv, variable, expected, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    monkeypatch.delenv("MPI_RESOLVER_CHECKPOINT_ASYNC", raising=False)
+    if variable is not None:
+        monkeypatch.setenv("MPI_RESOLVER_CHECKPOINT_ASYNC", variable)
+    args = train_py().parse_args(["--checkpoint-dir", "/shared/c", *argv])
+    assert args.checkpoint_async is expected
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--extra-state-mib", "1.5", "--checkpoint-dir", "/c"],
+     "--extra-state-mib: '1.5': expected a whole number of MiB (0 or more), e.g. 100"),
+    (["--extra-state-mib", "-1", "--checkpoint-dir", "/c"], "expected a whole number of MiB"),
+    (["--extra-state-mib", "10"], "--extra-state-mib 10: it is saved into --checkpoint-dir, "
+     "which is not given, and MPI_RESOLVER_CHECKPOINT_DIR is not set"),
+    (["--extra-state-mib", "10", "--fit", "--checkpoint-dir", "/c"],
+     "--extra-state-mib 10: the custom loop's checkpoints hold it, not --fit's backup"),
+    (["--checkpoint-dir", "/c", "--no-checkpoint-async", "--checkpoint-async=x"],
+     "argument --checkpoint-async/--no-checkpoint-async: ignored explicit argument 'x'"),
+])
+def test_train_py_refuses_bad_state_sizes(argv, said, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    monkeypatch.delenv("MPI_RESOLVER_CHECKPOINT_DIR", raising=False)
+    with pytest.raises(SystemExit) as stop:
+        train_py().parse_args(argv)
+    assert stop.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, mib", [([], 0), (["--extra-state-mib", "0"], 0),
+                                       (["--extra-state-mib", " 100"], 100)])
+def test_train_py_takes_whole_mib(argv, mib, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    assert train_py().parse_args(["--checkpoint-dir", "/c", *argv]).extra_state_mib == mib

@@ -135,3 +135,18 @@ def test_long_job_settings_reads_this_process_s_environment(monkeypatch):
     monkeypatch.setenv("MPI_RESOLVER_KEEP", "5")
     monkeypatch.setenv("MPI_RESOLVER_CHECKPOINT_DIR", "/shared/c")
     assert (long_job_settings().keep, long_job_settings().checkpoint_dir) == (5, "/shared/c")
+
+
+@pytest.mark.parametrize("call, said", [
+    (lambda: job_settings({"MPI_RESOLVER_CHECKPOINT_ASYNC": "maybe"}),
+     "MPI_RESOLVER_CHECKPOINT_ASYNC='maybe': checkpoint_async='maybe': expected 1 or 0 "
+     "(true/false, yes/no, on/off)."),
+    (lambda: job_settings({}, checkpoint_async="often"),
+     "checkpoint_async='often': expected 1 or 0 (true/false, yes/no, on/off)."),
+    (lambda: __import__("mpi_resolver").long_job_settings(env={}, checkpoint_async="x"),
+     "checkpoint_async='x': expected 1 or 0 (true/false, yes/no, on/off)."),
+])
+def test_a_bad_switch_says_what_it_takes(call, said):
+    with pytest.raises(ResolutionError) as e:
+        call()
+    assert str(e.value) == said
