@@ -395,8 +395,8 @@ def test_the_report_tells_what_the_job_went_through(jobs, tmp_path):
     assert out["steps_lost"] == runs[0]["lost"], out  # the signal's save loses nothing
     assert runs[2]["steps_from"] == runs[1]["steps_to"], out
     assert 0 < out["ettr"] < 1, out
-    saves = re.findall(r"checkpoint ckpt-\d+ at step (\d+) \(periodic\) in \d+\.\d\d s$",
-                       first, re.M)
+    saves = re.findall(r"checkpoint ckpt-\d+ at step (\d+) \(periodic\) in \d+\.\d\d\d s, "
+                       r"written in the background in \d+\.\d\d s$", first, re.M)
     assert saves and all(int(s) % 50 == 0 for s in saves), job.context()
     assert re.search(r"checkpoint ckpt-\d+ at step \d+ \(signal\) in ", first), job.context()
     text = _report(ckpt).stdout.splitlines()
