@@ -32,7 +32,8 @@ from mpi_resolver.jax.coordinator import AGREE_WITHIN
 from mpi_resolver.long_jobs.interval import parse_every
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import long_job_settings
-from mpi_resolver.long_jobs.journal import Journal, checkpoint_bytes, planned_steps
+from mpi_resolver.long_jobs.journal import (Journal, checkpoint_bytes, error_text,
+                                             not_saved_line, planned_steps)
 from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_directory,
                                              completed, finished_together, manifest_for,
                                              this_job, write_manifest)
@@ -208,9 +209,8 @@ class LongJob:
             seconds = self.files.save(step, named_arrays(tree))
             write_manifest(self.directory, self._manifest(step))
         except Exception as e:  # noqa: BLE001 - disk full, quota: noted, training goes on
-            failed = " ".join(str(e).split())[:300] or type(e).__name__
-            log_once(f"the checkpoint at step {step} was not saved ({failed}); the last one "
-                     "that restores is kept")
+            failed = error_text(e)
+            log_once(not_saved_line(step, failed))
             self.journal.save_failed(step, time.monotonic() - start, kind, failed)
             return time.monotonic() - start, failed
         self.newest = step

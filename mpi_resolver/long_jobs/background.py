@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from mpi_resolver.long_jobs.journal import error_text
+
 __all__ = ["Written", "BackgroundWrites"]
 
 
@@ -54,7 +56,7 @@ class BackgroundWrites:
             try:
                 result, error = write(), None
             except Exception as e:  # noqa: BLE001 - disk full, quota: kept for the caller
-                result, error = None, " ".join(str(e).split())[:300] or type(e).__name__
+                result, error = None, error_text(e)
             self._finished = Written(step, stall, self._clock() - began, result, error)
 
         self._thread = threading.Thread(target=run, name=f"mpi_resolver-save-{step}",

@@ -60,6 +60,18 @@ def save_line(name: Optional[str], step: int, kind: str, seconds: Optional[float
     return f"checkpoint {name or '(the save_fn)'} at step {step} ({kind}){took}"
 
 
+def error_text(error: BaseException) -> str:
+    """Returns why a save failed, on one line of 300 characters at most (the error's text, or
+    its type's name where it has none)."""
+    return " ".join(str(error).split())[:300] or type(error).__name__
+
+
+def not_saved_line(step: int, why: str) -> str:
+    """Returns the warning said when the save at ``step`` failed for ``why``."""
+    return f"the checkpoint at step {step} was not saved ({why}); the last one that restores " \
+        "is kept"
+
+
 def checkpoint_bytes(paths: Sequence[str]) -> Optional[int]:
     """Returns the bytes of ``paths`` together, None where none of them is a file."""
     sizes = [os.path.getsize(p) for p in paths if os.path.isfile(p)]

@@ -17,7 +17,8 @@ import tensorflow as tf
 
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs.background import BackgroundWrites, Written
-from mpi_resolver.long_jobs.journal import Journal, checkpoint_bytes
+from mpi_resolver.long_jobs.journal import (Journal, checkpoint_bytes, error_text,
+                                             not_saved_line)
 from mpi_resolver.long_jobs.manifest import manifest_for, write_manifest
 from mpi_resolver.tensorflow.checkpoints import KeepingManager, fsync_checkpoint
 
@@ -63,9 +64,8 @@ class Saver:
             else:
                 self._write(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - disk full, quota, a peer gone: noted
-            self.failed = " ".join(str(e).split())[:300] or type(e).__name__
-            log_once(f"the checkpoint at step {self.step} was not saved ({self.failed}); the "
-                     "last one that restores is kept")
+            self.failed = error_text(e)
+            log_once(not_saved_line(self.step, self.failed))
             return
         self.seconds = self._clock() - start
         if not background or self.scratch is not None:
@@ -84,10 +84,7 @@ class Saver:
             self._kind = kind
             return
         ours = self._prefix is not None and self.newest == self.step
-        prefix = self._prefix if ours else None
-        self.journal.saved(self.step, seconds, kind,
-                           os.path.basename(prefix) if prefix else None,
-                           checkpoint_bytes(glob.glob(prefix + ".*")) if prefix else None)
+        self._saved(self.step, seconds, kind, self._prefix if ours else None)
 
     def collect(self) -> None:
         """Records the background write that ended since the last step, if one did."""
@@ -126,19 +123,24 @@ class Saver:
             return
         self._pending = False
         if written.error is not None:
-            log_once(f"the checkpoint at step {written.step} was not saved ({written.error}); "
-                     "the last one that restores is kept")
+            log_once(not_saved_line(written.step, written.error))
             if self.journal is not None:
                 self.journal.save_failed(written.step, written.stall, self._kind,
                                          written.error)
             return
         self.newest, self._prefix = written.step, written.result
         self.claim(written.step)
+        self._saved(written.step, written.stall, self._kind, written.result, written.seconds)
+
+    def _saved(self, step: int, seconds: Optional[float], kind: str, prefix: Optional[str],
+               write: Optional[float] = None) -> None:
+        """Records the whole save at ``step`` (checkpoint ``prefix``: its name and bytes;
+        None: a user's save_fn's) in the job's ledger."""
         if self.journal is not None:
-            prefix = str(written.result)
-            self.journal.saved(written.step, written.stall, self._kind,
-                               os.path.basename(prefix),
-                               checkpoint_bytes(glob.glob(prefix + ".*")), write=written.seconds)
+            self.journal.saved(step, seconds, kind,
+                               os.path.basename(prefix) if prefix else None,
+                               checkpoint_bytes(glob.glob(prefix + ".*")) if prefix else None,
+                               write=write)
 
     def _write(self, *args: Any, **kwargs: Any) -> None:
         if self.scratch is None:  # the chief

@@ -16,7 +16,7 @@ from mpi_resolver.long_jobs import ledger
 from mpi_resolver.core.errors import FormatError
 from mpi_resolver.long_jobs.journal import (PROGRESS, PROGRESS_EVERY, Journal,
                                             checkpoint_bytes, planned_steps, read_progress,
-                                            save_line)
+                                            error_text, not_saved_line, save_line)
 from mpi_resolver.long_jobs.stragglers import Slow
 
 pytestmark = pytest.mark.unit
@@ -234,3 +234,18 @@ def test_planned_steps_refused(value) -> None:
     with pytest.raises(FormatError, match=r"total_steps: expected the whole number of steps "
                                           r"the training plans \(> 0\), or None, got "):
         planned_steps(value)
+
+
+@pytest.mark.parametrize("error, text", [
+    (OSError(28, "No space left on device"), "[Errno 28] No space left on device"),
+    (RuntimeError("  two\n  lines "), "two lines"),
+    (RuntimeError(""), "RuntimeError"),
+    (ValueError("x" * 301), "x" * 300),
+])
+def test_error_text(error, text) -> None:
+    assert error_text(error) == text
+
+
+def test_not_saved_line() -> None:
+    assert not_saved_line(7, "disk full") == ("the checkpoint at step 7 was not saved (disk "
+                                              "full); the last one that restores is kept")
