@@ -101,3 +101,15 @@ def test_the_write_runs_in_another_thread() -> None:
     writes.start(1, 0.0, lambda: threading.current_thread().name)
     finished = writes.wait()
     assert finished is not None and finished.result == "mpi_resolver-save-1"
+
+
+def test_the_write_s_thread_never_holds_the_process_at_its_exit() -> None:
+    """A daemon thread: a process killed by its own exit path (os._exit after the signal's
+    save, which waits for the write first) is not held by a write; the normal exit waits
+    through the exit hook (handler_setup), not the thread."""
+    writes = BackgroundWrites()
+    go = threading.Event()
+    writes.start(1, 0.0, lambda: go.wait(10))
+    assert writes._thread is not None and writes._thread.daemon is True
+    go.set()
+    writes.wait()
