@@ -62,7 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "else 8888), or 'auto'")
     p.add_argument("--seed", type=int, default=SEED, help="seed of everything (default 1234)")
     add_long_job_options(p, "a directory every node sees: resume from it, save there "
-                            "periodically and on Slurm's signal (then requeue the job)")
+                            "periodically and on Slurm's signal (then requeue the job)",
+                         background=True)
     args = p.parse_args(argv)
     for name in ("epochs", "steps_per_epoch", "batch_per_worker"):
         if getattr(args, name) < 1:
@@ -217,7 +218,7 @@ def long_job(args):
                    node_mtbf_hours=args.node_mtbf_hours, signal=args.signal,
                    grace_period=args.grace_period, requeue=args.requeue,
                    requeue_on_time_limit=args.requeue_on_time_limit,
-                   total_steps=total_steps(args))
+                   checkpoint_async=args.checkpoint_async, total_steps=total_steps(args))
 
 
 def total_steps(args) -> int:

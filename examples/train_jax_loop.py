@@ -44,7 +44,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="JAX coordinator's port (task 0's; default $MPI_RESOLVER_PORT_BASE, "
                         "else 8888), or 'auto'")
     add_long_job_options(p, "a directory every node sees: resume from it, save there "
-                            "periodically and on Slurm's signal (then requeue the job)")
+                            "periodically and on Slurm's signal (then requeue the job)",
+                         background=True)
     args = p.parse_args(argv)
     for name in ("steps", "batch_per_process", "log_every"):
         if getattr(args, name) < 1:

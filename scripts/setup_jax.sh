@@ -2,7 +2,8 @@
 # The JAX edge's virtualenv, beside .venv (TensorFlow) and apart from it: .venv-jax with JAX (CPU),
 # Keras 3, mpi4py (Debian's Open MPI, as in .venv), NumPy, the test tools and mpi_resolver itself
 # (editable, without its extras' dependencies: TensorFlow is not wanted here).
-# scikit-learn: the examples' data set (its digits), for examples/train_jax.py.
+# scikit-learn: the examples' data set (its digits), for examples/train_jax.py. Orbax: LongJob's
+# checkpoints (mpi_resolver/jax/orbax_checkpoints.py).
 #
 #   bash scripts/setup_jax.sh          # then: .venv-jax/bin/python -m pytest tests/jax
 #
@@ -16,7 +17,8 @@ cd "$(dirname "$0")/.."
 
 VENV=${MPI_RESOLVER_JAX_VENV:-.venv-jax}
 PYTHON=${PYTHON:-python3}
-PACKAGES=(jax==0.10.2 jaxlib==0.10.2 keras==3.15.1 mpi4py==4.1.2 numpy scikit-learn)
+PACKAGES=(jax==0.10.2 jaxlib==0.10.2 keras==3.15.1 mpi4py==4.1.2 orbax-checkpoint==0.12.8 numpy
+          scikit-learn)
 TOOLS=(pytest pytest-mpi)
 
 # The stamp (stamp_value, stamp_matches, stamp_write) and quietly.
@@ -37,7 +39,7 @@ if ! stamp_matches "$VENV" "$want"; then
     || { echo "setup_jax: the Python packages did not install" >&2; exit 1; }
 import sys
 from importlib.metadata import version
-import jax, keras, mpi_resolver, pytest, pytest_mpi  # noqa: F401
+import jax, keras, mpi_resolver, orbax.checkpoint, pytest, pytest_mpi  # noqa: F401
 for pin in sys.argv[1:]:
     if "==" in pin:
         name, wanted = pin.split("==")

@@ -76,10 +76,10 @@ def test_mypy_finds_nothing_in_the_package(tmp_path):
 
 
 def test_the_import_contract_holds(tmp_path):
-    """lint-imports: the layers, the long-job core, its TensorFlow edge, and the three
+    """lint-imports: the layers, the long-job core, its TensorFlow edge, and the four
     protected libraries (pyproject.toml)."""
     out = check_release("imports", dist=tmp_path)
-    assert "lint-imports: 6 kept, 0 broken" in out, out
+    assert "lint-imports: 7 kept, 0 broken" in out, out
 
 
 def _broken_contract(tmp_path, module: str, line: str) -> str:
@@ -123,6 +123,9 @@ def test_a_wrong_import_breaks_the_import_contract(tmp_path):
     # the TensorFlow edge needs no resolution
     ("tensorflow/quirks.py", "from mpi_resolver.resolve import plan",
      "mpi_resolver.tensorflow.quirks -> mpi_resolver.resolve.plan"),
+    # Orbax: the JAX edge's checkpoint files alone
+    ("jax/long_jobs.py", "import orbax.checkpoint",
+     "mpi_resolver.jax.long_jobs -> orbax"),
 ])
 def test_the_long_jobs_layers_bite(tmp_path, module, line, said):
     out = _broken_contract(tmp_path, module, line)

@@ -8,10 +8,11 @@ process) it answers at once. Importing this module imports JAX.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import jax
 
+from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.long_jobs.termination import _EVENT, _EXIT, _SAVED, chief_value
 
 __all__ = ["JaxCoordinator", "AGREE_WITHIN"]
@@ -75,6 +76,26 @@ class JaxCoordinator:
             return value
         return chief_value(self.chief, self.client.key_value_set, self.get, key, value,
                            what=what, seconds=seconds, who="process 0")
+
+    def gather(self, key: str, value: str, what: str,
+               seconds: float = AGREE_WITHIN) -> List[str]:
+        """Returns every process's ``value`` for ``key``, in process order (alone: its own);
+        ``what`` says what they are, for the message. Each key is used once.
+
+        Raises:
+          ResolutionError: a process's value did not come within ``seconds``.
+        """
+        if self.client is None:
+            return [value]
+        self.client.key_value_set(f"{key}/{self.rank}", value)
+        said = []
+        for rank in range(self.size):
+            one = self.get(f"{key}/{rank}", seconds)
+            if one is None:
+                raise ResolutionError(f"process {rank} did not say {what} within "
+                                      f"{seconds:.0f} s: is it still running?")
+            said.append(one)
+        return said
 
     def put(self, key: str, value: str) -> None:
         """Sets ``key`` (a key is set once: a second set is passed over)."""

@@ -1,11 +1,12 @@
-"""A long JAX job's checkpoints around a training loop: ``LongJob.restore(state)`` resumes from
-the newest checkpoint that reads whole (every process on process 0's choice, a torn one
-skipped), ``LongJob.step_done(step, state)`` after every step saves periodically (every N
-steps, a duration or 'auto': long_jobs.schedule, as for TensorFlow) and, once Slurm's signal
-or SIGTERM reached any process, saves at the same step on every process, requeues (process 0,
-or supervise) and ends the process with the package's exit code (75: run again; 143: stop).
-Process 0 writes; the state is replicated (data parallelism). Importing this module imports
-JAX.
+"""A long JAX job's checkpoints around a training loop, written by Orbax:
+``LongJob.restore(state)`` resumes from the newest checkpoint that every process reads whole
+(process 0's list, a torn one skipped), ``LongJob.step_done(step, state)`` after every step
+saves periodically (every N steps, a duration or 'auto': long_jobs.schedule, as for
+TensorFlow; the step pays the copy to host memory, the write runs in the background) and, once
+Slurm's signal or SIGTERM reached any process, saves at the same step on every process, waits
+for it, requeues (process 0, or supervise) and ends the process with the package's exit code
+(75: run again; 143: stop). Every process saves the shards it owns, so a state sharded across
+processes is saved and restored. Importing this module imports JAX and Orbax.
 
     job = LongJob("checkpoints/run1", checkpoint_every="auto")
     step, state = job.restore(state)
@@ -23,12 +24,13 @@ import os
 import time
 from typing import Any, Dict, Optional, Tuple
 
-from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_each, log_once, logger
-from mpi_resolver.jax.checkpoints import StepCheckpoints, checkpoint_name
-from mpi_resolver.jax.state import named_arrays, restored
-from mpi_resolver.jax.termination import JaxTermination, disconnect
 from mpi_resolver.jax.coordinator import AGREE_WITHIN
+from mpi_resolver.jax.npz_checkpoints import NpzCheckpoints
+from mpi_resolver.jax.orbax_checkpoints import OrbaxCheckpoints, orbax_name
+from mpi_resolver.jax.restoring import restore_agreed
+from mpi_resolver.jax.termination import JaxTermination, disconnect
+from mpi_resolver.long_jobs.background import Written
 from mpi_resolver.long_jobs.interval import parse_every
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import long_job_settings
@@ -42,6 +44,7 @@ from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
 from mpi_resolver.long_jobs.resume import missing_checkpoint
 from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
 from mpi_resolver.long_jobs.slow_ranks import SlowRanks, node_name, round_seconds
+from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
 
 __all__ = ["LongJob"]
 
@@ -55,8 +58,9 @@ class LongJob:
     SlurmTerminationConfig's; each not given comes from its MPI_RESOLVER_* variable, else the
     default: ``checkpoint_dir`` (a directory every node sees), ``checkpoint_every`` (None:
     on the signal only), ``keep``, ``node_mtbf_hours``, ``signal``, ``grace_period``,
-    ``requeue``, ``requeue_on_time_limit``; ``check_every`` steps between the signal
-    agreements (each one small collective); ``total_steps``, the steps planned (for
+    ``requeue``, ``requeue_on_time_limit``, ``checkpoint_async`` (periodic saves written
+    in the background; default True); ``check_every`` steps between the signal agreements
+    (each one small collective); ``total_steps``, the steps planned (for
     ``mpi-resolver status``'s expected end).
 
     Raises:
@@ -67,16 +71,18 @@ class LongJob:
                  keep: Any = None, node_mtbf_hours: Any = None, signal: Any = None,
                  grace_period: Any = None, requeue: bool = True,
                  requeue_on_time_limit: bool = False, check_every: int = 1,
-                 total_steps: Optional[int] = None) -> None:
+                 total_steps: Optional[int] = None, checkpoint_async: Any = None) -> None:
         exit_on_configuration_error()  # a refused setting ends the process with 78
         self.total_steps = planned_steps(total_steps)
         given = long_job_settings(signal=signal, grace_period=grace_period,
                                   checkpoint_every=checkpoint_every, keep=keep,
-                                  node_mtbf_hours=node_mtbf_hours)
+                                  node_mtbf_hours=node_mtbf_hours,
+                                  checkpoint_async=checkpoint_async)
         self.directory = job_checkpoint_dir(checkpoint_dir, os.environ, "checkpoint_dir")
         self.every = parse_every(given.checkpoint_every)
         self.node_mtbf_hours = given.node_mtbf_hours
-        self.files = StepCheckpoints(self.directory, given.keep)
+        self.files = OrbaxCheckpoints(self.directory, given.keep, given.checkpoint_async)
+        self.earlier = NpzCheckpoints(self.directory)  # the package's format before Orbax
         self.termination = JaxTermination(given.signal, given.grace_period, requeue=requeue,
                                           requeue_on_time_limit=requeue_on_time_limit,
                                           check_every=check_every)
@@ -91,6 +97,7 @@ class LongJob:
         self.rounds = round_seconds(os.environ)  # the slow-rank rounds' seconds (None: off)
         self.slow: Optional[SlowRanks] = None  # this run's, at its first step_done
         self._last: Optional[Tuple[int, State]] = None  # the last step_done's step and state
+        self._kind = "periodic"  # the kind of the save in flight
 
     def restore(self, state: Any) -> Tuple[int, Any]:
         """Returns (the step to go on from, the state): the newest checkpoint that reads
@@ -110,28 +117,19 @@ class LongJob:
             if self.chief:
                 logger.warning("mpi_resolver: %s", done)
             raise SystemExit(0)
-        step: Optional[int] = None
-        arrays: Optional[Dict[str, Any]] = None
-        if self.chief:
-            step, arrays, warnings = self.files.restore_newest()
-            log_each(warnings)
-            warning = missing_checkpoint(os.environ, self.directory,
-                                         None if step is None else checkpoint_name(step))
+        with paused_watchdogs():
+            found = restore_agreed(self.coord, self.key, self.files, self.earlier, state)
+        self.start = found.step or 0
+        if self.chief:  # the directory is this job's from now on
+            log_each(found.warnings)
+            warning = missing_checkpoint(os.environ, self.directory, found.name)
             if warning:
                 log_once(warning)
-        told = self.coord.agree(f"{self.key}_restored", "" if step is None else str(step),
-                                "which checkpoint it restored")
-        if told and not self.chief:
-            step, arrays = int(told), self._read(int(told))
-        self.start = step or 0
-        if self.chief:  # the directory is this job's from now on
             claim_directory(self.directory, self._manifest(self.start))
-            self.journal.restored(self.start, None if step is None else checkpoint_name(step),
-                                  warnings, self.total_steps)
-        if arrays is None:
+            self.journal.restored(self.start, found.name, found.warnings, self.total_steps)
+        if found.step is None:
             return 0, state
-        return self.start, restored(state, arrays, os.path.join(self.directory,
-                                                                checkpoint_name(self.start)))
+        return self.start, found.tree
 
     def step_done(self, step: int, state: State) -> None:
         """After ``step`` steps (the same count on every process): the slow-rank round where
@@ -140,6 +138,7 @@ class LongJob:
         ``state``: the training state, or a callable that returns it (called on process 0
         only, where a save is due)."""
         self._last = (step, state)
+        self._ended(self.files.done())
         self.journal.progress(step)
         if self.slow is None:
             self.slow = SlowRanks(self.coord, self.key, self.coord.rank, self.coord.size,
@@ -156,7 +155,7 @@ class LongJob:
             seconds, failed = self._save(step, state, "periodic")
             plans = len(self.schedule.plans)
             if failed is None:
-                self.schedule.saved(step, seconds or 0.0)
+                self.schedule.saved(step, seconds or 0.0, self.files.writes.last_seconds)
             else:
                 self.schedule.failed(step, seconds or 0.0)
             if self.chief and len(self.schedule.plans) > plans:
@@ -171,21 +170,27 @@ class LongJob:
         step to do; after it, a run of this job ends 0 at once and supervise trains nothing
         again. The signals' handlers are put back."""
         try:
-            final = self._last[0] if self._last is not None else self.start
-            if self._last is not None and self.newest != final and self.start != final:
-                self._save(*self._last, "final")
-            self.coord.barrier(AGREE_WITHIN, f"_completed_{final}")
+            with paused_watchdogs():
+                self._ended(self.files.wait())
+                final = self._last[0] if self._last is not None else self.start
+                due = self._last is not None and self.newest != final and self.start != final
+                if self.coord.agree(f"{self.key}_final", "1" if due else "",
+                                    "whether the final step is saved") and self._last:
+                    self._save(*self._last, "final")
+                self.coord.barrier(AGREE_WITHIN, f"_completed_{final}")
             if self.chief:
                 claim_directory(self.directory, completed(self._manifest(final), final))
                 self.journal.completed(final)
                 if remove:
                     self.files.remove()
+                    self.earlier.remove()
         finally:
             self.termination.disarm()
 
     def _stop(self, step: int, state: State) -> None:
         """Saves at ``step``, waits for the others, requeues where asked; raises SystemExit."""
-        _, failed = self._save(step, state, "signal")
+        with paused_watchdogs():
+            _, failed = self._save(step, state, "signal")
         advanced = self.newest is not None and self.newest > self.start
         code, what = self.termination.finish(step, failed, advanced)
         if self.chief:
@@ -196,47 +201,59 @@ class LongJob:
 
     def _save(self, step: int, state: State,
               kind: str) -> Tuple[Optional[float], Optional[str]]:
-        """Process 0 writes the checkpoint at ``step`` (``kind``: one of journal.KINDS,
-        recorded in the ledger); returns (seconds, None), or (the seconds it took to fail,
-        why) where it failed (a warning; the last checkpoint that restores stays). Every
-        process learns ``newest``."""
-        if not self.chief:
-            self.newest = step  # process 0's save: its failure ends every process alike
-            return 0.0, None
+        """Every process saves its part of the checkpoint at ``step`` (``kind``: one of
+        journal.KINDS, recorded in the ledger) after the write in flight; a periodic one in
+        the background where asked, any other waited for. Returns (what the training paid,
+        None), or (the seconds it took to fail, why) where it failed (a warning; the last
+        checkpoint that restores stays)."""
+        self._ended(self.files.wait())  # one write in flight, the newest last
         start = time.monotonic()
         try:
             tree = state() if callable(state) else state
-            seconds = self.files.save(step, named_arrays(tree))
-            write_manifest(self.directory, self._manifest(step))
+            stall = self.files.start(step, tree)
         except Exception as e:  # noqa: BLE001 - disk full, quota: noted, training goes on
-            failed = error_text(e)
-            log_once(not_saved_line(step, failed))
-            self.journal.save_failed(step, time.monotonic() - start, kind, failed)
-            return time.monotonic() - start, failed
-        self.newest = step
-        self.journal.saved(step, seconds, kind, checkpoint_name(step),
-                           checkpoint_bytes([self.files.path(step)]))
-        return seconds, None
+            return self._failed(Written(step, time.monotonic() - start, 0.0,
+                                        error=error_text(e)), kind)
+        self._kind = kind
+        if kind == "periodic" and self.files.background:
+            return stall, None
+        written = self.files.wait()
+        assert written is not None  # started just now
+        failed = self._ended(written)
+        return (stall + written.seconds, None) if failed is None else (written.stall, failed)
 
-    def _read(self, step: int) -> Dict[str, Any]:
-        """Returns this process's reading of process 0's checkpoint at ``step``.
+    def _ended(self, written: Optional[Written]) -> Optional[str]:
+        """Records a write that ended (None: none did): on disk, process 0 writes the
+        manifest and the ledger's record; returns why it failed, None where it did not."""
+        if written is None:
+            return None
+        if written.error is not None:
+            return self._failed(written, self._kind)[1]
+        self.newest = written.step
+        if self.chief:
+            write_manifest(self.directory, self._manifest(written.step))
+            background = self._kind == "periodic" and self.files.background
+            self.journal.saved(written.step, written.stall if background else
+                               written.stall + written.seconds, self._kind,
+                               orbax_name(written.step),
+                               checkpoint_bytes(self.files.files(written.step)),
+                               write=written.seconds if background else None)
+        return None
 
-        Raises:
-          ResolutionError: this process cannot read it.
-        """
-        try:
-            return self.files.load(step)
-        except Exception as e:  # noqa: BLE001
-            raise ResolutionError(
-                f"process 0 resumes from {checkpoint_name(step)} in {self.directory}, which "
-                f"this process cannot read ({e}): is the directory on a file system every "
-                "node sees?") from e
+    def _failed(self, written: Written, kind: str) -> Tuple[float, str]:
+        """Notes a save that failed (a warning, the ledger's record); returns (its seconds,
+        why)."""
+        assert written.error is not None
+        log_once(not_saved_line(written.step, written.error))
+        self.journal.save_failed(written.step, written.stall, kind, written.error)
+        return written.stall, written.error
 
     def _manifest(self, step: int) -> Dict[str, Any]:
         """Returns the manifest of this job's checkpoint at ``step``."""
         return manifest_for(self.job, step, {
             "checkpoint_every": self.every.describe() if self.every else None,
-            "keep": self.files.keep, **self.termination.policy.settings()})
+            "keep": self.files.keep, "checkpoint_async": self.files.background,
+            **self.termination.policy.settings()})
 
     def _make_schedule(self, start: int) -> Schedule:
         """Returns this run's periodic schedule from step ``start``."""

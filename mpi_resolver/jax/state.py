@@ -1,20 +1,21 @@
-"""A JAX training state (any pytree: parameters, the optimizer's state, a step counter) to
-named NumPy arrays and back: this process's copy of each leaf (replicated state, as data
-parallelism keeps it; a leaf sharded across processes is refused with what to use instead),
-and the arrays put back in the shape, type and placement of a template state, each leaf
-checked. The JAX edge of the checkpoints (.checkpoints holds the files).
+"""A JAX training state (any pytree: parameters, the optimizer's state, a step counter) and
+its checkpoints: whether a checkpoint's tree fits the state (every leaf's path, shape and
+type, before Orbax reads it: Orbax would cast a type silently), and the named NumPy arrays of
+the package's earlier format put back in the shape, type and placement of a template state,
+each leaf checked. The JAX edge of the checkpoints (.orbax_checkpoints holds Orbax's files,
+.checkpoints the earlier format's).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 import jax
 import numpy as np
 
 from mpi_resolver.core.errors import ResolutionError
 
-__all__ = ["named_arrays", "restored", "PATHS_KEY"]
+__all__ = ["misfit", "restored", "PATHS_KEY"]
 
 #: The entry that lists the leaves' paths in the tree (as jax.tree_util.keystr writes them).
 PATHS_KEY = "__paths__"
@@ -26,34 +27,25 @@ def _leaves(tree: Any) -> List[Tuple[str, Any]]:
     return [(jax.tree_util.keystr(path) or "(the state)", leaf) for path, leaf in flat]
 
 
-def _local_copy(path: str, leaf: Any) -> np.ndarray:
-    """Returns this process's copy of ``leaf`` as a NumPy array.
-
-    Raises:
-      ResolutionError: the leaf is sharded across processes (no process has all of it).
-    """
-    if not getattr(leaf, "is_fully_addressable", True):  # a jax.Array spread over processes
-        if not leaf.is_fully_replicated:
-            raise ResolutionError(
-                f"state {path} is sharded across processes ({leaf.sharding}): mpi_resolver.jax "
-                "saves replicated state (data parallelism) from process 0; for state sharded "
-                "across processes use Orbax's checkpointing (orbax.checkpoint) with the "
-                "package's signal handling (JaxTermination).")
-        leaf = leaf.addressable_data(0)
-    return np.asarray(leaf)
-
-
-def named_arrays(tree: Any) -> Dict[str, np.ndarray]:
-    """Returns ``tree``'s leaves as NumPy arrays named 's0', 's1', ... in JAX's order, and
-    their paths under PATHS_KEY.
-
-    Raises:
-      ResolutionError: a leaf sharded across processes.
-    """
-    leaves = _leaves(tree)
-    arrays = {f"s{i}": _local_copy(path, leaf) for i, (path, leaf) in enumerate(leaves)}
-    arrays[PATHS_KEY] = np.array([path for path, _ in leaves], dtype=np.str_)
-    return arrays
+def misfit(saved: Any, template: Any, where: str) -> Optional[str]:
+    """Returns why a checkpoint does not fit ``template`` (it was written for another model
+    or optimizer), None where it fits. ``saved``: the checkpoint's tree, each leaf with the
+    ``shape`` and ``dtype`` it was saved with (Orbax's metadata); ``template``: the state
+    as Orbax saves it (its tree serialized); ``where`` names the checkpoint."""
+    theirs, ours = _leaves(saved), _leaves(template)
+    paths = [path for path, _ in theirs]
+    if paths != [path for path, _ in ours]:
+        return _mismatch(where, _first_difference(paths, ours))
+    for (path, meta), (_, leaf) in zip(theirs, ours, strict=True):
+        shape, dtype = tuple(meta.shape), np.dtype(meta.dtype)
+        if isinstance(leaf, (bool, int, float, complex)):
+            want = ((), dtype)  # a Python number: its type is the checkpoint's
+        else:
+            want = (tuple(np.shape(leaf)), np.dtype(leaf.dtype))
+        if (shape, dtype) != want:
+            return _mismatch(where, f"{path} is {dtype}{list(shape)} there, "
+                                    f"{want[1]}{list(want[0])} here")
+    return None
 
 
 def restored(template: Any, arrays: Mapping[str, np.ndarray], where: str) -> Any:

@@ -5,7 +5,7 @@ torn ones skipped (pure)."""
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple, Type
 
 from mpi_resolver.core.values import whole_number
 
@@ -39,18 +39,26 @@ def _ordinal(n: int) -> str:
 
 
 def restore_newest(prefixes: Sequence[str], restore: Callable[[str], None],
-                   directory: str) -> Tuple[Optional[str], List[str]]:
+                   directory: str,
+                   fatal: Tuple[Type[BaseException], ...] = ()) -> Tuple[Optional[str], List[str]]:
     """Restores the newest of ``prefixes`` (oldest first, as CheckpointManager lists them)
     that restores: ``restore(prefix)`` raises where a checkpoint is torn (its data file cut
     short, its index missing). Returns (the prefix restored, None where none did; the
     warnings: one for each torn checkpoint skipped, or one naming every one where none
-    restores)."""
+    restores).
+
+    Raises:
+      ``fatal``: what ``restore`` raised of those types (a checkpoint that is whole but does
+        not fit the state: never skipped to an older one).
+    """
     failed: List[Tuple[str, str]] = []
     for prefix in reversed(list(prefixes)):
         try:
             restore(prefix)
+        except fatal:
+            raise
         except Exception as e:  # noqa: BLE001 - any failure to read means: do not trust it
-            failed.append((os.path.basename(prefix), _first_line(e)))
+            failed.append((os.path.basename(prefix), first_line(e)))
             continue
         return prefix, [f"checkpoint {name} in {directory} does not restore ({why}): skipped; "
                         f"resuming from {os.path.basename(prefix)}" for name, why in failed]
@@ -61,7 +69,7 @@ def restore_newest(prefixes: Sequence[str], restore: Callable[[str], None],
                   "step 0"]
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     """Returns the first line of ``error``'s message, with its type where it has none."""
     text = str(error).strip().splitlines()
     return text[0][:200] if text else type(error).__name__

@@ -125,7 +125,7 @@ def test_usr1_saves_at_one_step_requeues_and_resumes(jobs: Dict[str, Job]) -> No
     assert "final test accuracy" in second and "final test accuracy" not in first, \
         job.context()
     assert job.states[0].startswith("PENDING BeginTime Restarts=1"), job.states
-    assert not list((job.output.parent / "ckpt").glob("ckpt-*.npz")), job.context()
+    assert not saved_steps(job.output.parent / "ckpt"), job.context()
 
 
 def test_docs_own_batch_script_under_supervise_resumes(jobs: Dict[str, Job]) -> None:
@@ -181,12 +181,12 @@ def test_a_killed_process_costs_at_most_one_interval_and_the_step_restarts(
     pid = None
     try:
         deadline = time.monotonic() + 240
-        while not (ckpt / "ckpt-00000050.npz").exists() and time.monotonic() < deadline:
+        while not (ckpt / "50").is_dir() and time.monotonic() < deadline:
             time.sleep(0.1)
         pid = _python_of_rank(str(ckpt), 1)
         assert pid is not None, f"process 1 not found{step.context()}"
         os.kill(pid, signal.SIGKILL)
-        saved = sorted(int(p.name[5:13]) for p in ckpt.glob("ckpt-*.npz"))
+        saved = saved_steps(ckpt)
         resumed = step.wait_for(r"^resumed from the checkpoint in .* at step (\d+)$", 240)
         rc = step.finish(240)
     finally:
@@ -200,6 +200,11 @@ def test_a_killed_process_costs_at_most_one_interval_and_the_step_restarts(
     err = "".join(step.stderr)
     assert len(re.findall(r"supervise: run 1: task 1 on node2: Killed\b.*restart 1 of 1$", err,
                           re.M)) == 1, where
+
+
+def saved_steps(directory: Path) -> list:
+    """Returns the steps of the Orbax checkpoints committed in ``directory``, oldest first."""
+    return sorted(int(p.name) for p in directory.glob("*") if p.name.isdigit() and p.is_dir())
 
 
 def _python_of_rank(marker: str, rank: int) -> Optional[int]:
@@ -235,7 +240,7 @@ def test_a_signal_to_one_process_stops_both_at_one_step(jax_cluster: SlurmCluste
         jax_cluster, argv, env=JAX_ENV, timeout=240, parse=False)))
     runner.start()
     deadline = time.monotonic() + 200
-    while not (ckpt / "ckpt-00000050.npz").exists() and time.monotonic() < deadline:
+    while not (ckpt / "50").is_dir() and time.monotonic() < deadline:
         time.sleep(0.2)  # process 0's first periodic save: training is under way
     pid = _python_of_rank(str(ckpt), 1)
     assert pid is not None, "process 1 not found"
@@ -309,7 +314,7 @@ def test_a_process_lost_after_the_training_completed_trains_nothing_again(
                      r".*; its training completed at step 20: nothing is trained again: exit 0$",
                      out, re.M), where
     manifest = (tmp_path / "ckpt" / "mpi_resolver.json").read_text()
-    assert '"completed": true' in manifest and not list((tmp_path / "ckpt").glob("ckpt-*.npz"))
+    assert '"completed": true' in manifest and not saved_steps(tmp_path / "ckpt")
 
 
 #: A JAX loop with LongJob whose rounds come every second of training (the steps: a sleep and
@@ -379,3 +384,60 @@ def test_a_process_held_to_70_percent_is_named_by_process_0(
                             capture_output=True, text=True, timeout=60)
     out = json.loads(report.stdout)
     assert out["slow_ranks"] == 1 and out["runs"][0]["slow_ranks"][0]["node"] == "node2"
+
+
+#: A JAX loop whose state is sharded across the two processes (each holds two of the four
+#: rows), with a host-local array beside it (each process its own copy, as jnp.zeros makes
+#: it), saved and restored by LongJob through Orbax; USR1 to process 1 at step 5.
+SHARDED = """import json, os, signal
+from mpi_resolver.jax import initialize, LongJob
+initialize(port_base="auto")
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+rows = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), PartitionSpec("data"))
+zeros = np.zeros((4, 2), np.float32)
+state = {"w": jax.make_array_from_callback((4, 2), rows, lambda index: zeros[index]), "n": 0,
+         "h": jnp.zeros(2)}
+job = LongJob(checkpoint_every=3)
+step, state = job.restore(state)
+print(json.dumps({"process": jax.process_index(), "start": step, "n": state["n"],
+                  "own": np.asarray(state["w"].addressable_data(0)).tolist(),
+                  "whole_here": state["w"].is_fully_addressable,
+                  "h": np.asarray(state["h"]).tolist(),
+                  "h_here": state["h"].sharding == jnp.zeros(2).sharding}), flush=True)
+grow = jax.jit(lambda w: w + 1.0 + jnp.arange(4.0)[:, None])  # row r: r + 1 a step
+while step < 12:
+    state = {"w": grow(state["w"]), "n": state["n"] + 1, "h": state["h"] + 1}
+    step += 1
+    if step == 5 and jax.process_index() == 1:
+        os.kill(os.getpid(), signal.SIGUSR1)
+    job.step_done(step, state)
+job.complete()
+"""
+
+
+def test_a_state_sharded_across_processes_is_saved_and_restored(jax_cluster: SlurmCluster,
+                                                                jax_python: str,
+                                                                tmp_path: Path) -> None:
+    """Each process saves the rows it owns (Orbax, no copy through process 0) and, in the
+    next run, reads back its own rows at the saved step, into the same sharding; a
+    host-local array (which Orbax refuses across hosts) is saved as process 0's copy and
+    put back on each process's device."""
+    (tmp_path / "sharded.py").write_text(SHARDED)
+    argv = ["srun", "-N2", "--ntasks-per-node=1", "--mpi=pmix", jax_python,
+            str(tmp_path / "sharded.py")]
+    env = {**JAX_ENV, "MPI_RESOLVER_CHECKPOINT_DIR": str(tmp_path / "ckpt")}
+    first = launch(jax_cluster, argv, env=env, timeout=180, parse=False)
+    assert first.returncode == 75, first.context()
+    second = launch(jax_cluster, argv, env=env, timeout=180, parse=False)
+    assert second.returncode == 0, second.context()
+    said = sorted((json.loads(x) for x in second.stdout.splitlines() if x.startswith("{")),
+                  key=lambda one: one["process"])
+    assert len(said) == 2, second.context()
+    k = said[0]["start"]
+    assert k >= 5 and all(one["start"] == k and one["n"] == k for one in said), said
+    for one in said:  # process p holds rows 2p and 2p + 1, row r at k x (r + 1)
+        p = one["process"]
+        assert one["own"] == [[k * (2 * p + 1.0)] * 2, [k * (2 * p + 2.0)] * 2], said
+        assert one["whole_here"] is False, said
+        assert one["h"] == [k, k] and one["h_here"] is True, said  # back on its own device

@@ -112,3 +112,29 @@ def test_a_long_error_is_cut_to_200_characters():
     warning = restore_newest(["/c/ckpt-1"], fail, "/c")[1][0]
     assert warning == f"no checkpoint in /c restores (ckpt-1: {'x' * 200}): training starts " \
                       "from step 0"
+
+
+class DoesNotFit(ValueError):
+    """Stands for a checkpoint that is whole but written for another state."""
+
+
+@pytest.mark.parametrize("raised, fatal, escapes", [
+    pytest.param(DoesNotFit("another model"), (DoesNotFit,), True, id="fatal: never skipped"),
+    pytest.param(DoesNotFit("another model"), (), False, id="not fatal: skipped as torn"),
+    pytest.param(ValueError("torn"), (DoesNotFit,), False, id="another error: skipped"),
+])
+def test_a_fatal_error_is_raised_not_skipped(raised, fatal, escapes):
+    tried = []
+
+    def read(prefix):
+        tried.append(prefix)
+        if prefix == "/c/ckpt-2":
+            raise raised
+
+    if escapes:
+        with pytest.raises(DoesNotFit, match="another model"):
+            restore_newest(["/c/ckpt-1", "/c/ckpt-2"], read, "/c", fatal=fatal)
+        assert tried == ["/c/ckpt-2"]  # the older one never tried
+    else:
+        assert restore_newest(["/c/ckpt-1", "/c/ckpt-2"], read, "/c", fatal=fatal)[0] == \
+            "/c/ckpt-1"
