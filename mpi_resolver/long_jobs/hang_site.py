@@ -1,9 +1,10 @@
 """Where a worker whose step hangs is, read from its own threads' Python stacks: stuck in its
-own code, or waiting inside TensorFlow's step for a peer (pure: frames in, a verdict out).
+own code, or waiting inside TensorFlow's or JAX's step for a peer (pure: frames in, a verdict
+out).
 
 A worker whose main thread is inside TensorFlow's step function (the all-reduce, the
-strategy's run) is waiting, for a peer or for TensorFlow itself: from its own stack it cannot
-tell which. A worker whose main thread is in its own code, or in its input pipeline (tf.data),
+strategy's run), or inside JAX running a computation (a collective, LongJob's agreement), is
+waiting, for a peer or for the framework itself: from its own stack it cannot tell which. A worker whose main thread is in its own code, or in its input pipeline (tf.data),
 or that has a thread in Python code TensorFlow runs for the step (a tf.data generator, a
 py_function), is the one that did not arrive.
 """
@@ -25,6 +26,7 @@ _CALLS_PYTHON = "/tensorflow/python/ops/script_ops.py"
 _INPUT = "/tensorflow/python/data/"
 _TENSORFLOW = ("/tensorflow/", "/tf_keras/", "/keras/src/")
 _PACKAGES = ("/site-packages/", "/dist-packages/")
+_JAX = tuple(f"{packages}{name}/" for packages in _PACKAGES for name in ("jax", "jaxlib"))
 _FROZEN = "<frozen "
 _WAITING_WORDS = "waiting for another worker"
 
@@ -53,13 +55,15 @@ def hang_site(main: Sequence[Frame], others: Sequence[Sequence[Frame]],
         return Site(UNKNOWN, main[-1] if main else None,
                     "cannot tell where: its main thread shows no frame outside Python's own "
                     "library")
-    if not _is_tensorflow(frame[0]):
+    framework = "JAX" if any(mark in frame[0] for mark in _JAX) else \
+        "TensorFlow" if _is_tensorflow(frame[0]) else None
+    if framework is None:
         return Site(STUCK, frame, f"stuck in {where(frame)}")
     if _INPUT in frame[0]:
         return Site(STUCK, frame, f"stuck in its input pipeline (tf.data, {where(frame)})")
     return Site(WAITING, frame,
-                f"in TensorFlow's step ({where(frame)}): {_WAITING_WORDS}, or busy in "
-                "TensorFlow; its own stack cannot tell which")
+                f"in {framework}'s step ({where(frame)}): {_WAITING_WORDS}, or busy in "
+                f"{framework}; its own stack cannot tell which")
 
 
 def verdict_of(words: str) -> str:

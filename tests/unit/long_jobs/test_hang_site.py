@@ -31,6 +31,12 @@ BOOTSTRAP = ("/usr/lib/python3.11/threading.py", 995, "_bootstrap")
 WAITING_WORDS = ("in TensorFlow's step (tensorflow/python/eager/execute.py:53 quick_execute): "
                  "waiting for another worker, or busy in TensorFlow; its own stack cannot tell "
                  "which")
+PXLA = (SP + "jax/_src/interpreters/pxla.py", 395, "__call__")
+AGREEMENT = ("/work/mpi_resolver/jax/termination.py", 75, "should_stop")
+JAXLIB = ("/usr/lib/python3/dist-packages/jaxlib/xla_client.py", 12, "execute")
+OWN_JAX = ("/home/u/jax/train.py", 7, "step")  # a user's own directory named jax
+JAX_WORDS = ("in JAX's step (jax/_src/interpreters/pxla.py:395 __call__): waiting for another "
+             "worker, or busy in JAX; its own stack cannot tell which")
 RUN_BY_TF = ", Python that TensorFlow runs for the step (a tf.data generator or a py_function)"
 
 
@@ -39,6 +45,13 @@ RUN_BY_TF = ", Python that TensorFlow runs for the step (a tf.data generator or 
                  id="main-thread-in-own-code"),
     pytest.param([RUNPY, MAIN, LOOP, WAIT], [], STUCK, LOOP, "stuck in /job/train.py:60 train",
                  id="own-code-waiting-on-a-lock-of-the-standard-library"),
+    pytest.param([MAIN, LOOP, AGREEMENT, PXLA], [], WAITING, PXLA, JAX_WORDS,
+                 id="jax-running-a-computation-waits"),
+    pytest.param([MAIN, LOOP, JAXLIB], [], WAITING, JAXLIB,
+                 "in JAX's step (jaxlib/xla_client.py:12 execute): waiting for another worker, "
+                 "or busy in JAX; its own stack cannot tell which", id="jaxlib-waits"),
+    pytest.param([MAIN, OWN_JAX], [], STUCK, OWN_JAX, "stuck in /home/u/jax/train.py:7 step",
+                 id="a-directory-named-jax-is-the-user-s-own"),
     pytest.param([MAIN, LOOP, FUNCTION, EXECUTE], [], WAITING, EXECUTE, WAITING_WORDS,
                  id="main-thread-in-the-step-function"),
     pytest.param([MAIN, FIT, FUNCTION, EXECUTE], [[BOOTSTRAP, LOOP]], WAITING, EXECUTE,

@@ -1,0 +1,106 @@
+"""The node-local tier of a long job's checkpoints, as rules (pure: no file, no network):
+where each node's local directory is (MPI_RESOLVER_LOCAL_DIR, a path that may name the node
+as Slurm's file name patterns do), whether one path is seen by two nodes (then it is the
+shared directory, not a tier), whether a save fits in what is free, which local saves go to
+the shared directory too, each node's partner (the node that keeps a copy of its part), and
+the step a restore takes across the tiers: the newest that every node has whole, from its own
+copy or its partner's, else the newest of the shared directory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Collection, List, Mapping, Optional, Sequence
+
+from mpi_resolver.core.errors import FormatError
+
+__all__ = ["LOCAL_DIR", "local_path", "seen_by_others", "room_for", "to_shared", "partner",
+           "Restore", "restore_step", "OWN", "PARTNER", "SHARED", "ROOM"]
+
+#: The variable that names each node's local directory.
+LOCAL_DIR = "MPI_RESOLVER_LOCAL_DIR"
+#: Where a node's part comes from at a restore.
+OWN, PARTNER, SHARED = "own", "partner", "shared"
+#: The free space a save wants: the last save's bytes and a fifth more (the next may grow).
+ROOM = 1.2
+_PATTERN = re.compile(r"%(.)")
+_FORMS = "%N (the node's name), %n (its index in the job), %j (the job's id), %u (the user), %%"
+
+
+def local_path(pattern: str, node: str, index: int, job: Optional[str], user: str) -> str:
+    """Returns the local directory ``pattern`` names on node ``node`` (the ``index``-th of
+    the job's nodes), Slurm's file name patterns expanded (``_FORMS``).
+
+    Raises:
+      FormatError: a pattern that is not an absolute path, names no job outside one, or has
+        another '%' than those, naming MPI_RESOLVER_LOCAL_DIR and the forms.
+    """
+    values = {"N": node, "n": str(index), "u": user, "%": "%",
+              "j": job if job is not None else None}
+
+    def one(found: "re.Match[str]") -> str:
+        value = values.get(found.group(1))
+        if value is None:
+            raise FormatError(
+                f"{LOCAL_DIR}={pattern!r}: %{found.group(1)} "
+                + ("names the job's id, and this is not a Slurm job" if found.group(1) == "j"
+                   else "is not a pattern it takes") + f"; it takes {_FORMS}")
+        return value
+
+    if not pattern.startswith("/"):
+        raise FormatError(f"{LOCAL_DIR}={pattern!r} is not an absolute path: give a node-local "
+                          "directory such as /dev/shm/ckpt-%j or /local/$USER/ckpt-%N")
+    return _PATTERN.sub(one, pattern)
+
+
+def seen_by_others(markers: Mapping[str, Collection[str]]) -> List[str]:
+    """Returns the nodes whose local directory holds another node's marker (``markers``:
+    each node's name and the names of the markers it found there), sorted: the same path
+    seen by two nodes is a shared directory, not a node's own."""
+    return sorted(node for node, found in markers.items()
+                  if any(other != node for other in found))
+
+
+def room_for(free: int, last_bytes: Optional[int]) -> bool:
+    """Returns whether ``free`` bytes hold the next save, the last one's ``last_bytes`` and
+    a fifth more (None: none was saved yet, so nothing says it will not fit)."""
+    return last_bytes is None or free >= last_bytes * ROOM
+
+
+def to_shared(local_saves: int, every: int) -> bool:
+    """Returns whether the ``local_saves``-th local save (counted from 1) also goes to the
+    shared directory: every ``every``-th one."""
+    return local_saves > 0 and local_saves % every == 0
+
+
+def partner(index: int, count: int) -> Optional[int]:
+    """Returns the node that keeps node ``index``'s copy (the next in the job, the last's is
+    the first), None where the job has one node."""
+    return (index + 1) % count if count > 1 else None
+
+
+@dataclass(frozen=True)
+class Restore:
+    """The step to restore (None: none anywhere), and where each node reads its part:
+    OWN, PARTNER or SHARED."""
+
+    step: Optional[int]
+    sources: List[str]
+
+
+def restore_step(own: Sequence[Collection[int]], copies: Sequence[Collection[int]],
+                 shared: Collection[int]) -> Restore:
+    """Returns the step a restore takes: the newest step that every node has, its own part
+    in its local directory (``own[i]``) or its partner's copy of it (``copies[i]``), or that
+    the shared directory has whole (``shared``); at one step, the local tier first (faster),
+    a node's own copy before its partner's."""
+    steps = set(shared).union(*own, *copies)
+    for step in sorted(steps, reverse=True):
+        local = [OWN if step in mine else PARTNER if step in kept else None
+                 for mine, kept in zip(own, copies, strict=True)]
+        if own and None not in local:
+            return Restore(step, [s for s in local if s is not None])
+        if step in shared:
+            return Restore(step, [SHARED] * len(own))
+    return Restore(None, [])
