@@ -13,17 +13,17 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass, replace
-from typing import List, Mapping, Optional, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from mpi_resolver.core.errors import ResolutionError
+from mpi_resolver.core.errors import FormatError, ResolutionError
 from mpi_resolver.long_jobs import exits, ledger
 from mpi_resolver.long_jobs.causes import RunEnd
 from mpi_resolver.long_jobs.job_settings import said_checkpoint_dir
 from mpi_resolver.long_jobs.journal import read_progress
 from mpi_resolver.long_jobs.resume import restart_count
-from mpi_resolver.long_jobs.manifest import read_manifest, this_job
-from mpi_resolver.long_jobs.nodes import lemons, left_out, parse_spare_nodes
+from mpi_resolver.long_jobs.manifest import MANIFEST, read_checked, this_job
+from mpi_resolver.long_jobs.nodes import kept_in, lemons, left_out, parse_spare_nodes
 from mpi_resolver.long_jobs.policy import Action
 from mpi_resolver.long_jobs.report import end_line
 from mpi_resolver.long_jobs.restarts import STOP_TIMEOUT
@@ -32,7 +32,9 @@ from mpi_resolver.long_jobs.slurm_nodes import drained, node_states
 from mpi_resolver.long_jobs.story import NewerLedger, story_of
 from mpi_resolver.long_jobs.srun_options import (SrunLine, job_nodelist, job_nodes, read_srun,
                                                 tasks_per_node)
-from mpi_resolver.long_jobs.supervision import Checkpoints, Job, Verdict, judge
+from mpi_resolver.long_jobs.supervision import (Checkpoints, Job, Verdict, checkpoints_of, judge,
+                                                settled)
+from mpi_resolver.placement.hostlist import expand_hostlist
 from mpi_resolver.cli.step_run import CommandNotRun, Signals, run_once, say
 from mpi_resolver.cli.supervise_requeue import came_now, requeue_job
 
@@ -42,8 +44,9 @@ __all__ = ["supervise", "main", "Setup"]
 @dataclass(frozen=True)
 class Setup:
     """What one supervise knows before its first run: the command and its srun line, the
-    job, its checkpoint directory (None: not known), the warning signal, the spare nodes,
-    the job's node list and how often Slurm requeued it."""
+    job (its settings are read after each run: ``_look``), its checkpoint directory (None:
+    not known), the warning signal, the spare nodes, the job's node list and how often Slurm
+    requeued it; and the warnings said already (each is said once)."""
 
     command: List[str]
     srun: Optional[SrunLine]
@@ -52,6 +55,7 @@ class Setup:
     spare: int
     nodelist: Optional[str]
     requeues: int = 0
+    said: Set[str] = field(default_factory=set, compare=False)
 
 
 def setup(command: Sequence[str], max_restarts: int, spare_nodes: str,
@@ -69,11 +73,8 @@ def setup(command: Sequence[str], max_restarts: int, spare_nodes: str,
     srun = read_srun(command)
     argv, spare = _with_spare_nodes(command, srun, spare_nodes, job_nodes(env),
                                     tasks_per_node(env))
-    manifest = read_manifest(directory) if directory else None
-    settings = (manifest or {}).get("settings") or {}
     job = Job(this_job(env), os.path.basename(command[0]), max_restarts, warning.number,
-              warning.name, bool(settings.get("requeue", True)),
-              bool(settings.get("requeue_on_time_limit", False)), directory is not None)
+              warning.name, checkpoints_seen=directory is not None)
     return Setup(argv, read_srun(argv), job, directory, spare, job_nodelist(env),
                  restart_count(env))
 
@@ -93,15 +94,23 @@ def _with_spare_nodes(command: Sequence[str], srun: Optional[SrunLine], text: st
     return srun.with_nodes(nodes - spare, per_node), spare
 
 
-def _checkpoints(s: Setup) -> Checkpoints:
-    """Returns the job's checkpoints as its manifest shows them now."""
-    manifest = read_manifest(s.directory) if s.directory else None
-    if manifest is None:
-        return Checkpoints()
-    step = manifest.get("step")
-    ours = s.job.job is not None and manifest.get("job") == s.job.job
-    return Checkpoints(step if isinstance(step, int) else None,
-                       bool(manifest.get("completed")) and ours)
+def _look(s: Setup) -> Tuple[Checkpoints, Job]:
+    """Returns the job's checkpoints and the job with its settings, as its manifest shows
+    them now (none: the defaults). One that cannot be read is said once, naming it: its
+    checkpoints are not seen then (--max-restarts alone bounds the restarts)."""
+    manifest: Optional[Dict[str, Any]] = None
+    why = None
+    if s.directory:
+        manifest, why = read_checked(s.directory)
+    if why is not None and "manifest" not in s.said:
+        s.said.add("manifest")
+        say(f"warning: the job's manifest {os.path.join(str(s.directory), MANIFEST)} cannot "
+            f"be read ({why}): supervise sees neither the checkpoints' progress nor the job's "
+            f"settings there, so the restarts are bounded by --max-restarts "
+            f"{s.job.max_restarts} alone and the settings are the defaults (requeue=True, "
+            "requeue_on_time_limit=False); fix or remove the file")
+    return (checkpoints_of(manifest, s.job.job, readable=why is None),
+            settled(s.job, manifest))
 
 
 def supervise(command: Sequence[str], max_restarts: int, *, spare_nodes: str = "0",
@@ -122,7 +131,7 @@ def supervise(command: Sequence[str], max_restarts: int, *, spare_nodes: str = "
     done = _completed_already(s)
     if done is not None:
         return done
-    argv, restarts = list(s.command), 0
+    argv, restarts = _next_argv(s, history), 0  # the nodes earlier runs of the job blamed
     while True:
         verdict = _one_run(s, argv, signals, history, restarts, stop_timeout)
         history.append(verdict.record)
@@ -143,7 +152,7 @@ def _one_run(s: Setup, argv: Sequence[str], signals: Signals, history: List[ledg
     """Runs the step once (none where a stop or the warning came already) and returns the
     verdict on it, written to the ledger."""
     number = len(history) + 1
-    before = _checkpoints(s)
+    before = _look(s)[0]
     _record(s, {"event": "run_start", "job": s.job.job, "run": number, "time": time.time(),
                 "nodes": s.nodelist, "argv": list(argv), "step": before.step,
                 "requeues": s.requeues, "format": ledger.FORMAT})
@@ -158,8 +167,9 @@ def _one_run(s: Setup, argv: Sequence[str], signals: Signals, history: List[ledg
         say(f"{signal.Signals(number_).name} came to supervise, which watches "
             f"SIG{s.job.warning_name} (MPI_RESOLVER_SIGNAL): not passed on; submit with "
             f"--signal=B:{s.job.warning_name}@N, or set MPI_RESOLVER_SIGNAL to that signal")
-    verdict = judge(s.job, number, end, came_now(s.job, signals), before,
-                    _checkpoints(s), history, restarts)
+    after, job = _look(s)  # the settings too as the run leaves them (its tasks write them)
+    verdict = judge(job, number, end, came_now(job, signals), before, after, history,
+                    restarts)
     verdict = replace(verdict, record=_reached(s, verdict.record, begun))
     _record(s, {**verdict.record.record(), "time": time.time(), "format": ledger.FORMAT})
     return verdict
@@ -215,7 +225,7 @@ def _history(s: Setup) -> List[ledger.RunEnded]:
 def _completed_already(s: Setup) -> Optional[int]:
     """Returns 0, with one line, where the manifest says this job's training completed;
     else None."""
-    now = _checkpoints(s)
+    now = _look(s)[0]
     if not now.completed:
         return None
     say(f"job {s.job.job}'s training completed at step {now.step} (its manifest in "
@@ -224,20 +234,43 @@ def _completed_already(s: Setup) -> Optional[int]:
 
 
 def _next_argv(s: Setup, history: Sequence[ledger.RunEnded]) -> List[str]:
-    """Returns the next run's command line: srun's with the drained nodes and those that
-    failed twice in this job left out, where the job has spare nodes (said once each)."""
-    if s.srun is None or s.spare < 1:
+    """Returns the next run's command line (the first one's too: ``history`` holds the
+    runs before a requeue): srun's with the drained nodes of the allocation and those that
+    failed twice in this job left out, as many as the job has spare nodes (said); those of
+    the allocation that cannot be, said once."""
+    if s.srun is None:
         return list(s.command)
-    states = node_states(s.nodelist) if s.nodelist else None
-    out = left_out(ledger.blamed(history), drained(states), s.spare)
-    if not out:
-        return list(s.command)
-    twice = set(lemons(ledger.blamed(history)))
-    why = ", ".join(f"{n} ({'failed twice in this job' if n in twice else 'drained or down'})"
-                    for n in out)
-    say(f"the next run leaves out {why}: the job has {s.spare} node"
-        f"{'s' * (s.spare != 1)} more than the step needs")
-    return s.srun.leaving_out(out)
+    blamed = ledger.blamed(history)
+    states = node_states(s.nodelist) if s.nodelist and s.spare > 0 else None
+    allocation = _allocation(s.nodelist)
+    out = left_out(blamed, drained(states), s.spare, allocation)
+    kept = kept_in(blamed, drained(states), s.spare, allocation) if allocation else []
+    twice = set(lemons(blamed))
+    if out:
+        say(f"the next run leaves out {_named(out, twice)}: the job has {s.spare} node"
+            f"{'s' * (s.spare != 1)} more than the step needs")
+    if kept and f"kept {kept}" not in s.said:
+        s.said.add(f"kept {kept}")
+        it, more = ("it", "1 node") if len(kept) == 1 else ("them", f"{len(kept)} nodes")
+        say(f"{_named(kept, twice)} {'is' if len(kept) == 1 else 'are'} not left out of the "
+            f"next run: the job has no{' more' * bool(out)} spare node for {it}; to leave "
+            f"{it} out, ask Slurm for {more} more and raise SPARE_NODES (supervise "
+            "--spare-nodes) by as many")
+    return s.srun.leaving_out(out) if out else list(s.command)
+
+
+def _named(nodes: Sequence[str], twice: Set[str]) -> str:
+    """Returns ``nodes``, each with why it is to be left out."""
+    return ", ".join(f"{n} ({'failed twice in this job' if n in twice else 'drained or down'})"
+                     for n in nodes)
+
+
+def _allocation(nodelist: Optional[str]) -> Optional[List[str]]:
+    """Returns the job's nodes (SLURM_JOB_NODELIST expanded), None where not known."""
+    try:
+        return expand_hostlist(nodelist) if nodelist else None
+    except FormatError:
+        return None
 
 
 def main(command: Sequence[str], max_restarts: int, spare_nodes: str = "0",

@@ -120,6 +120,7 @@ class LongJob:
         with paused_watchdogs():
             found = restore_agreed(self.coord, self.key, self.files, self.earlier, state)
         self.start = found.step or 0
+        self.files.open()  # every process at once, before any save
         if self.chief:  # the directory is this job's from now on
             log_each(found.warnings)
             warning = missing_checkpoint(os.environ, self.directory, found.name)

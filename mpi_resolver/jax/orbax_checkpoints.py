@@ -19,6 +19,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.long_jobs.background import BackgroundWrites, Written
 
 __all__ = ["OrbaxCheckpoints", "orbax_name", "abstract_of", "serialized", "savable",
@@ -77,13 +78,26 @@ class OrbaxCheckpoints:
 
     @property
     def manager(self) -> ocp.CheckpointManager:
-        """Returns Orbax's manager of the directory (made at first use: every process)."""
+        """Returns Orbax's manager of the directory.
+
+        Raises:
+          ResolutionError: ``open`` was not called.
+        """
         if self._manager is None:
+            raise ResolutionError(f"the checkpoints in {self.directory} are not open: every "
+                                  "process calls open() before the first save")
+        return self._manager
+
+    def open(self) -> None:
+        """Makes the directory and Orbax's manager of it; every process, at one point before
+        the first save (a manager made later reads a step another process is writing as one
+        that is there already)."""
+        if self._manager is None:
+            os.makedirs(self.directory, exist_ok=True)
             options = ocp.CheckpointManagerOptions(
                 max_to_keep=self.keep, enable_async_checkpointing=self.background,
                 create=False)
             self._manager = ocp.CheckpointManager(self.directory, options=options)
-        return self._manager
 
     def steps(self) -> List[int]:
         """Returns the steps of the committed checkpoints on disk, oldest first (none where
@@ -107,16 +121,16 @@ class OrbaxCheckpoints:
                 for name in names]
 
     def start(self, step: int, tree: Any) -> float:
-        """Saves ``tree`` as the checkpoint at ``step`` (after the write in flight, which
-        the caller has collected with ``wait``); returns what the training paid (seconds):
-        the whole save, or, in the background, the copy to host memory. The write's end is
-        given by ``done`` or ``wait``.
+        """Saves ``tree`` as the checkpoint at ``step`` (``open`` first; after the write in
+        flight, which the caller has collected with ``wait``); returns what the training
+        paid (seconds): the whole save, or, in the background, the copy to host memory. The
+        write's end is given by ``done`` or ``wait``.
 
         Raises:
-          Exception: Orbax's refusal (the directory cannot be written, the step is there).
+          Exception: Orbax's refusal (the directory cannot be written, the step is there);
+            ResolutionError: not open.
         """
         began = self._clock()
-        os.makedirs(self.directory, exist_ok=True)
         self.manager.save(step, args=ocp.args.StandardSave(savable(tree)), force=True)
         stall = self._clock() - began
         self.writes.start(step, stall, lambda: self._committed(step))

@@ -4,9 +4,10 @@ out).
 
 A worker whose main thread is inside TensorFlow's step function (the all-reduce, the
 strategy's run), or inside JAX running a computation (a collective, LongJob's agreement), is
-waiting, for a peer or for the framework itself: from its own stack it cannot tell which. A worker whose main thread is in its own code, or in its input pipeline (tf.data),
-or that has a thread in Python code TensorFlow runs for the step (a tf.data generator, a
-py_function), is the one that did not arrive.
+waiting, for a peer or for the framework itself: from its own stack it cannot tell which. A
+worker whose main thread is in its own code, or in its input pipeline (tf.data), or that has a
+thread in Python code TensorFlow runs for the step (a tf.data generator, a py_function), is
+the one that did not arrive.
 """
 
 from __future__ import annotations

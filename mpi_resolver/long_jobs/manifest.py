@@ -11,7 +11,7 @@ import json
 import os
 import socket
 import time
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from mpi_resolver.core.errors import ConfigurationError, ResolutionError
 from mpi_resolver.core.logs import log_once
@@ -20,7 +20,8 @@ from mpi_resolver.long_jobs.requeue import FORGOTTEN, job_state, requeue_target
 
 __all__ = ["MANIFEST", "this_job", "this_cluster", "manifest_for", "read_manifest",
            "write_manifest", "foreign_warning", "remove_manifest", "check_directory_together",
-           "claim_directory", "completed_for", "completed", "finished_together", "unreadable"]
+           "claim_directory", "completed_for", "completed", "finished_together", "unreadable",
+           "read_checked"]
 
 MANIFEST = "mpi_resolver.json"
 #: Slurm's job states of a job that has not ended yet (COMPLETING: its tasks may still be
@@ -69,21 +70,30 @@ def read_object(path: str) -> Optional[Dict[str, Any]]:
     return found if isinstance(found, dict) else None
 
 
-def unreadable(directory: str) -> Optional[str]:
-    """Returns why ``directory``'s manifest, which is there, cannot be read (not JSON, not an
-    object, a read error), with the way out; None where it reads or is not there."""
+def read_checked(directory: str) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    """Returns (``directory``'s manifest, None); (None, None) where there is none (nor the
+    directory: its own check says it); (None, why it cannot be read: not JSON, not an object,
+    a read error such as a directory in its place)."""
     path = os.path.join(directory, MANIFEST)
     try:
         with open(path, encoding="utf-8") as f:
             found = json.load(f)
-    except (FileNotFoundError, NotADirectoryError):  # no manifest: the directory's own check
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None, None
     except (OSError, ValueError) as e:
-        why = getattr(e, "strerror", None) or " ".join(str(e).split())
-    else:
-        if isinstance(found, dict):
-            return None
-        why = f"a JSON {type(found).__name__}, not an object"
+        return None, getattr(e, "strerror", None) or " ".join(str(e).split())
+    if isinstance(found, dict):
+        return found, None
+    return None, f"a JSON {type(found).__name__}, not an object"
+
+
+def unreadable(directory: str) -> Optional[str]:
+    """Returns why ``directory``'s manifest, which is there, cannot be read (not JSON, not an
+    object, a read error), with the way out; None where it reads or is not there."""
+    why = read_checked(directory)[1]
+    if why is None:
+        return None
+    path = os.path.join(directory, MANIFEST)
     return (f"{path} cannot be read ({why}): it names the job whose checkpoints are beside it, "
             "so the directory is not used blindly. If no job uses the directory any more, "
             "remove that file (the checkpoints stay, and this job takes them over), or give "

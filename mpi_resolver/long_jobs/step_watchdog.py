@@ -41,6 +41,7 @@ from typing import Any, Callable, Deque, Iterator, List, Mapping, Optional, Text
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.long_jobs.backstop import Backstop, margin
 from mpi_resolver.long_jobs.hang_site import WAITING, Frame, Site, hang_site
+from mpi_resolver.long_jobs.process_end import exit_on_configuration_error
 from mpi_resolver.long_jobs.watchdog import (DEFAULT_WARMUP, DEFAULT_WINDOW, EXIT_STATUS,
                                              START_VARIABLE, median, step_rule)
 
@@ -91,7 +92,9 @@ class StepWatchdog:
       clock, exit, environ: time.monotonic, os._exit and os.environ, for tests.
 
     Raises:
-      FormatError: a bad setting, naming the argument or the variable.
+      FormatError: a bad setting, naming the argument or the variable; a variable's is also
+        a configuration error, which, uncaught, ends the process with 78 (EX_CONFIG: never
+        restarted by supervise) after Python's traceback (process_end, installed here).
     """
 
     def __init__(self, factor: object = None, minimum: object = None, *,
@@ -102,6 +105,7 @@ class StepWatchdog:
                  stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic,
                  exit: Callable[[int], Any] = os._exit,
                  environ: Optional[Mapping[str, str]] = None) -> None:
+        exit_on_configuration_error()  # a bad MPI_RESOLVER_* value ends the process with 78
         environ = os.environ if environ is None else environ
         self.rule = step_rule(factor, minimum, warmup=warmup, window=window,
                               start=start_timeout, environ=environ)

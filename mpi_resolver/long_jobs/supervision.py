@@ -5,15 +5,15 @@ ledger's record of it. ``mpi-resolver supervise`` (cli/supervise) gathers the in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Optional, Sequence
 
 from mpi_resolver.long_jobs.causes import Cause, Ending, RunEnd, classify
 from mpi_resolver.long_jobs.ledger import RunEnded, stalled_before
 from mpi_resolver.long_jobs.policy import (Action, Came, Decision, Progress, guard,
                                            progress_of, requeue_refusal, row_for)
 
-__all__ = ["Job", "Checkpoints", "Verdict", "judge", "BLAMED"]
+__all__ = ["Job", "Checkpoints", "Verdict", "judge", "BLAMED", "checkpoints_of", "settled"]
 
 #: The causes that blame the task's node (a node that fails so twice is left out): not the
 #: job's own errors (usage, out of memory, its saves), nor Slurm's signals.
@@ -24,8 +24,9 @@ BLAMED = frozenset({Cause.HANG, Cause.SIGNALED, Cause.FAILED})
 class Job:
     """What supervise knows of the job: its id (None outside Slurm), the step's program (for
     the lines), --max-restarts, the warning signal's number and name, the job's settings
-    (requeue, requeue_on_time_limit: from its manifest, else the defaults), and whether the
-    checkpoints can be seen (a checkpoint directory is known)."""
+    (requeue, requeue_on_time_limit: from its manifest as a run leaves it, ``settled``, else
+    the defaults), and whether the checkpoints can be seen (a checkpoint directory is
+    known)."""
 
     job: Optional[str]
     program: str
@@ -39,11 +40,41 @@ class Job:
 
 @dataclass(frozen=True)
 class Checkpoints:
-    """The job's checkpoints as its manifest shows them: the newest step (None: none) and
-    whether its training completed."""
+    """The job's checkpoints as its manifest shows them: the newest step (None: none),
+    whether its training completed, and whether they can be seen (False: the manifest is
+    there but cannot be read)."""
 
     step: Optional[int] = None
     completed: bool = False
+    seen: bool = True
+
+
+def checkpoints_of(manifest: Optional[Mapping[str, Any]], job: Optional[str], *,
+                   readable: bool) -> Checkpoints:
+    """Returns the checkpoints of ``job`` (None outside Slurm: never completed) as
+    ``manifest`` shows them (None: there is none; at step 0: the directory claimed at a run's
+    start, before any save, so no checkpoint), or as not seen where it is there but not
+    ``readable``."""
+    if not readable:
+        return Checkpoints(seen=False)
+    if manifest is None:
+        return Checkpoints()
+    step = manifest.get("step")
+    ours = job is not None and manifest.get("job") == job
+    return Checkpoints(step if isinstance(step, int) and step > 0 else None,
+                       bool(manifest.get("completed")) and ours)
+
+
+def settled(job: Job, manifest: Optional[Mapping[str, Any]]) -> Job:
+    """Returns ``job`` with the settings (requeue, requeue_on_time_limit) that ``manifest``
+    holds now where it is this job's (its tasks write it during the run), else the
+    defaults."""
+    settings = manifest.get("settings") if manifest and job.job is not None and \
+        manifest.get("job") == job.job else None
+    if not isinstance(settings, Mapping):
+        settings = {}
+    return replace(job, requeue=bool(settings.get("requeue", True)),
+                   requeue_on_time_limit=bool(settings.get("requeue_on_time_limit")))
 
 
 @dataclass(frozen=True)
@@ -63,7 +94,8 @@ def judge(job: Job, run: int, end: RunEnd, came: Came, before: Checkpoints,
     came to supervise, the checkpoints ``before`` and ``after`` it, the job's earlier runs
     (``history``, oldest first) and the ``restarts`` done in this allocation so far."""
     ending = classify(end, job.warning)
-    progress = progress_of(before.step, after.step, seen=job.checkpoints_seen,
+    progress = progress_of(before.step, after.step,
+                           seen=job.checkpoints_seen and before.seen and after.seen,
                            completed=after.completed)
     row = row_for(came, ending.cause, progress)
     refusal = requeue_refusal(came, ending.cause, in_slurm_job=job.job is not None,

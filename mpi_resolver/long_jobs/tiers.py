@@ -1,6 +1,6 @@
 """The node-local tier of a long job's checkpoints, as rules (pure: no file, no network):
-where each node's local directory is (MPI_RESOLVER_LOCAL_DIR, a path that may name the node
-as Slurm's file name patterns do), whether one path is seen by two nodes (then it is the
+where each node's local directory is (a path that may name the node as Slurm's file name
+patterns do), whether one path is seen by two nodes (then it is the
 shared directory, not a tier), whether a save fits in what is free, which local saves go to
 the shared directory too, each node's partner (the node that keeps a copy of its part), and
 the step a restore takes across the tiers: the newest that every node has whole, from its own
@@ -15,11 +15,9 @@ from typing import Collection, List, Mapping, Optional, Sequence
 
 from mpi_resolver.core.errors import FormatError
 
-__all__ = ["LOCAL_DIR", "local_path", "seen_by_others", "room_for", "to_shared", "partner",
+__all__ = ["local_path", "seen_by_others", "room_for", "to_shared", "partner",
            "Restore", "restore_step", "OWN", "PARTNER", "SHARED", "ROOM"]
 
-#: The variable that names each node's local directory.
-LOCAL_DIR = "MPI_RESOLVER_LOCAL_DIR"
 #: Where a node's part comes from at a restore.
 OWN, PARTNER, SHARED = "own", "partner", "shared"
 #: The free space a save wants: the last save's bytes and a fifth more (the next may grow).
@@ -28,13 +26,15 @@ _PATTERN = re.compile(r"%(.)")
 _FORMS = "%N (the node's name), %n (its index in the job), %j (the job's id), %u (the user), %%"
 
 
-def local_path(pattern: str, node: str, index: int, job: Optional[str], user: str) -> str:
+def local_path(pattern: str, node: str, index: int, job: Optional[str], user: str,
+               name: str) -> str:
     """Returns the local directory ``pattern`` names on node ``node`` (the ``index``-th of
-    the job's nodes), Slurm's file name patterns expanded (``_FORMS``).
+    the job's nodes), Slurm's file name patterns expanded (``_FORMS``); ``name``: the
+    variable or argument that gave it, for the errors.
 
     Raises:
       FormatError: a pattern that is not an absolute path, names no job outside one, or has
-        another '%' than those, naming MPI_RESOLVER_LOCAL_DIR and the forms.
+        another '%' than those, naming ``name`` and the forms.
     """
     values = {"N": node, "n": str(index), "u": user, "%": "%",
               "j": job if job is not None else None}
@@ -43,13 +43,13 @@ def local_path(pattern: str, node: str, index: int, job: Optional[str], user: st
         value = values.get(found.group(1))
         if value is None:
             raise FormatError(
-                f"{LOCAL_DIR}={pattern!r}: %{found.group(1)} "
+                f"{name}={pattern!r}: %{found.group(1)} "
                 + ("names the job's id, and this is not a Slurm job" if found.group(1) == "j"
                    else "is not a pattern it takes") + f"; it takes {_FORMS}")
         return value
 
     if not pattern.startswith("/"):
-        raise FormatError(f"{LOCAL_DIR}={pattern!r} is not an absolute path: give a node-local "
+        raise FormatError(f"{name}={pattern!r} is not an absolute path: give a node-local "
                           "directory such as /dev/shm/ckpt-%j or /local/$USER/ckpt-%N")
     return _PATTERN.sub(one, pattern)
 

@@ -122,14 +122,18 @@ class Saver:
         if written is None:
             return
         self._pending = False
-        if written.error is not None:
-            log_once(not_saved_line(written.step, written.error))
+        error = written.error
+        if error is None:
+            try:  # as a save at once: the manifest too, or the save failed
+                self.claim(written.step)
+            except Exception as e:  # noqa: BLE001 - the directory made read-only meanwhile
+                error = error_text(e)
+        if error is not None:
+            log_once(not_saved_line(written.step, error))
             if self.journal is not None:
-                self.journal.save_failed(written.step, written.stall, self._kind,
-                                         written.error)
+                self.journal.save_failed(written.step, written.stall, self._kind, error)
             return
         self.newest, self._prefix = written.step, written.result
-        self.claim(written.step)
         self._saved(written.step, written.stall, self._kind, written.result, written.seconds)
 
     def _saved(self, step: int, seconds: Optional[float], kind: str, prefix: Optional[str],

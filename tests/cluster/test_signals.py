@@ -140,10 +140,13 @@ def test_which_processes_get_the_signal(measured, case):
     assert measured[case] == CASES[case][2]
 
 
-def test_the_template_passes_on_a_signal_only_its_shell_gets(longjob_cluster, tmp_path):
+@pytest.mark.parametrize("sent", ["USR1", "USR2"])
+def test_the_template_passes_on_a_signal_only_its_shell_gets(longjob_cluster, tmp_path, sent):
     """examples/train.sbatch, its tasks (signal_probe.py as TRAIN) ready: USR1 to the batch
     shell only, as `--signal=B:USR1@N` sends it (the table above: the same processes get
-    `scancel --batch --signal=USR1`), reaches every task through its trap.
+    `scancel --batch --signal=USR1`), reaches every task through its trap. USR2 (`--signal=
+    B:USR2@N` with MPI_RESOLVER_SIGNAL left at USR1) does not end the batch shell: it reaches
+    the tasks as USR1, the signal they watch, and the job's output says the mismatch.
 
     Sent by scancel once both tasks are ready: Slurm's own `B:USR1@59` with `--time=1` came
     at its look at the time left (every 30 s), 1-31 s into the job, and under load that fell
@@ -168,11 +171,18 @@ def test_the_template_passes_on_a_signal_only_its_shell_gets(longjob_cluster, tm
         job = r.stdout.strip()
         wait_until(lambda: all(p.exists() and "ready" in p.read_text() for p in logs), 90,
                    "the template's tasks", seen)
-        r = cluster.run(["scancel", "--batch", "--signal=USR1", job], timeout=30)
+        r = cluster.run(["scancel", "--batch", f"--signal={sent}", job], timeout=30)
         assert r.returncode == 0, r.stderr
         wait_until(lambda: all("USR1" in p.read_text() for p in logs), 45,
                    "USR1 passed on to both tasks", seen)
-        assert re.search(r"^== training: ", (tmp_path / "out.txt").read_text(), re.M), seen()
+        out = (tmp_path / "out.txt").read_text()
+        assert re.search(r"^== training: ", out, re.M), seen()
+        said = [line for line in out.splitlines() if " came to this script" in line]
+        assert said == ([] if sent == "USR1" else [
+            "== USR2 came to this script, but MPI_RESOLVER_SIGNAL=USR1@120 says USR1: passed "
+            "on to the tasks as USR1, so that they still save; give Slurm and the package one "
+            "signal: MPI_RESOLVER_SIGNAL=USR2@120 sbatch --signal=B:USR2@120 ..."]), seen()
+        assert all("USR2" not in p.read_text() for p in logs), seen()
     finally:
         (tmp_path / "stop").touch()
         if job:

@@ -7,8 +7,13 @@ in front of `mpirun` without Slurm; a three-node cluster for the nodes left out 
 The jobs run at once (one CPU a node each), so the file takes about as long as the longest
 (seconds: a restart is a new srun, 0.3-0.5 s here). Each case reads the job's output: srun's
 own report line, supervise's line about it, the runs the stand-in counted, the job's exit code
-as Slurm recorded it, and the job's ledger. The same rows with TensorFlow and JAX's training:
-tests/cluster/test_restart_policy.py."""
+as Slurm recorded it, and the job's ledger. The rows that need a real training or a cluster
+of their own: tests/cluster/test_long_jobs.py (TensorFlow: the time limit and scancel under
+supervise, the warning signal during a restart, a read-only checkpoint directory),
+test_periodic_restart.py (a worker lost: restarted from the last checkpoint), test_hang.py (a
+hang, before the first step too), test_out_of_memory.py (a task over its job's memory, where
+Slurm enforces it), and tests/jax/test_long_jobs.py (JAX: a process killed, one lost after
+the training completed, the template's requeue)."""
 
 from __future__ import annotations
 
@@ -174,7 +179,9 @@ def test_a_killed_task_is_named_and_the_step_runs_again_in_the_same_job(jobs):
 
 
 def test_restarts_used_up_end_with_the_task_s_exit_code(jobs):
-    """Each run makes progress (the manifest's step moves on): --max-restarts bounds it."""
+    """Each run makes progress (the manifest's step moves on): --max-restarts bounds it.
+    node1, which failed twice, cannot be left out of the third run (the job has no spare
+    node): said."""
     job = jobs["exit-3"]
     assert (job.state, job.exit_code) == ("FAILED", "3:0"), job.context()
     assert job.runs == 3, job.context()  # the first run and exactly 2 restarts
@@ -184,6 +191,9 @@ def test_restarts_used_up_end_with_the_task_s_exit_code(jobs):
         "checkpoint advanced to step 10: restart 1 of 2",
         "run 2: task 0 on node1: Exited with exit code 3, T s into the run; the newest "
         "checkpoint advanced to step 20: restart 2 of 2",
+        "node1 (failed twice in this job) is not left out of the next run: the job has no "
+        "spare node for it; to leave it out, ask Slurm for 1 node more and raise SPARE_NODES "
+        "(supervise --spare-nodes) by as many",
         "run 3: task 0 on node1: Exited with exit code 3, T s into the run; the newest "
         "checkpoint advanced to step 30: the restarts are used up (--max-restarts 2): exit 3"
     ], job.context()

@@ -68,6 +68,7 @@ try:
 except ResolutionError as e:
     print("EARLIER REFUSED", e)
 files = OrbaxCheckpoints(tempfile.mkdtemp(), keep=1, background=False)
+files.open()
 files.start(9, saved)
 files.wait()
 why = misfit(files.saved_tree(9), serialized(template), "ck/9")

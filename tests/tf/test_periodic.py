@@ -134,18 +134,26 @@ def test_a_failed_signal_save_after_a_periodic_one_resumes_from_it(slurm_config,
         "exit code 75")
 
 
-@pytest.mark.parametrize("background, write", [(False, "save"), (True, "write_snapshot")])
+@pytest.mark.parametrize("background, write", [
+    (False, "save"), (True, "write_snapshot"),
+    (False, "write_manifest"), (True, "write_manifest"),  # the files written, the manifest not
+])
 def test_a_periodic_save_that_fails_is_a_warning_and_training_goes_on(
         slurm_config, tmp_path, caplog, monkeypatch, background: bool, write: str) -> None:
-    """At once, or in the background (its failure said at the next step)."""
+    """At once, or in the background (its failure said at the next step); the checkpoint's
+    files or its manifest (a directory made read-only while a write was in flight)."""
     import tensorflow as tf
 
+    from mpi_resolver.tensorflow import saver
     from mpi_resolver.tensorflow.checkpoints import KeepingManager
 
     checkpoint, step, weight = model_and_step(tf)
     handler = slurm_config(checkpoint_every=5, checkpoint_async=background).handler(
         None, checkpoint, str(tmp_path))
-    monkeypatch.setattr(KeepingManager, write, lambda self, *a, **k: 1 / 0)
+    if write == "write_manifest":
+        monkeypatch.setattr(saver, write, lambda *a, **k: 1 / 0)
+    else:
+        monkeypatch.setattr(KeepingManager, write, lambda self, *a, **k: 1 / 0)
     assert train(handler, step, weight, 12) == 12
     records = ledger.read(str(tmp_path))
     assert [(r["event"], r["step"], r["error"]) for r in records if r["event"] != "restore"] \

@@ -2,7 +2,10 @@
 cli/supervise_requeue): a stand-in `srun` (a shell script that prints srun's report lines,
 measured with Slurm 22.05.8, and writes the job's manifest as the tasks would) run as
 supervise's step, supervise in a process of its own, a stand-in scontrol on PATH; real srun
-and mpirun runs are in tests/cluster/test_supervise.py and test_restart_policy.py."""
+and mpirun runs are in tests/cluster/test_supervise.py, real training under supervise in
+tests/cluster/test_long_jobs.py, test_periodic_restart.py, test_hang.py and
+tests/jax/test_long_jobs.py; supervise's reading of the job's manifest and ledger in
+tests/unit/cli/test_supervise_job_files.py."""
 
 from __future__ import annotations
 
@@ -52,14 +55,6 @@ def env(**extra: str) -> Dict[str, str]:
     keep = {k: v for k, v in os.environ.items()
             if not k.startswith(("SLURM_", "PMI", "MPI_RESOLVER_"))}
     return {**keep, "PYTHONPATH": str(ROOT), **extra}
-
-
-@pytest.fixture
-def srun(tmp_path: Path) -> Path:
-    script = tmp_path / "srun"
-    script.write_text(SRUN)
-    script.chmod(0o755)
-    return script
 
 
 def supervise(args: Sequence[str], timeout: float = 60, **extra: str):

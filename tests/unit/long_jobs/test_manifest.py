@@ -253,6 +253,7 @@ def test_a_manifest_that_cannot_be_read_is_refused_naming_it_and_nothing_deleted
     else:
         path.write_text(content)
     (tmp_path / "ckpt-1.index").write_text("kept")
+    assert m.read_checked(str(tmp_path)) == (None, why)  # supervise's read: no manifest, why
     said = m.unreadable(str(tmp_path))
     assert said == (f"{path} cannot be read ({why}): it names the job whose checkpoints are "
                     "beside it, so the directory is not used blindly. If no job uses the "
@@ -269,11 +270,14 @@ def test_a_readable_or_absent_manifest_is_no_problem(tmp_path):
     from mpi_resolver.long_jobs import manifest as m
 
     assert m.unreadable(str(tmp_path)) is None
+    assert m.read_checked(str(tmp_path)) == (None, None)
     m.write_manifest(str(tmp_path), {"job": "12", "step": 3})
     assert m.unreadable(str(tmp_path)) is None
+    assert m.read_checked(str(tmp_path)) == ({"job": "12", "step": 3}, None)
     (tmp_path / "file").write_text("")
     for missing in ("nowhere", "nowhere/ck", "file/ck"):  # the directory's own check says it
         assert m.unreadable(str(tmp_path / missing)) is None
+        assert m.read_checked(str(tmp_path / missing)) == (None, None)
 
 
 @pytest.mark.parametrize("manifest, job, done", [

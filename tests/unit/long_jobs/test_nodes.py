@@ -8,8 +8,8 @@ from typing import Dict, List, Optional
 import pytest
 
 from mpi_resolver.core.errors import FormatError
-from mpi_resolver.long_jobs.nodes import (excludable, lemons, left_out, parse_spare_nodes,
-                                          unusable)
+from mpi_resolver.long_jobs.nodes import (excludable, kept_in, lemons, left_out,
+                                          parse_spare_nodes, unusable)
 
 pytestmark = pytest.mark.unit
 
@@ -38,6 +38,27 @@ def test_lemons(blamed: List[str], out: List[str]) -> None:
 ])
 def test_left_out(blamed: List[str], drained: List[str], spare: int, out: List[str]) -> None:
     assert left_out(blamed, drained, spare) == out
+
+
+TWICE = ["node2", "node2", "node3", "node3"]
+
+
+@pytest.mark.parametrize("blamed, drained, spare, allocation, out, kept", [
+    (TWICE, [], 2, None, ["node2", "node3"], []),  # the allocation not known: every one
+    (TWICE, [], 2, ["node1", "node2", "node3"], ["node2", "node3"], []),
+    (TWICE, [], 1, ["node1", "node2", "node3"], ["node2"], ["node3"]),  # one spare: the first
+    (TWICE, [], 0, ["node1", "node2", "node3"], [], ["node2", "node3"]),
+    (TWICE, [], -1, ["node1", "node2", "node3"], [], ["node2", "node3"]),
+    (TWICE, [], 1, ["node1", "node3", "node4"], ["node3"], []),  # node2: not this allocation's
+    (TWICE, [], 1, [], [], []),
+    (TWICE, ["node4"], 1, ["node2", "node4"], ["node4"], ["node2"]),  # drained first
+    (["node2"], [], 1, ["node1", "node2"], [], []),  # once: kept, not named
+])
+def test_left_out_and_kept_in_of_an_allocation(blamed: List[str], drained: List[str],
+                                               spare: int, allocation: Optional[List[str]],
+                                               out: List[str], kept: List[str]) -> None:
+    assert left_out(blamed, drained, spare, allocation) == out
+    assert kept_in(blamed, drained, spare, allocation) == kept
 
 
 @pytest.mark.parametrize("states, out", [

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -215,6 +216,40 @@ def test_a_bad_variable_fails_at_construction_naming_it(monkeypatch):
     monkeypatch.setenv(MINIMUM_VARIABLE, "ten")
     with pytest.raises(FormatError, match=r"^MPI_RESOLVER_STEP_TIMEOUT_MIN='ten': expected"):
         StepWatchdog()
+
+
+#: A script that uses the watchdog alone (no LongJob, no SlurmTerminationConfig before it).
+ALONE = """from mpi_resolver.long_jobs.step_watchdog import StepWatchdog
+import atexit
+atexit.register(lambda: print("at exit", flush=True))
+with StepWatchdog():
+    print("trained", flush=True)
+"""
+
+
+@pytest.mark.parametrize("variable, value, status, message", [
+    ("MPI_RESOLVER_START_TIMEOUT", "soon", 78,
+     "MPI_RESOLVER_START_TIMEOUT='soon': expected the seconds the first step may take"),
+    (MINIMUM_VARIABLE, "ten", 78, "MPI_RESOLVER_STEP_TIMEOUT_MIN='ten': expected a duration"),
+    (FACTOR_VARIABLE, "0.5", 78,
+     "MPI_RESOLVER_STEP_TIMEOUT_FACTOR='0.5': expected a number of at least 1"),
+    ("MPI_RESOLVER_START_TIMEOUT", "30m", 0, None),
+])
+def test_a_bad_variable_ends_the_watchdog_s_process_with_78(variable: str, value: str,
+                                                            status: int,
+                                                            message: Optional[str]) -> None:
+    """A configuration error: 78 (EX_CONFIG), which supervise never restarts, not Python's
+    1 (a crash, restarted), with the traceback's last line naming the variable."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MPI_RESOLVER_")}
+    proc = subprocess.run([sys.executable, "-c", ALONE], capture_output=True, text=True,
+                          timeout=60, env={**environ, "PYTHONPATH": str(ROOT), variable: value})
+    assert proc.returncode == status, proc.stderr
+    if message is None:
+        assert proc.stdout == "trained\nat exit\n" and proc.stderr == ""
+        return
+    assert proc.stdout == ""  # ended at once: no at-exit handler runs
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"mpi_resolver.core.errors.VariableError: {message}"), proc.stderr
 
 
 class Resolver:

@@ -11,7 +11,7 @@ from mpi_resolver.long_jobs.causes import Cause, RunEnd
 from mpi_resolver.long_jobs.ledger import RunEnded
 from mpi_resolver.long_jobs.policy import Action, Came, Progress
 from mpi_resolver.long_jobs.step_report import StepReport
-from mpi_resolver.long_jobs.supervision import Checkpoints, Job, judge
+from mpi_resolver.long_jobs.supervision import Checkpoints, Job, checkpoints_of, judge, settled
 
 pytestmark = pytest.mark.unit
 
@@ -111,6 +111,14 @@ STALLED_RUN = RunEnded("12", 1, "killed by a signal", "task 1 on node2: Killed (
                  "9), 12.3 s into the run; the newest checkpoint advanced to step 90: the job's "
                  "time is ending; not requeued: the job's settings say requeue=False: exit 137",
                  id="requeue=False"),
+    pytest.param(JOB, KILLED, Came.NOTHING, Checkpoints(40), Checkpoints(seen=False),
+                 [STALLED_RUN], 1, Action.RESTART, 137,
+                 "run 2: task 1 on node2: Killed (signal 9), 12.3 s into the run: restart 2 of 3",
+                 id="a manifest that cannot be read after the run: not seen, no stop"),
+    pytest.param(JOB, KILLED, Came.NOTHING, Checkpoints(seen=False), Checkpoints(40),
+                 [STALLED_RUN], 1, Action.RESTART, 137,
+                 "run 2: task 1 on node2: Killed (signal 9), 12.3 s into the run: restart 2 of 3",
+                 id="nor before it"),
 ])
 def test_judge(job: Job, end: RunEnd, came: Came, before: Checkpoints, after: Checkpoints,
                history: List[RunEnded], restarts: int, action: Action, status: int,
@@ -150,3 +158,42 @@ def test_the_record_says_what_came_and_the_warning_signal_s_name() -> None:
     job = Job("12", "srun", 3, 12, warning_name="USR2")
     verdict = judge(job, 1, KILLED, Came.WARNING, Checkpoints(40), Checkpoints(120), [], 0)
     assert (verdict.record.came, verdict.record.warning) == ("the warning signal", "USR2")
+
+
+@pytest.mark.parametrize("manifest, job, readable, checkpoints", [
+    (None, "12", True, Checkpoints()),
+    ({"job": "12", "step": 40}, "12", True, Checkpoints(40)),
+    ({"job": "12", "step": 200, "completed": True}, "12", True, Checkpoints(200, True)),
+    ({"job": "11", "step": 200, "completed": True}, "12", True, Checkpoints(200)),  # not ours
+    ({"job": None, "step": 200, "completed": True}, None, True, Checkpoints(200)),  # no job
+    ({"job": "12", "step": "40"}, "12", True, Checkpoints()),  # not a step
+    ({"job": "12", "step": 0}, "12", True, Checkpoints()),  # claimed at the start: no save
+    ({"job": "12", "step": 1}, "12", True, Checkpoints(1)),
+    ({"job": "12", "step": -3}, "12", True, Checkpoints()),
+    ({"job": "12", "completed": 1}, "12", True, Checkpoints(None, True)),
+    (None, "12", False, Checkpoints(seen=False)),  # there, but it cannot be read
+])
+def test_checkpoints_of(manifest, job, readable: bool, checkpoints: Checkpoints) -> None:
+    assert checkpoints_of(manifest, job, readable=readable) == checkpoints
+
+
+@pytest.mark.parametrize("manifest, job, requeue, on_time_limit", [
+    (None, "12", True, False),  # none (yet): the defaults
+    ({"job": "12"}, "12", True, False),
+    ({"job": "12", "settings": {}}, "12", True, False),
+    ({"job": "12", "settings": {"requeue": False}}, "12", False, False),
+    ({"job": "12", "settings": {"requeue_on_time_limit": True}}, "12", True, True),
+    ({"job": "12", "settings": {"requeue": False, "requeue_on_time_limit": True}}, "12", False,
+     True),
+    ({"job": "11", "settings": {"requeue": False}}, "12", True, False),  # another job's
+    ({"job": None, "settings": {"requeue": False}}, None, True, False),  # no Slurm job
+    ({"job": "12", "settings": [1]}, "12", True, False),  # not a mapping: the defaults
+    ({"job": "12", "settings": None}, "12", True, False),
+])
+def test_settled(manifest, job, requeue: bool, on_time_limit: bool) -> None:
+    """The settings as the manifest holds them now; a job's own values always replace the
+    ones it had (a manifest without them: the defaults again)."""
+    before = Job(job, "srun", 3, 10, requeue=not requeue, requeue_on_time_limit=not on_time_limit)
+    after = settled(before, manifest)
+    assert (after.requeue, after.requeue_on_time_limit) == (requeue, on_time_limit)
+    assert after == Job(job, "srun", 3, 10, requeue=requeue, requeue_on_time_limit=on_time_limit)

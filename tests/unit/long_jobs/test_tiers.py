@@ -12,6 +12,9 @@ from mpi_resolver.long_jobs.tiers import (OWN, PARTNER, SHARED, Restore, local_p
 
 pytestmark = pytest.mark.unit
 
+#: The name the errors give the pattern (the variable that will set it).
+VARIABLE = "MPI_RESOLVER_LOCAL_DIR"
+
 
 @pytest.mark.parametrize("pattern, path", [
     ("/dev/shm/ckpt", "/dev/shm/ckpt"),
@@ -23,7 +26,7 @@ pytestmark = pytest.mark.unit
     ("/tmp/%", "/tmp/%"),  # a lone '%' at the end: no pattern, the path as it is
 ])
 def test_local_path(pattern: str, path: str) -> None:
-    assert local_path(pattern, "node2", 1, "77", "ada") == path
+    assert local_path(pattern, "node2", 1, "77", "ada", VARIABLE) == path
 
 
 @pytest.mark.parametrize("pattern, job, says", [
@@ -38,7 +41,7 @@ def test_local_path(pattern: str, path: str) -> None:
 ])
 def test_local_path_refusals(pattern: str, job, says: str) -> None:
     with pytest.raises(FormatError) as e:
-        local_path(pattern, "node2", 1, job, "ada")
+        local_path(pattern, "node2", 1, job, "ada", VARIABLE)
     assert says in str(e.value)
 
 
