@@ -29,6 +29,11 @@ class ConfigurationError(ResolutionError):
     exit_status = EX_CONFIG
 
 
+class SettingError(FormatError, ConfigurationError):
+    """A long job's setting (an argument of its classes) holds a value its rule refuses: a
+    FormatError, and a ConfigurationError (every run would meet it)."""
+
+
 class VariableError(FormatError, ConfigurationError):
     """An ``MPI_RESOLVER_*`` variable holds a value its setting refuses: a FormatError and a
     ConfigurationError."""

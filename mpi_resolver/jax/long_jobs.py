@@ -40,7 +40,7 @@ from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_dir
                                              completed, finished_together, manifest_for,
                                              this_job, write_manifest)
 from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
-                                                exit_on_configuration_error)
+                                                exit_on_configuration_error, settings_checked)
 from mpi_resolver.long_jobs.resume import missing_checkpoint
 from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
 from mpi_resolver.long_jobs.slow_ranks import SlowRanks, node_name, round_seconds
@@ -73,19 +73,22 @@ class LongJob:
                  requeue_on_time_limit: bool = False, check_every: int = 1,
                  total_steps: Optional[int] = None, checkpoint_async: Any = None) -> None:
         exit_on_configuration_error()  # a refused setting ends the process with 78
-        self.total_steps = planned_steps(total_steps)
-        given = long_job_settings(signal=signal, grace_period=grace_period,
-                                  checkpoint_every=checkpoint_every, keep=keep,
-                                  node_mtbf_hours=node_mtbf_hours,
-                                  checkpoint_async=checkpoint_async)
-        self.directory = job_checkpoint_dir(checkpoint_dir, os.environ, "checkpoint_dir")
-        self.every = parse_every(given.checkpoint_every)
+        with settings_checked():  # an argument's too
+            self.total_steps = planned_steps(total_steps)
+            given = long_job_settings(signal=signal, grace_period=grace_period,
+                                      checkpoint_every=checkpoint_every, keep=keep,
+                                      node_mtbf_hours=node_mtbf_hours,
+                                      checkpoint_async=checkpoint_async)
+            self.directory = job_checkpoint_dir(checkpoint_dir, os.environ, "checkpoint_dir")
+            self.every = parse_every(given.checkpoint_every)
         self.node_mtbf_hours = given.node_mtbf_hours
         self.files = OrbaxCheckpoints(self.directory, given.keep, given.checkpoint_async)
         self.earlier = NpzCheckpoints(self.directory)  # the package's format before Orbax
-        self.termination = JaxTermination(given.signal, given.grace_period, requeue=requeue,
-                                          requeue_on_time_limit=requeue_on_time_limit,
-                                          check_every=check_every)
+        with settings_checked():
+            self.termination = JaxTermination(given.signal, given.grace_period,
+                                              requeue=requeue,
+                                              requeue_on_time_limit=requeue_on_time_limit,
+                                              check_every=check_every)
         self.coord = self.termination.coordinator
         self.chief = self.coord.chief
         self.job = this_job(os.environ)

@@ -8,11 +8,15 @@ supervise never restarts what would fail the same way."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 import threading
+from typing import Iterator
 
-__all__ = ["end_with", "EXIT_WITHIN", "exit_on_configuration_error"]
+from mpi_resolver.core.errors import ConfigurationError, FormatError, SettingError
+
+__all__ = ["end_with", "EXIT_WITHIN", "exit_on_configuration_error", "settings_checked"]
 
 #: Seconds the process may take to end after the save, its script's cleanup included.
 EXIT_WITHIN = 10.0
@@ -51,3 +55,16 @@ def exit_on_configuration_error() -> None:
 
     hook._mpi_resolver = True  # type: ignore[attr-defined]
     sys.excepthook = hook
+
+
+@contextlib.contextmanager
+def settings_checked() -> Iterator[None]:
+    """Inside (a long job's class reading its settings): a FormatError, a value its rule
+    refuses, is raised as a SettingError, a ConfigurationError too (uncaught: exit 78, never
+    restarted); the message as it was."""
+    try:
+        yield
+    except FormatError as e:
+        if isinstance(e, ConfigurationError):
+            raise
+        raise SettingError(str(e)) from None

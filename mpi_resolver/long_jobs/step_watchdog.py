@@ -41,7 +41,7 @@ from typing import Any, Callable, Deque, Iterator, List, Mapping, Optional, Text
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.long_jobs.backstop import Backstop, margin
 from mpi_resolver.long_jobs.hang_site import WAITING, Frame, Site, hang_site
-from mpi_resolver.long_jobs.process_end import exit_on_configuration_error
+from mpi_resolver.long_jobs.process_end import exit_on_configuration_error, settings_checked
 from mpi_resolver.long_jobs.watchdog import (DEFAULT_WARMUP, DEFAULT_WINDOW, EXIT_STATUS,
                                              START_VARIABLE, median, step_rule)
 
@@ -105,10 +105,11 @@ class StepWatchdog:
                  stream: Optional[TextIO] = None, clock: Callable[[], float] = time.monotonic,
                  exit: Callable[[int], Any] = os._exit,
                  environ: Optional[Mapping[str, str]] = None) -> None:
-        exit_on_configuration_error()  # a bad MPI_RESOLVER_* value ends the process with 78
+        exit_on_configuration_error()  # a refused setting ends the process with 78
         environ = os.environ if environ is None else environ
-        self.rule = step_rule(factor, minimum, warmup=warmup, window=window,
-                              start=start_timeout, environ=environ)
+        with settings_checked():  # an argument's too
+            self.rule = step_rule(factor, minimum, warmup=warmup, window=window,
+                                  start=start_timeout, environ=environ)
         self._backstop = Backstop(stream or sys.stderr, clock)
         self.name = name
         self.resolver, self._environ = resolver, environ

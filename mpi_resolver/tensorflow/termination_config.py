@@ -18,7 +18,7 @@ from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint
 from mpi_resolver.long_jobs.job_settings import job_settings
 from mpi_resolver.long_jobs.journal import planned_steps
 from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
-                                                exit_on_configuration_error)
+                                                exit_on_configuration_error, settings_checked)
 from mpi_resolver.long_jobs.signals import SIGTERM, WarningSignal, grace_seconds, parse_signal
 from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
 from mpi_resolver.long_jobs.termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy,
@@ -90,17 +90,18 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
                  total_steps: Optional[int] = None,
                  checkpoint_async: Optional[bool] = None) -> None:
         exit_on_configuration_error()  # a refused setting ends the process with 78
-        self.total_steps = planned_steps(total_steps)
-        given = job_settings(os.environ, signal=signal, checkpoint_every=checkpoint_every,
-                             keep=keep, node_mtbf_hours=node_mtbf_hours,
-                             checkpoint_async=checkpoint_async)
-        warning = parse_signal(given.signal)
-        grace = grace_seconds(grace_period, warning)
-        self.every = parse_every(given.checkpoint_every)
-        self.keep = parse_keep(given.keep)
+        with settings_checked():  # an argument's too
+            self.total_steps = planned_steps(total_steps)
+            given = job_settings(os.environ, signal=signal, checkpoint_every=checkpoint_every,
+                                 keep=keep, node_mtbf_hours=node_mtbf_hours,
+                                 checkpoint_async=checkpoint_async)
+            warning = parse_signal(given.signal)
+            grace = grace_seconds(grace_period, warning)
+            self.every = parse_every(given.checkpoint_every)
+            self.keep = parse_keep(given.keep)
+            job_mtbf(1, given.node_mtbf_hours)  # its check
         self.node_mtbf_hours = given.node_mtbf_hours
         self.checkpoint_async = given.checkpoint_async
-        job_mtbf(1, given.node_mtbf_hours)  # its check
         self.cluster_resolver = cluster_resolver
         self.saver: Optional[Saver] = None
         self._built: Optional[tuple] = None  # (handler, directory, task id) once handler() ran

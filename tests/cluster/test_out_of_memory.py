@@ -15,6 +15,7 @@ import pytest
 from mpi_resolver.long_jobs.step_report import StepReport
 from tests.cluster.conftest import _started
 from tests.cluster.test_supervise import STEP_NODES, Job, _submit, _wait
+from tests.docs.blocks import assert_sample, block
 from tests.harness.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.cluster
@@ -42,6 +43,7 @@ def test_a_task_out_of_memory_is_named_and_restarted(memory_cluster, tmp_path):
         if line.startswith("slurmstepd"):
             report.feed(line)
     assert report.oom_event, job.context()
+    assert_sample(block("restart-policy-oom-line"), job.output, "the job's output")
     assert job.said() == [
         "run 1: task 1 on node2: Out Of Memory, T s into the run; the newest checkpoint "
         "advanced to step 10: restart 1 of 2",

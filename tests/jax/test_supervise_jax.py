@@ -21,6 +21,7 @@ from typing import Dict
 import pytest
 
 from tests.cluster.test_supervise import FINAL, Job, _wait
+from tests.docs.blocks import assert_sample, block
 from tests.harness.slurm_cluster import SlurmCluster
 from tests.jax.conftest import JAX_ENV
 
@@ -95,6 +96,13 @@ def jobs(jax_cluster: SlurmCluster, jax_python: str, tmp_path_factory) -> Dict[s
     return out
 
 
+def test_the_docs_show_what_supervise_said(jobs):
+    """docs/long-jobs.md's lines of JAX's runs are these jobs' own."""
+    said = "\n".join(line for job in jobs.values() for line in job.output.splitlines()
+                     if line.startswith(PREFIX))
+    assert_sample(block("restart-policy-jax-lines"), said, "the jobs' output", ordered=False)
+
+
 def runs_ended(job: Job) -> list:
     return [r for r in job.ledger() if r["event"] == "run_end"]
 
@@ -142,6 +150,6 @@ def test_a_stuck_start_ends_at_the_start_bound_and_the_step_runs_again(jobs):
     assert re.search(r"mpi_resolver: step watchdog: .*rank 1 on node2.*: step 1 has run "
                      r"\d+\.\d\d s, past its limit of 8\.00 s \(no step timed yet: the start "
                      r"bound", job.output), job.context()
-    ran = re.fullmatch(r"run 1: task 1 on node2: hung \(step 1 has run \d+\.\d\d s\), "
-                       r"(\d+\.\d|T) s into the run: restart 1 of 2", job.said()[0])
-    assert ran, job.context()
+    assert re.fullmatch(r"run 1: task 1 on node2: hung \(step 1 has run \d+\.\d\d s\), T s "
+                        r"into the run; no checkpoint yet: restart 1 of 2", job.said()[0]), \
+        job.context()  # the stuck rank's node, not the waiting one's

@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from mpi_resolver.core.errors import (ConfigurationError, FormatError, ResolutionError,
+                                      SettingError, VariableError)
+from mpi_resolver.long_jobs.process_end import settings_checked
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,6 +39,7 @@ raise {error}
 @pytest.mark.parametrize("error, status, at_exit", [
     ("errors.ConfigurationError('another job wrote DIR')", 78, False),
     ("errors.VariableError('MPI_RESOLVER_KEEP=0: expected ...')", 78, False),
+    ("errors.SettingError('keep=0: expected ...')", 78, False),
     ("errors.FormatError('a hostlist')", 1, True),  # not a configuration: Python's own end
     ("errors.ResolutionError('x')", 1, True),
     ("RuntimeError('x')", 1, True),
@@ -57,3 +62,26 @@ def test_end_with_ends_the_process_with_the_code_whatever_follows() -> None:
     proc = child("from mpi_resolver.long_jobs.process_end import end_with\n"
                  "end_with(143, 30)\nraise SystemExit(0)\n")
     assert proc.returncode == 143  # at the first at-exit handler, not SystemExit's 0
+
+
+@pytest.mark.parametrize("raised, becomes", [
+    (FormatError("keep=0: expected a whole number >= 1"), SettingError),
+    (VariableError("MPI_RESOLVER_KEEP=0: expected"), VariableError),  # already one: as it is
+    (ResolutionError("not a setting"), ResolutionError),
+    (ValueError("not the package's"), ValueError),
+])
+def test_settings_checked(raised: Exception, becomes: type) -> None:
+    """A setting's refusal (FormatError) inside is a SettingError, a ConfigurationError too,
+    with the same words; any other error passes as it is."""
+    with pytest.raises(Exception) as caught:
+        with settings_checked():
+            raise raised
+    assert type(caught.value) is becomes and str(caught.value) == str(raised)
+    assert isinstance(caught.value, ConfigurationError) is (becomes is not ResolutionError
+                                                            and becomes is not ValueError)
+
+
+def test_settings_checked_passes_what_is_fine() -> None:
+    with settings_checked():
+        value = 3
+    assert value == 3

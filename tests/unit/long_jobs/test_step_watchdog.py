@@ -222,7 +222,7 @@ def test_a_bad_variable_fails_at_construction_naming_it(monkeypatch):
 ALONE = """from mpi_resolver.long_jobs.step_watchdog import StepWatchdog
 import atexit
 atexit.register(lambda: print("at exit", flush=True))
-with StepWatchdog():
+with StepWatchdog({arguments}):
     print("trained", flush=True)
 """
 
@@ -241,8 +241,9 @@ def test_a_bad_variable_ends_the_watchdog_s_process_with_78(variable: str, value
     """A configuration error: 78 (EX_CONFIG), which supervise never restarts, not Python's
     1 (a crash, restarted), with the traceback's last line naming the variable."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MPI_RESOLVER_")}
-    proc = subprocess.run([sys.executable, "-c", ALONE], capture_output=True, text=True,
-                          timeout=60, env={**environ, "PYTHONPATH": str(ROOT), variable: value})
+    proc = subprocess.run([sys.executable, "-c", ALONE.format(arguments="")],
+                          capture_output=True, text=True, timeout=60,
+                          env={**environ, "PYTHONPATH": str(ROOT), variable: value})
     assert proc.returncode == status, proc.stderr
     if message is None:
         assert proc.stdout == "trained\nat exit\n" and proc.stderr == ""
@@ -250,6 +251,24 @@ def test_a_bad_variable_ends_the_watchdog_s_process_with_78(variable: str, value
     assert proc.stdout == ""  # ended at once: no at-exit handler runs
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"mpi_resolver.core.errors.VariableError: {message}"), proc.stderr
+
+
+@pytest.mark.parametrize("arguments, status, message", [
+    ("minimum='soon'", 78, "SettingError: minimum='soon': expected a duration"),
+    ("start_timeout=-1", 78, "SettingError: start_timeout=-1: expected the seconds"),
+    ("factor=20, minimum='5m'", 0, None),
+])
+def test_a_bad_argument_ends_the_watchdog_s_process_with_78(arguments: str, status: int,
+                                                            message: Optional[str]) -> None:
+    """The script's own argument: the same on every run, so 78 as well, not a crash."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MPI_RESOLVER_")}
+    proc = subprocess.run([sys.executable, "-c", ALONE.format(arguments=arguments)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == status, proc.stderr
+    if message is not None:
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"mpi_resolver.core.errors.{message}"), proc.stderr
 
 
 class Resolver:
