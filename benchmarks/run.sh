@@ -4,7 +4,8 @@
 # (exchange.py), check --connect's dial pattern (connect_pattern.py), and long jobs on Slurm:
 # the signal to the checkpoint and the requeue, and the resumed run (preemption.py), periodic
 # checkpoints (periodic.py) and saves in the background (background_saves.py), a worker
-# killed and the step restarted (restart.py), a slow rank named (slow_rank.py); figures also
+# killed and the step restarted (restart.py), a slow rank named (slow_rank.py), JAX's saves
+# through Orbax (orbax_saves.py, in .venv-jax: scripts/setup_jax.sh); figures also
 # written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
 # --quick: smaller jobs; --skip-slurm: no throw-away Slurm cluster (no preemption.py either);
 # other arguments go to bench.py.
@@ -66,4 +67,10 @@ if [ "$skip_slurm" = 0 ]; then
        "(benchmarks/slow_rank.py)"
   "$PY" benchmarks/slow_rank.py --round "$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 45)" \
     --json "$results/slow_rank.json"
+  echo
+  echo "JAX's saves through Orbax on two processes: at once, in the background, the write" \
+       "against dd, the restore (benchmarks/orbax_saves.py, in .venv-jax)"
+  bash scripts/setup_jax.sh
+  "${MPI_RESOLVER_JAX_VENV:-.venv-jax}/bin/python" benchmarks/orbax_saves.py "${quick[@]}" \
+    --json "$results/orbax_saves.json"
 fi
