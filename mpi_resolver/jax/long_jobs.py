@@ -156,7 +156,8 @@ class LongJob:
         if self.schedule is None:
             self.schedule = self._make_schedule(self.start)
         if self.schedule.due(step):
-            seconds, failed = self._save(step, state, "periodic")
+            with paused_watchdogs():  # the package's own save is no training step
+                seconds, failed = self._save(step, state, "periodic")
             plans = len(self.schedule.plans)
             if failed is None:
                 self.schedule.saved(step, seconds or 0.0, self.files.writes.last_seconds)
