@@ -36,8 +36,7 @@ def local_path(pattern: str, node: str, index: int, job: Optional[str], user: st
       FormatError: a pattern that is not an absolute path, names no job outside one, or has
         another '%' than those, naming ``name`` and the forms.
     """
-    values = {"N": node, "n": str(index), "u": user, "%": "%",
-              "j": job if job is not None else None}
+    values = {"N": node, "n": str(index), "u": user, "%": "%", "j": job}
 
     def one(found: "re.Match[str]") -> str:
         value = values.get(found.group(1))

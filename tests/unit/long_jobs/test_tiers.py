@@ -101,6 +101,8 @@ def test_partner(index: int, count: int, kept_by) -> None:
                  id="the shared newer than any local"),
     pytest.param([{10}, {10}], [set(), set()], set(), 10, [OWN, OWN], id="no shared yet"),
     pytest.param([], [], {7}, 7, [], id="no node: the shared alone"),
+    pytest.param([set(), set()], [{10}, {10}], set(), 10, [PARTNER, PARTNER],
+                 id="only the partners' copies: each node from its partner"),
 ])
 def test_restore_step(own, copies, shared, step, sources) -> None:
     assert restore_step(own, copies, shared) == Restore(step, sources)
