@@ -165,7 +165,8 @@ SHOWN=0
 # The job's output lines not shown yet: the preflight's verdicts, the training's progress, the
 # package's and supervise's lines, Slurm's (not TensorFlow's start-up lines nor the tables).
 SHOW='^(== |OK: |CHECKPOINT DIR |CONNECT |training: |  step |epoch |resumed |steps done|final '
-SHOW+='|WARNING:mpi_resolver|mpi-resolver supervise|slurmstepd)'
+SHOW+='|mpi_resolver: (checkpoint|periodic|the checkpoint|the save)'
+SHOW+='|mpi-resolver supervise|slurmstepd)'
 show_new() {
   local total
   [ -f "$OUT" ] || return 0

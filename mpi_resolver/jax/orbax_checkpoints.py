@@ -89,9 +89,8 @@ class OrbaxCheckpoints:
         return self._manager
 
     def open(self) -> None:
-        """Makes the directory and Orbax's manager of it; every process, at one point before
-        the first save (a manager made later reads a step another process is writing as one
-        that is there already)."""
+        """Makes the directory and Orbax's manager of it (once; every process, LongJob at its
+        restore, else the first save does)."""
         if self._manager is None:
             os.makedirs(self.directory, exist_ok=True)
             options = ocp.CheckpointManagerOptions(
@@ -121,16 +120,16 @@ class OrbaxCheckpoints:
                 for name in names]
 
     def start(self, step: int, tree: Any) -> float:
-        """Saves ``tree`` as the checkpoint at ``step`` (``open`` first; after the write in
-        flight, which the caller has collected with ``wait``); returns what the training
+        """Saves ``tree`` as the checkpoint at ``step`` (after the write in flight, which the
+        caller has collected with ``wait``); returns what the training
         paid (seconds): the whole save, or, in the background, the copy to host memory. The
         write's end is given by ``done`` or ``wait``.
 
         Raises:
-          Exception: Orbax's refusal (the directory cannot be written, the step is there);
-            ResolutionError: not open.
+          Exception: Orbax's refusal (the directory cannot be written, the step is there).
         """
         began = self._clock()
+        self.open()  # where the script did not restore first
         self.manager.save(step, args=ocp.args.StandardSave(savable(tree)), force=True)
         stall = self._clock() - began
         self.writes.start(step, stall, lambda: self._committed(step))

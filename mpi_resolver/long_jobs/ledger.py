@@ -12,8 +12,14 @@ import os
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from mpi_resolver.long_jobs.causes import Cause
+from mpi_resolver.long_jobs.policy import Came
+
 __all__ = ["LEDGER", "FORMAT", "RunEnded", "append", "read", "read_counted", "runs",
-           "stalled_before", "blamed"]
+           "stalled_before", "cut_short", "blamed"]
+
+#: What came to supervise when the scheduler cut a run short.
+_CUT_CAME = (Came.WARNING.value, Came.TIME_LIMIT.value)
 
 LEDGER = "mpi_resolver.ledger.jsonl"
 #: The records' format: each new record says it ("format"); those of the first release, which
@@ -110,10 +116,25 @@ def runs(records: Iterable[Mapping[str, Any]], job: Optional[str]) -> List[RunEn
     return [r for r in ended if r is not None and r.job == job]
 
 
-def stalled_before(ended: List[RunEnded]) -> Optional[RunEnded]:
-    """Returns the last run that started, where it made no progress; else None."""
-    started = [r for r in ended if r.cause != "not started"]
-    return started[-1] if started and started[-1].progress == "stalled" else None
+def cut_short(run: RunEnded) -> bool:
+    """Returns whether the scheduler cut ``run`` short (its warning signal, the time limit):
+    no failure of the job's own."""
+    return run.came in _CUT_CAME or run.cause == Cause.WARNED.value
+
+
+def stalled_before(ended: List[RunEnded], cut_now: bool = False) -> Optional[RunEnded]:
+    """Returns the earlier run that, with a run now that made no progress, stops the job
+    (None: none does): the last run that started, where it made none. For a run the
+    scheduler cut (``cut_now``), only one it cut as well (two in a row: the job's time never
+    reaches a save); for any other, the runs the scheduler cut without progress are passed
+    over (not the job's failures), so that failures around them still count."""
+    started = [r for r in ended if r.cause != Cause.NOT_STARTED.value]
+    if not cut_now:
+        started = [r for r in started if not (cut_short(r) and r.progress == "stalled")]
+    last = started[-1] if started else None
+    if last is None or last.progress != "stalled" or (cut_now and not cut_short(last)):
+        return None
+    return last
 
 
 def blamed(ended: Iterable[RunEnded]) -> List[str]:

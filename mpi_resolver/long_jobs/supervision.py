@@ -100,7 +100,8 @@ def judge(job: Job, run: int, end: RunEnd, came: Came, before: Checkpoints,
     row = row_for(came, ending.cause, progress)
     refusal = requeue_refusal(came, ending.cause, in_slurm_job=job.job is not None,
                               requeue=job.requeue, on_time_limit=job.requeue_on_time_limit)
-    previous = stalled_before(list(history))
+    previous = stalled_before(list(history), cut_now=came in (Came.WARNING, Came.TIME_LIMIT)
+                              or ending.cause is Cause.WARNED)
     decision = guard(row, ending.status, stalled_before=previous is not None,
                      progress=progress, restarts=restarts, max_restarts=job.max_restarts,
                      refusal=refusal)

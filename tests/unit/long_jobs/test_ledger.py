@@ -17,9 +17,12 @@ pytestmark = pytest.mark.unit
 
 def ended(run: int, *, job: Optional[str] = "12", cause: str = "killed by a signal",
           node: Optional[str] = "node2", blamed: bool = True,
-          progress: str = "stalled") -> RunEnded:
+          progress: str = "stalled", came: str = "nothing") -> RunEnded:
     return RunEnded(job, run, cause, f"task 1 on {node}: Killed (signal 9)", node, blamed, 137,
-                    40, 40, progress, "restart", 1.5)
+                    40, 40, progress, "restart", 1.5, came=came)
+
+
+WARNED, TIME_LIMIT = "the warning signal", "SIGTERM at the time limit"
 
 
 def test_a_record_round_trips(tmp_path) -> None:
@@ -93,6 +96,33 @@ def test_runs_are_this_job_s() -> None:
 ])
 def test_stalled_before(history: List[RunEnded], stalled: Optional[int]) -> None:
     found = ledger.stalled_before(history)
+    assert (found.run if found else None) == stalled
+
+
+@pytest.mark.parametrize("history, cut_now, stalled", [
+    # a run now that the scheduler cut: only a run it cut as well, without progress, stops
+    ([ended(1)], True, None),
+    ([ended(1, came=WARNED)], True, 1),
+    ([ended(1, came=TIME_LIMIT)], True, 1),
+    ([ended(1, cause="killed by the warning signal")], True, 1),
+    ([ended(1, came=WARNED, progress="advanced")], True, None),
+    ([ended(1, came=WARNED), ended(2, cause="not started")], True, 1),
+    ([ended(1, came="SIGTERM (Slurm ends the job)")], True, None),
+    # a failure now: the runs cut without progress are passed over
+    ([ended(1), ended(2, came=WARNED)], False, 1),
+    ([ended(1), ended(2, cause="killed by the warning signal")], False, 1),
+    ([ended(1, progress="advanced"), ended(2, came=WARNED)], False, None),
+    ([ended(1), ended(2, came=WARNED, progress="advanced")], False, None),
+    ([ended(1, came=WARNED)], False, None),
+    ([ended(1, came=TIME_LIMIT), ended(2, came=WARNED)], False, None),
+])
+def test_stalled_before_a_run_the_scheduler_cut(history: List[RunEnded], cut_now: bool,
+                                                stalled: Optional[int]) -> None:
+    """A run the scheduler cut (its warning signal, the time limit) is no failure of the
+    job's: a failure and a cut run do not stop the job together; two cut runs in a row
+    without progress do (its time never reaches a save), and so do two failures with cut
+    runs between them."""
+    found = ledger.stalled_before(history, cut_now=cut_now)
     assert (found.run if found else None) == stalled
 
 

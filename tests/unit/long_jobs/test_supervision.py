@@ -197,3 +197,34 @@ def test_settled(manifest, job, requeue: bool, on_time_limit: bool) -> None:
     after = settled(before, manifest)
     assert (after.requeue, after.requeue_on_time_limit) == (requeue, on_time_limit)
     assert after == Job(job, "srun", 3, 10, requeue=requeue, requeue_on_time_limit=on_time_limit)
+
+
+def stalled_run(number: int, came: str = "nothing") -> RunEnded:
+    return RunEnded("12", number, "killed by a signal", "task 1 on node2: Killed (signal 9)",
+                    "node2", True, 137, None, None, "stalled", "restart", 3.0, came=came)
+
+
+USR1_KILLED = run(138, "srun: error: node1: task 0: User defined signal 1")
+
+
+@pytest.mark.parametrize("history, came, action, status", [
+    # a task killed, then the warning while the restarted step starts: requeued, not stopped
+    ([stalled_run(1)], Came.WARNING, Action.REQUEUE, 75),
+    # the warning again in the requeued run, no save reached in either: its time never
+    # reaches a save: stopped
+    ([stalled_run(1), stalled_run(2, came="the warning signal")], Came.WARNING, Action.END,
+     79),
+    ([], Came.WARNING, Action.REQUEUE, 75),
+])
+def test_a_run_the_scheduler_cut_is_no_failure_of_the_job_s(history, came, action,
+                                                           status) -> None:
+    verdict = judge(JOB, len(history) + 1, USR1_KILLED, came, Checkpoints(), Checkpoints(),
+                    history, 1)
+    assert (verdict.decision.action, verdict.decision.status) == (action, status), verdict.line
+
+
+def test_two_failures_with_a_cut_run_between_stop_the_job() -> None:
+    history = [stalled_run(1), stalled_run(2, came="the warning signal")]
+    verdict = judge(JOB, 3, KILLED, Came.NOTHING, Checkpoints(), Checkpoints(), history, 0)
+    assert (verdict.decision.action, verdict.decision.status) == (Action.END, 79), \
+        verdict.line
