@@ -190,6 +190,8 @@ class Driver:
                 job.target = job.target.replace("JOB", job.job_id) or job.job_id
                 for number, interrupt in enumerate(job.interrupts, 1):
                     self._play(job, number, interrupt)
+                if job.target != job.job_id:  # an array task: the others end too, untouched
+                    wait_for(lambda: self._array_ended(job), 300, "the array's other tasks")
             except Exception as e:  # noqa: BLE001 - the test reports it with the output
                 job.error = f"{type(e).__name__}: {e}"
             job.seconds = time.monotonic() - job.started
@@ -301,6 +303,12 @@ class Driver:
 
     def _ended(self, job: Job) -> bool:
         return show(self.cluster, job.target).get("JobState") in _FINAL
+
+    def _array_ended(self, job: Job) -> bool:
+        """True once no task of ``job``'s array is in the queue (the run() that follows
+        cancels what is left: a task still training would be cut)."""
+        r = self.cluster.run(["squeue", "-h", "-j", job.job_id, "-o", "%i"], timeout=30)
+        return r.returncode == 0 and not r.stdout.strip()
 
     def _between_runs(self, job: Job) -> bool:
         """True once the job is requeued and waits (PENDING, BeginTime) or has ended."""
