@@ -124,7 +124,9 @@ def one_run(cluster: SlurmCluster, directory: Path, args: argparse.Namespace) ->
         resumed_at, m = run.wait_for(r"^0: resumed from the checkpoint in .* at step (\d+)$",
                                      after=killed)
         k = int(m.group(1))
-        stepped, _ = run.wait_for(rf"^0:   step {k + 1}: loss ", after=killed)
+        # after the resume's line: the killed run may have printed step k + 1 just before the
+        # kill (a save at k made while the newest one was awaited), read only after it
+        stepped, _ = run.wait_for(rf"^0:   step {k + 1}: loss ", after=resumed_at)
         run.wait_for(r"^0: steps done: 60 \(resumed from \d+\)$", after=killed)
         if run.proc.wait(START) != 0:
             raise RuntimeError(f"the supervised step ended {run.proc.returncode}")

@@ -13,8 +13,20 @@ import pytest
 pytestmark = pytest.mark.tf
 
 
+@pytest.fixture
+def fresh_context():
+    """A fresh TensorFlow context after the test: a variable lists this process's devices, and
+    a resolver made after it in this process would find them listed (tests/tf/conftest.py's
+    slurm_config does the same)."""
+    yield
+    from tensorflow.python.eager import context
+
+    context._reset_context()
+
+
 @pytest.mark.parametrize("task", [1, 3])
-def test_a_worker_s_save_is_in_its_memory(tmp_path: Path, monkeypatch, task: int) -> None:
+def test_a_worker_s_save_is_in_its_memory(tmp_path: Path, monkeypatch, task: int,
+                                          fresh_context) -> None:
     import tensorflow as tf
 
     from mpi_resolver.tensorflow.checkpoints import scratch_manager
