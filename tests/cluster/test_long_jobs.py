@@ -116,7 +116,7 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
                    [TIME_LIMIT, CANCEL], tmp / "time-limit-supervised" / "out.txt",
                    env(tmp, "time limit, supervised"), later_time_limit=10))
     template("warned at the restart", [WARN_AT_RESTART, NONE], "--port-base", "25195",
-             "--checkpoint-every", "50")
+             "--checkpoint-every", "50").progress = "  step 100: "  # the save at 50 on disk
     # the report's job trains REPORT_TOTAL steps: its restarted run must still train when
     # status has answered and the warning comes (1,000 steps once ended first, under the load
     # of the benchmarks' clusters beside it)
