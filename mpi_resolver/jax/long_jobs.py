@@ -30,7 +30,7 @@ from mpi_resolver.jax.npz_checkpoints import NpzCheckpoints
 from mpi_resolver.jax.orbax_checkpoints import OrbaxCheckpoints, orbax_name
 from mpi_resolver.jax.restoring import restore_agreed
 from mpi_resolver.jax.termination import JaxTermination, disconnect
-from mpi_resolver.long_jobs.background import Written
+from mpi_resolver.long_jobs.background import Written, settle_at_exit
 from mpi_resolver.long_jobs.interval import parse_every
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import long_job_settings
@@ -101,6 +101,8 @@ class LongJob:
         self.slow: Optional[SlowRanks] = None  # this run's, at its first step_done
         self._last: Optional[Tuple[int, State]] = None  # the last step_done's step and state
         self._kind = "periodic"  # the kind of the save in flight
+        if self.files.background:  # a script that ends without complete()
+            settle_at_exit(self._settle)
 
     def restore(self, state: Any) -> Tuple[int, Any]:
         """Returns (the step to go on from, the state): the newest checkpoint that reads
@@ -176,7 +178,7 @@ class LongJob:
         again. The signals' handlers are put back."""
         try:
             with paused_watchdogs():
-                self._ended(self.files.wait())
+                self._settle()
                 final = self._last[0] if self._last is not None else self.start
                 due = self._last is not None and self.newest != final and self.start != final
                 if self.coord.agree(f"{self.key}_final", "1" if due else "",
@@ -211,7 +213,7 @@ class LongJob:
         the background where asked, any other waited for. Returns (what the training paid,
         None), or (the seconds it took to fail, why) where it failed (a warning; the last
         checkpoint that restores stays)."""
-        self._ended(self.files.wait())  # one write in flight, the newest last
+        self._settle()  # one write in flight, the newest last
         start = time.monotonic()
         try:
             tree = state() if callable(state) else state
@@ -226,6 +228,10 @@ class LongJob:
         assert written is not None  # started just now
         failed = self._ended(written)
         return (stall + written.seconds, None) if failed is None else (written.stall, failed)
+
+    def _settle(self) -> None:
+        """Waits for the write in flight, if one is, and records it."""
+        self._ended(self.files.wait())
 
     def _ended(self, written: Optional[Written]) -> Optional[str]:
         """Records a write that ended (None: none did): on disk, process 0 writes the

@@ -8,17 +8,15 @@ the final step, after which the checkpoints go.
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import os
-import weakref
 from typing import Any, Mapping, Optional
 
 import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
 
 from mpi_resolver.core.logs import log_once, logger
-from mpi_resolver.long_jobs.background import BackgroundWrites
+from mpi_resolver.long_jobs.background import BackgroundWrites, settle_at_exit
 from mpi_resolver.long_jobs.journal import Journal
 from mpi_resolver.long_jobs.manifest import (check_directory_together, finished_together,
                                              claim_directory, completed, manifest_for,
@@ -112,7 +110,7 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
                                job=job, settings=config.settings(),
                                writes=_background_writes(config, checkpoint, chief)))
         if config.saver.writes is not None:  # a script that ends without complete()
-            atexit.register(_settle_at_exit, weakref.WeakMethod(config.saver.settle))
+            settle_at_exit(config.saver.settle)
         quiet_total_run_calls()
         with no_gce_probe():
             handler = SlurmCheckpointHandler(
@@ -125,14 +123,6 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
     handler.slow = _slow_ranks(cluster_resolver, coord, key, config.saver.resumed, rounds,
                                journal)
     return handler
-
-
-def _settle_at_exit(settle: "weakref.WeakMethod") -> None:
-    """At the process's exit: the saver's write in flight ends and is recorded, where the
-    saver is still there (a weak reference: the exit hook keeps no state alive)."""
-    method = settle()
-    if method is not None:
-        method()
 
 
 def _background_writes(config: Any, checkpoint: Any, chief: bool) -> \

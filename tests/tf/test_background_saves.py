@@ -134,3 +134,41 @@ def test_saves_at_once_where_asked_or_where_the_state_cannot_be_read_ahead(
     unsaid = [m for m in said if "not in the background" in m]
     assert unsaid == (["mpi_resolver: periodic checkpoints are written at once, not in the "
                        "background: a reason"] if how == "unsupported" else [])
+
+
+#: Three steps, the periodic save after step 2 (made at step 3's start) written in the
+#: background for 3 s more, and the script's end at once after it, without complete().
+ENDS_DURING_A_WRITE = """import sys, time
+import tensorflow as tf
+from mpi_resolver import SlurmTerminationConfig
+from mpi_resolver.tensorflow import snapshot
+write = snapshot.write
+def slow(snap):
+    time.sleep(3.0)
+    return write(snap)
+snapshot.write = slow
+step, weight = tf.Variable(0, dtype=tf.int64, trainable=False), tf.Variable(1.0)
+handler = SlurmTerminationConfig(checkpoint_every=2).handler(
+    None, tf.train.Checkpoint(step=step, weight=weight), sys.argv[1])
+for _ in range(3):
+    handler.run(lambda: weight.assign_add(1.0))
+    step.assign_add(1)
+print("ends", flush=True)
+"""
+
+
+def test_the_exit_waits_for_the_write_in_flight_and_records_it(tmp_path) -> None:
+    """The write thread is a daemon, cut at the exit: the process's exit waits for it, and
+    the next run restores the checkpoint, recorded in the ledger."""
+    import os
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "MPI_RES"))}
+    p = subprocess.run([sys.executable, "-c", ENDS_DURING_A_WRITE, str(tmp_path)],
+                       capture_output=True, text=True, timeout=150,
+                       env={**clean, "TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/nonexistent"})
+    assert p.returncode == 0 and "ends" in p.stdout, p.stderr[-3000:]
+    assert ckpts(tmp_path) == ["ckpt-1"]
+    save, = [r for r in ledger.read(str(tmp_path)) if r["event"] == "save"]
+    assert (save["step"], save["checkpoint"]) == (2, "ckpt-1") and save["write"] >= 3.0, save

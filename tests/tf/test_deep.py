@@ -19,9 +19,13 @@ from tests.unit.rehearsal.test_connect_probe import free_port
 pytestmark = pytest.mark.tf
 pytest.importorskip("tensorflow")
 
-#: Resolves from Slurm's variables (no MPI) and prints run_deep's report as JSON.
+#: Resolves from Slurm's variables (no MPI) and prints run_deep's report as JSON, after the
+#: seconds it took: TensorFlow imported before, so that the timeout bounds what the test is
+#: about (an import of over 30 s under the suite's load, beside mutmut's, once left rank 0
+#: "stuck" in the import instead of the strategy).
 SCRIPT = """
-import json, sys
+import json, sys, time
+import tensorflow
 from mpi_resolver.rehearsal.deep_tf import run_deep
 from mpi_resolver.resolve.environment import snapshot
 from mpi_resolver.options import make_options
@@ -30,8 +34,9 @@ from mpi_resolver.long_jobs.signals import parse_signal
 opts = make_options(gpus_per_node=0, source="slurm", port_base=int(sys.argv[1]),
                     timeout=float(sys.argv[2]))
 signal = parse_signal(sys.argv[3]) if len(sys.argv) > 3 else None
+start = time.monotonic()
 report = run_deep(resolve_job(opts, snapshot()), opts, "ring", signal)
-sys.stdout.write(json.dumps(report.as_json()) + "\\n")
+sys.stdout.write(f"took {time.monotonic() - start}\\n" + json.dumps(report.as_json()) + "\\n")
 sys.stdout.flush()
 import os; os._exit(0)  # a thread may be left in TensorFlow
 """
@@ -39,10 +44,11 @@ import os; os._exit(0)  # a thread may be left in TensorFlow
 
 def deep(tasks: int, timeout: float, *signal: str, **env: str):
     """Runs SCRIPT as rank 0 of a one-node step of ``tasks`` on localhost (with --signal
-    ``signal``, and ``env`` added); returns (its report, seconds)."""
-    p, took = run_script(tasks, timeout, *signal, **env)
+    ``signal``, and ``env`` added); returns (its report, the seconds run_deep took)."""
+    p, _ = run_script(tasks, timeout, *signal, **env)
     assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(p.stdout.strip().splitlines()[-1]), took
+    took, report = p.stdout.strip().splitlines()[-2:]
+    return json.loads(report), float(took.split()[1])
 
 
 def run_script(tasks: int, timeout: float, *signal: str, **extra: str):
@@ -59,9 +65,8 @@ def run_script(tasks: int, timeout: float, *signal: str, **extra: str):
     return p, time.monotonic() - start
 
 
-#: The rehearsal's timeout where a test expects it to succeed: it bounds TensorFlow's import
-#: too, which took over 60 s in mutmut's copy under the suite's load ("import tensorflow: did
-#: not finish within 60 s"); the tests check the outcome, not the time.
+#: The rehearsal's timeout where a test expects it to succeed: the tests check the outcome,
+#: not the time (the strategy's start took over 60 s in mutmut's copy under the suite's load).
 ROOMY = 240.0
 
 
@@ -82,8 +87,7 @@ def test_a_worker_whose_peer_never_starts_is_reported_within_the_timeout():
     from mpi_resolver.rehearsal.deep_tf import registration_bounded
 
     if not registration_bounded():
-        # 15 s: the import of TensorFlow comes first within it (4 s were too few once, the
-        # suite's three runs side by side: rank 0 reported itself stuck in the import)
+        # the process's time: TensorFlow's import, then the watchdog's 3 timeouts and 30 s
         p, took = run_script(2, 15.0)
         assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
         assert "cannot bound the wait for the other workers: a rank stuck there is ended " \
@@ -91,14 +95,12 @@ def test_a_worker_whose_peer_never_starts_is_reported_within_the_timeout():
         assert "Timeout (0:01:15)!" in p.stderr and "_initialize_multi_worker" in p.stderr
         assert took < 75 + 15, took
         return
-    # 30 s, of which importing TensorFlow takes its share first: 12 s were too few once,
-    # the suite's two runs side by side (rank 0 was still importing TensorFlow at the end).
     report, took = deep(2, 30.0)
     (own,) = report["outcomes"]
     assert report["ok"] is False and report["gathered"] is False, report
     assert (own["state"], own["stage"]) == ("stuck", "MultiWorkerMirroredStrategy"), own
     assert "waits for every worker" in own["fix"], own
-    assert took < 30.0 + 10, took  # the process's start-up and exit around the deadline
+    assert 30.0 / 2 <= took < 30.0 + 5, took  # the barrier's half, the report after it
 
 
 def test_the_rehearsal_s_resolver_takes_every_option_of_the_command_line():
