@@ -16,7 +16,8 @@ from typing import Collection, List, Mapping, Optional, Sequence
 from mpi_resolver.core.errors import FormatError
 
 __all__ = ["local_path", "seen_by_others", "room_for", "to_shared", "partner",
-           "Restore", "restore_step", "OWN", "PARTNER", "SHARED", "ROOM"]
+           "partner_ranks", "Restore", "restore_step", "restore_across", "holder", "OWN",
+           "PARTNER", "SHARED", "ROOM"]
 
 #: Where a node's part comes from at a restore.
 OWN, PARTNER, SHARED = "own", "partner", "shared"
@@ -79,6 +80,24 @@ def partner(index: int, count: int) -> Optional[int]:
     return (index + 1) % count if count > 1 else None
 
 
+def partner_ranks(nodes: Sequence[str]) -> List[Optional[int]]:
+    """Returns, for each rank (``nodes``: each rank's node, in rank order), the rank that
+    keeps a copy of its part: on the partner of its node (the nodes in the order they first
+    come), the rank of the same local index, or of that index modulo the partner node's rank
+    count; None where the job has one node."""
+    order = list(dict.fromkeys(nodes))
+    ranks_of = {node: [r for r, n in enumerate(nodes) if n == node] for node in order}
+    out: List[Optional[int]] = []
+    for rank, node in enumerate(nodes):
+        other = partner(order.index(node), len(order))
+        if other is None:
+            out.append(None)
+            continue
+        there = ranks_of[order[other]]
+        out.append(there[ranks_of[node].index(rank) % len(there)])
+    return out
+
+
 @dataclass(frozen=True)
 class Restore:
     """The step to restore (None: none anywhere), and where each node reads its part:
@@ -103,3 +122,23 @@ def restore_step(own: Sequence[Collection[int]], copies: Sequence[Collection[int
         if step in shared:
             return Restore(step, [SHARED] * len(own))
     return Restore(None, [])
+
+
+def restore_across(seen: Sequence[Mapping[int, Collection[int]]],
+                   shared: Collection[int]) -> Restore:
+    """Returns restore_step's answer where ``seen[h]`` is what rank ``h`` finds in its local
+    directory (each origin rank's steps whose part is there whole): a rank's own part is what
+    it sees of its own; a partner's copy, what another rank sees of it (on another node: a
+    rank of the same node would see it in the same directory)."""
+    ranks = range(len(seen))
+    own = [set(seen[r].get(r, ())) for r in ranks]
+    copies = [set().union(*(seen[h].get(r, ()) for h in ranks if h != r)) for r in ranks]
+    return restore_step(own, copies, shared)
+
+
+def holder(seen: Sequence[Mapping[int, Collection[int]]], origin: int,
+           step: int) -> Optional[int]:
+    """Returns the lowest rank other than ``origin`` that has ``origin``'s part of ``step``
+    (``seen`` as restore_across takes it), None where none has."""
+    return next((h for h, found in enumerate(seen)
+                 if h != origin and step in found.get(origin, ())), None)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from mpi_resolver.core.errors import FormatError
-from mpi_resolver.long_jobs.tiers import (OWN, PARTNER, SHARED, Restore, local_path, partner,
-                                          restore_step, room_for, seen_by_others, to_shared)
+from mpi_resolver.long_jobs.tiers import (OWN, PARTNER, SHARED, Restore, holder, local_path,
+                                          partner, partner_ranks, restore_across, restore_step,
+                                          room_for, seen_by_others, to_shared)
 
 pytestmark = pytest.mark.unit
 
@@ -111,3 +112,45 @@ def test_restore_step(own, copies, shared, step, sources) -> None:
 def test_restore_step_wants_a_copy_list_per_node() -> None:
     with pytest.raises(ValueError):
         restore_step([{1}, {1}], [{1}], set())
+
+
+@pytest.mark.parametrize("nodes, partners", [
+    ([], []),
+    (["a"], [None]),
+    (["a", "a"], [None, None]),  # one node: no partner
+    (["a", "b"], [1, 0]),
+    (["a", "a", "b", "b"], [2, 3, 0, 1]),  # the same local index on the next node
+    (["a", "b", "a", "b"], [1, 0, 3, 2]),  # cyclic placement
+    (["a", "b", "c"], [1, 2, 0]),  # the last node's copy on the first
+    (["a", "a", "b"], [2, 2, 0]),  # b has one rank: it keeps both of a's
+    (["a", "b", "b"], [1, 0, 0]),  # a has one rank: b's second keeps its copy there too
+    (["b", "a"], [1, 0]),  # the nodes in the order they come, not sorted
+])
+def test_partner_ranks(nodes: list, partners: list) -> None:
+    assert partner_ranks(nodes) == partners
+
+
+@pytest.mark.parametrize("seen, shared, want", [
+    ([{}, {}], [], Restore(None, [])),
+    ([{0: [4, 8]}, {1: [4, 8]}], [2], Restore(8, [OWN, OWN])),
+    ([{0: [8], 1: [8]}, {}], [4], Restore(8, [OWN, PARTNER])),  # node of rank 1 wiped
+    ([{0: [8], 1: [8]}, {}], [8], Restore(8, [OWN, PARTNER])),  # the local tier first
+    ([{}, {}], [4], Restore(4, [SHARED, SHARED])),
+    ([{0: [8]}, {}], [4], Restore(4, [SHARED, SHARED])),  # rank 1's part nowhere
+    ([{0: [8], 1: [6]}, {1: [8]}], [], Restore(8, [OWN, OWN])),
+    ([{1: [6]}, {0: [6], 1: [8]}], [], Restore(6, [PARTNER, PARTNER])),  # 8: rank 0 lost it
+])
+def test_restore_across(seen: list, shared: list, want: Restore) -> None:
+    assert restore_across(seen, shared) == want
+
+
+@pytest.mark.parametrize("seen, origin, step, who", [
+    ([{0: [8], 1: [8]}, {}], 1, 8, 0),
+    ([{0: [8], 1: [8]}, {}], 1, 6, None),  # not that step
+    ([{0: [8]}, {0: [8]}], 0, 8, 1),  # its own copy is no holder
+    ([{1: [8]}, {1: [8]}, {1: [8]}], 1, 8, 0),  # the lowest other rank
+    ([{}, {}, {1: [8]}], 1, 8, 2),
+    ([{}, {1: [8]}], 1, 8, None),
+])
+def test_holder(seen: list, origin: int, step: int, who) -> None:
+    assert holder(seen, origin, step) == who

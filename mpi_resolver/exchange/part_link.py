@@ -1,0 +1,84 @@
+"""Checkpoint parts between ranks over MPI (the node-local tier's partner copies and their
+way back at a restore): point to point on a duplicate of the communicator, so that none of
+its messages can match the user's; each part's size first, then its bytes; every transfer
+bounded by a deadline, a rank that does not answer named, never waited for past it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Collection, Dict, List, Mapping, Tuple
+
+from mpi_resolver.core.errors import ExchangeTimeout
+from mpi_resolver.exchange.transport import _wait, import_mpi
+
+__all__ = ["PartLink"]
+
+#: Each transfer's two tags: its count (every rank counts its transfers alike) in a range of
+#: its own, so that a message a rank gave up on never matches a later transfer's.
+_TAG_BASE, _TAG_SPAN = 10, 16000
+
+
+class PartLink:
+    """Transfers between the ranks of ``comm`` (its duplicate, made within ``seconds``:
+    every rank makes its PartLink at the same point). ``sent`` and ``received``: bytes.
+
+    Raises:
+      ExchangeTimeout: the duplicate was not made within ``seconds`` (a rank is missing).
+    """
+
+    def __init__(self, comm: Any, seconds: float) -> None:
+        self._MPI = import_mpi()
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        dup, request = comm.Idup()
+        if not _wait(request, time.monotonic() + seconds):
+            raise ExchangeTimeout(f"the ranks of this job did not all reach the node-local "
+                                  f"tier's start within {seconds:g} s")
+        self._comm = dup
+        self._left: List[Any] = []  # requests given up on, with their buffers (MPI owns them)
+        self.sent = self.received = 0
+        self._count = 0
+
+    def transfer(self, sends: Mapping[int, bytes], sources: Collection[int],
+                 seconds: float) -> Tuple[Dict[int, bytes], List[int]]:
+        """Sends each of ``sends`` (rank: bytes) and receives one part from each rank of
+        ``sources``, all within ``seconds`` (every rank makes its transfers in the same
+        order, one call each, with or without parts to send); returns (the parts received,
+        by rank; the ranks that did not answer in time, sorted: a part not received or a
+        send not taken)."""
+        MPI, comm = self._MPI, self._comm
+        deadline = time.monotonic() + seconds
+        tag_size = _TAG_BASE + 2 * (self._count % _TAG_SPAN)
+        tag_part, self._count = tag_size + 1, self._count + 1
+        sizes = {s: bytearray(8) for s in sources}
+        waiting = {s: comm.Irecv([sizes[s], MPI.BYTE], source=s, tag=tag_size)
+                   for s in sources}
+        outgoing = {d: (bytearray(len(b).to_bytes(8, "little")), b) for d, b in sends.items()}
+        posted = {d: [comm.Isend([head, MPI.BYTE], dest=d, tag=tag_size),
+                      comm.Isend([body, MPI.BYTE], dest=d, tag=tag_part)]
+                  for d, (head, body) in outgoing.items()}
+        parts: Dict[int, bytearray] = {}
+        reading: Dict[int, Any] = {}
+        for s, request in waiting.items():
+            if _wait(request, deadline):
+                parts[s] = bytearray(int.from_bytes(sizes[s], "little"))
+                reading[s] = comm.Irecv([parts[s], MPI.BYTE], source=s, tag=tag_part)
+            else:
+                self._give_up(request, sizes[s])
+        received: Dict[int, bytes] = {}
+        for s, request in reading.items():
+            if _wait(request, deadline):
+                received[s] = bytes(parts[s])
+                self.received += len(parts[s])
+            else:
+                self._give_up(request, parts[s])
+        late = [d for d, requests in posted.items()
+                if not all(_wait(r, deadline) for r in requests)]
+        for d in late:
+            self._left.append((posted[d], outgoing[d]))
+        self.sent += sum(len(b) for d, b in sends.items() if d not in late)
+        return received, sorted(set(sources) - set(received) | set(late))
+
+    def _give_up(self, request: Any, buffer: Any) -> None:
+        """Cancels a receive that did not complete; keeps it and its buffer."""
+        request.Cancel()
+        self._left.append((request, buffer))

@@ -1,0 +1,88 @@
+"""This process's part of a JAX state as bytes (the node-local tier's unit) and back: each
+JAX array as the data of the shards this process holds (each region once, with its bounds),
+any other leaf (a NumPy array, a Python number) whole; read back into a template's shapes,
+types and shardings, each array made from this process's shards alone (no collective)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any, Dict, List, Tuple
+
+import jax
+import numpy as np
+
+__all__ = ["part_bytes", "from_part", "PartMisfit"]
+
+Bounds = Tuple[Tuple[int, int], ...]
+
+
+class PartMisfit(ValueError):
+    """A part written for another state (its leaves, shapes or types differ)."""
+
+
+def _bounds(index: Tuple[slice, ...], shape: Tuple[int, ...]) -> Bounds:
+    """Returns a shard's region (``index``: its slices) as (start, stop) per dimension."""
+    return tuple((s.start or 0, dim if s.stop is None else s.stop)
+                 for s, dim in zip(index, shape, strict=True))
+
+
+def part_bytes(tree: Any) -> bytes:
+    """Returns this process's part of ``tree`` (see the module) as one NumPy .npz's bytes."""
+    arrays: Dict[str, np.ndarray] = {}
+    index: List[Any] = []
+    for i, leaf in enumerate(jax.tree.leaves(tree)):
+        if isinstance(leaf, jax.Array):
+            regions: Dict[Bounds, np.ndarray] = {}
+            for shard in leaf.addressable_shards:
+                regions.setdefault(_bounds(shard.index, leaf.shape), np.asarray(shard.data))
+            index.append([list(leaf.shape), str(leaf.dtype), [list(b) for b in regions]])
+            arrays.update({f"{i}.{j}": data for j, data in enumerate(regions.values())})
+        else:
+            arrays[str(i)] = np.asarray(leaf)
+            index.append(None)
+    arrays["index"] = np.frombuffer(json.dumps(index).encode(), np.uint8)
+    out = io.BytesIO()
+    np.savez(out, allow_pickle=False, **arrays)
+    return out.getvalue()
+
+
+def from_part(blob: bytes, template: Any) -> Any:
+    """Returns ``template`` with each leaf read from ``blob`` (part_bytes' form).
+
+    Raises:
+      PartMisfit: the part has other leaves, shapes or types than ``template``, naming the
+        first leaf that differs.
+    """
+    with np.load(io.BytesIO(blob), allow_pickle=False) as saved:
+        arrays = {name: saved[name] for name in saved.files}
+    index = json.loads(arrays.pop("index").tobytes())
+    paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+    if len(index) != len(paths):
+        raise PartMisfit(f"it holds {len(index)} arrays and numbers, the state "
+                         f"{len(paths)}")
+    leaves = [_leaf(arrays, i, entry, path, leaf)
+              for i, (entry, (path, leaf)) in enumerate(zip(index, paths, strict=True))]
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _leaf(arrays: Dict[str, np.ndarray], i: int, entry: Any, path: Any, leaf: Any) -> Any:
+    """Returns leaf ``i`` of the part in ``leaf``'s form (raises PartMisfit, as from_part)."""
+    name = jax.tree_util.keystr(path)
+    if isinstance(leaf, jax.Array):
+        if entry is None or (tuple(entry[0]), entry[1]) != (leaf.shape, str(leaf.dtype)):
+            saved = "not an array" if entry is None else f"{tuple(entry[0])} {entry[1]}"
+            raise PartMisfit(f"{name} is {saved} there, {leaf.shape} {leaf.dtype} in the "
+                             "state")
+        regions = {tuple(tuple(b) for b in bounds): arrays[f"{i}.{j}"]
+                   for j, bounds in enumerate(entry[2])}
+        try:
+            return jax.make_array_from_callback(
+                leaf.shape, leaf.sharding, lambda at: regions[_bounds(at, leaf.shape)])
+        except KeyError as e:
+            raise PartMisfit(f"{name} was held in other shards by this process") from e
+    value = arrays.get(str(i))
+    if value is None or np.shape(leaf) != value.shape:
+        raise PartMisfit(f"{name} differs in the state")
+    return type(leaf)(value.item()) if isinstance(leaf, (bool, int, float, complex)) \
+        else value

@@ -1,0 +1,77 @@
+"""long_jobs.local_tier, a node's local directory of parts, on real files: made where its
+parent is there (refused, naming the path, where it is not or cannot be written), each node's
+marker, a part whole or not there, the parts found, the older steps removed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mpi_resolver.core.errors import ConfigurationError
+from mpi_resolver.long_jobs.local_tier import LocalTier
+
+pytestmark = pytest.mark.unit
+
+NAME = "MPI_RESOLVER_LOCAL_DIR"
+
+
+def tier(path: Path, node: str = "node1") -> LocalTier:
+    t = LocalTier(str(path), node, NAME)
+    t.open()
+    return t
+
+
+def test_open_makes_the_directory_and_leaves_the_node_s_marker(tmp_path: Path) -> None:
+    one = tier(tmp_path / "local")
+    assert one.markers() == ["node1"] and one.found() == {}
+    tier(tmp_path / "local", "node2")  # the same path on another node: both markers seen
+    assert one.markers() == ["node1", "node2"]
+    assert one.free() > 0
+
+
+@pytest.mark.parametrize("where, says", [
+    ("missing/local", "MPI_RESOLVER_LOCAL_DIR: the node-local directory {p} cannot be made on "
+                      "node1: {t}/missing is not there. Give a directory every node has"),
+    ("file/local", "MPI_RESOLVER_LOCAL_DIR: the node-local directory {p} cannot be made on "
+                   "node1: {t}/file is not there."),
+    ("file", "MPI_RESOLVER_LOCAL_DIR: the node-local directory {p} cannot be written on "
+             "node1 (File exists). Give a directory this job may write."),
+])
+def test_open_refusals(tmp_path: Path, where: str, says: str) -> None:
+    (tmp_path / "file").write_text("")
+    path = tmp_path / where
+    with pytest.raises(ConfigurationError) as e:
+        LocalTier(str(path), "node1", NAME).open()
+    assert says.format(p=path, t=tmp_path) in str(e.value)
+
+
+def test_parts_whole_found_and_the_older_steps_removed(tmp_path: Path) -> None:
+    t = tier(tmp_path / "local")
+    for step in (4, 8, 12):
+        t.write(step, 0, b"mine %d" % step)
+    t.write(8, 1, b"partner's")
+    (tmp_path / "local" / "12" / "part-1.77.tmp").write_bytes(b"torn")  # a write cut short
+    (tmp_path / "local" / "12" / "other").write_bytes(b"")
+    (tmp_path / "local" / "notes").mkdir()
+    (tmp_path / "local" / "16").write_text("")  # a file, not a step
+    assert t.found() == {0: [4, 8, 12], 1: [8]}
+    assert t.read(8, 1) == b"partner's" and t.read(12, 0) == b"mine 12"
+    t.keep_newest(2)
+    assert t.found() == {0: [8, 12], 1: [8]}
+    t.keep_newest(1)
+    assert t.found() == {0: [12]}
+    with pytest.raises(OSError):
+        t.read(8, 0)
+
+
+def test_a_write_that_fails_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    t = tier(tmp_path / "local")
+
+    def full(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        t.write(4, 0, b"x" * 10)
+    assert os.listdir(tmp_path / "local" / "4") == [] and t.found() == {}
