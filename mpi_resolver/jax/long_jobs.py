@@ -35,7 +35,7 @@ from mpi_resolver.long_jobs.interval import parse_every
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import long_job_settings
 from mpi_resolver.long_jobs.journal import (Journal, checkpoint_bytes, error_text,
-                                             not_saved_line, planned_steps)
+                                             planned_steps, write_ended)
 from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_directory,
                                              completed, finished_together, manifest_for,
                                              this_job, write_manifest)
@@ -141,8 +141,8 @@ class LongJob:
         """After ``step`` steps (the same count on every process): the slow-rank round where
         due; the save on Slurm's signal, then SystemExit with the exit code; else the periodic
         save where due.
-        ``state``: the training state, or a callable that returns it (called on process 0
-        only, where a save is due)."""
+        ``state``: the training state, or a callable that returns it (called where a save is
+        due, on every process)."""
         self._last = (step, state)
         self._ended(self.files.done())
         self.journal.progress(step)
@@ -215,19 +215,23 @@ class LongJob:
         checkpoint that restores stays)."""
         self._settle()  # one write in flight, the newest last
         start = time.monotonic()
+        self._kind = kind
         try:
             tree = state() if callable(state) else state
             stall = self.files.start(step, tree)
         except Exception as e:  # noqa: BLE001 - disk full, quota: noted, training goes on
-            return self._failed(Written(step, time.monotonic() - start, 0.0,
-                                        error=error_text(e)), kind)
-        self._kind = kind
-        if kind == "periodic" and self.files.background:
+            failed = Written(step, time.monotonic() - start, 0.0, error=error_text(e))
+            return failed.stall, self._ended(failed)
+        if self._background():
             return stall, None
         written = self.files.wait()
         assert written is not None  # started just now
-        failed = self._ended(written)
-        return (stall + written.seconds, None) if failed is None else (written.stall, failed)
+        why = self._ended(written)
+        return (stall + written.seconds, None) if why is None else (written.stall, why)
+
+    def _background(self) -> bool:
+        """Returns whether the save in flight is written in the background."""
+        return self._kind == "periodic" and self.files.background
 
     def _settle(self) -> None:
         """Waits for the write in flight, if one is, and records it."""
@@ -238,26 +242,19 @@ class LongJob:
         manifest and the ledger's record; returns why it failed, None where it did not."""
         if written is None:
             return None
-        if written.error is not None:
-            return self._failed(written, self._kind)[1]
-        self.newest = written.step
-        if self.chief:
-            write_manifest(self.directory, self._manifest(written.step))
-            background = self._kind == "periodic" and self.files.background
-            self.journal.saved(written.step, written.stall if background else
-                               written.stall + written.seconds, self._kind,
-                               orbax_name(written.step),
-                               checkpoint_bytes(self.files.files(written.step)),
-                               write=written.seconds if background else None)
-        return None
+        failed = write_ended(
+            self.journal, written, self._kind, self._background(),
+            manifest=lambda: self._write_manifest(written.step),
+            checkpoint=lambda: (orbax_name(written.step),
+                                checkpoint_bytes(self.files.files(written.step))))
+        if failed is None:
+            self.newest = written.step
+        return failed
 
-    def _failed(self, written: Written, kind: str) -> Tuple[float, str]:
-        """Notes a save that failed (a warning, the ledger's record); returns (its seconds,
-        why)."""
-        assert written.error is not None
-        log_once(not_saved_line(written.step, written.error))
-        self.journal.save_failed(written.step, written.stall, kind, written.error)
-        return written.stall, written.error
+    def _write_manifest(self, step: int) -> None:
+        """Process 0 writes the manifest of the checkpoint at ``step``."""
+        if self.chief:
+            write_manifest(self.directory, self._manifest(step))
 
     def _manifest(self, step: int) -> Dict[str, Any]:
         """Returns the manifest of this job's checkpoint at ``step``."""

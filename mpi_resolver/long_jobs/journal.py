@@ -12,7 +12,7 @@ import atexit
 import json
 import os
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from mpi_resolver.core.errors import FormatError
 from mpi_resolver.core.logs import log_once
@@ -22,7 +22,7 @@ from mpi_resolver.long_jobs.resume import restart_count
 from mpi_resolver.long_jobs.stragglers import Slow
 
 __all__ = ["Journal", "PROGRESS", "PROGRESS_EVERY", "KINDS", "save_line", "read_progress",
-           "checkpoint_bytes", "planned_steps"]
+           "checkpoint_bytes", "planned_steps", "write_ended"]
 
 PROGRESS = "mpi_resolver.progress.json"
 #: Seconds between two writes of the progress file: the steps a failure loses are known to
@@ -76,6 +76,34 @@ def checkpoint_bytes(paths: Sequence[str]) -> Optional[int]:
     """Returns the bytes of ``paths`` together, None where none of them is a file."""
     sizes = [os.path.getsize(p) for p in paths if os.path.isfile(p)]
     return sum(sizes) if sizes else None
+
+
+def write_ended(journal: Optional["Journal"], written: Any, kind: str, background: bool,
+                manifest: Callable[[], None],
+                checkpoint: Callable[[], Tuple[Optional[str], Optional[int]]]) -> Optional[str]:
+    """Records a checkpoint's write that ended (``written``: a background.Written; ``kind``:
+    one of KINDS): ``manifest()`` first, whose failure is the save's (the directory made
+    read-only meanwhile), then the save's record with ``checkpoint()``'s name and bytes (the
+    training paid the stall alone where it was written in the ``background``, else the stall
+    and the write); or the warning and the failure's record. Returns why it failed, None
+    where it did not."""
+    error = written.error
+    if error is None:
+        try:
+            manifest()
+        except Exception as e:  # noqa: BLE001 - a full disk, a quota: the save failed
+            error = error_text(e)
+    if error is not None:
+        log_once(not_saved_line(written.step, error))
+        if journal is not None:
+            journal.save_failed(written.step, written.stall, kind, error)
+        return error
+    if journal is not None and journal.chief:
+        name, nbytes = checkpoint()
+        journal.saved(written.step, written.stall if background else
+                      written.stall + written.seconds, kind, name, nbytes,
+                      write=written.seconds if background else None)
+    return None
 
 
 def read_progress(directory: str) -> Optional[Dict[str, Any]]:

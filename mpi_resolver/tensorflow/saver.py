@@ -11,14 +11,14 @@ from __future__ import annotations
 import glob
 import os
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs.background import BackgroundWrites, Written
 from mpi_resolver.long_jobs.journal import (Journal, checkpoint_bytes, error_text,
-                                             not_saved_line)
+                                             not_saved_line, write_ended)
 from mpi_resolver.long_jobs.manifest import manifest_for, write_manifest
 from mpi_resolver.tensorflow.checkpoints import KeepingManager, fsync_checkpoint
 
@@ -122,29 +122,18 @@ class Saver:
         if written is None:
             return
         self._pending = False
-        error = written.error
-        if error is None:
-            try:  # as a save at once: the manifest too, or the save failed
-                self.claim(written.step)
-            except Exception as e:  # noqa: BLE001 - the directory made read-only meanwhile
-                error = error_text(e)
-        if error is not None:
-            log_once(not_saved_line(written.step, error))
-            if self.journal is not None:
-                self.journal.save_failed(written.step, written.stall, self._kind, error)
-            return
-        self.newest, self._prefix = written.step, written.result
-        self._saved(written.step, written.stall, self._kind, written.result, written.seconds)
+        failed = write_ended(self.journal, written, self._kind, True,
+                             manifest=lambda: self.claim(written.step),
+                             checkpoint=lambda: _named(written.result))
+        if failed is None:
+            self.newest, self._prefix = written.step, written.result
 
-    def _saved(self, step: int, seconds: Optional[float], kind: str, prefix: Optional[str],
-               write: Optional[float] = None) -> None:
+    def _saved(self, step: int, seconds: Optional[float], kind: str,
+               prefix: Optional[str]) -> None:
         """Records the whole save at ``step`` (checkpoint ``prefix``: its name and bytes;
         None: a user's save_fn's) in the job's ledger."""
         if self.journal is not None:
-            self.journal.saved(step, seconds, kind,
-                               os.path.basename(prefix) if prefix else None,
-                               checkpoint_bytes(glob.glob(prefix + ".*")) if prefix else None,
-                               write=write)
+            self.journal.saved(step, seconds, kind, *_named(prefix))
 
     def _write(self, *args: Any, **kwargs: Any) -> None:
         if self.scratch is None:  # the chief
@@ -155,3 +144,11 @@ class Saver:
             return
         self.scratch.save(*args, **kwargs)
         tf.io.gfile.rmtree(os.path.dirname(self.scratch.directory.rstrip("/")))
+
+
+def _named(prefix: Optional[str]) -> Tuple[Optional[str], Optional[int]]:
+    """Returns the name and bytes of the checkpoint ``prefix`` (None: a user's save_fn's,
+    neither known)."""
+    if prefix is None:
+        return None, None
+    return os.path.basename(prefix), checkpoint_bytes(glob.glob(prefix + ".*"))
