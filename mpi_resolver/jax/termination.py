@@ -13,9 +13,8 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.jax.coordinator import JaxCoordinator
-from mpi_resolver.long_jobs.job_settings import long_job_settings
+from mpi_resolver.long_jobs.job_settings import check_every_steps, long_job_settings
 from mpi_resolver.long_jobs.signals import SIGTERM, WarningSignal, parse_signal
 from mpi_resolver.long_jobs.termination import Policy, Termination
 from mpi_resolver.long_jobs.watcher import SignalWatcher
@@ -38,10 +37,7 @@ class JaxTermination:
 
     def __init__(self, signal: Any = None, grace_period: Any = None, *, requeue: bool = True,
                  requeue_on_time_limit: bool = False, check_every: int = 1) -> None:
-        if isinstance(check_every, bool) or not isinstance(check_every, int) or \
-                check_every < 1:
-            raise ResolutionError(f"check_every={check_every!r}: expected a whole number of "
-                                  "steps >= 1.")
+        check_every = check_every_steps(check_every)
         given = long_job_settings(signal=signal, grace_period=grace_period)
         warning = parse_signal(given.signal)
         policy = Policy(warning, given.grace_period, bool(requeue),

@@ -17,7 +17,7 @@ from mpi_resolver.long_jobs.interval import (DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOU
 from mpi_resolver.long_jobs.signals import DEFAULT_SIGNAL, grace_seconds, parse_signal
 
 __all__ = ["JobSettings", "job_settings", "said_checkpoint_dir", "checkpoint_dir",
-           "long_job_settings"]
+           "check_every_steps", "long_job_settings"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,17 @@ def long_job_settings(*, signal: Any = None, grace_period: Optional[float] = Non
     job_mtbf(1, given.node_mtbf_hours)
     return replace(given, grace_period=grace,
                    checkpoint_dir=said_checkpoint_dir(checkpoint_dir, env))
+
+
+def check_every_steps(value: Any) -> int:
+    """Returns ``check_every``, the steps between two agreements on Slurm's signal.
+
+    Raises:
+      FormatError: not a whole number >= 1, naming it.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FormatError(f"check_every={value!r}: expected a whole number of steps >= 1.")
+    return value
 
 
 def said_checkpoint_dir(given: Optional[str], env: Mapping[str, str]) -> Optional[str]:

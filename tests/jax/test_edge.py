@@ -169,8 +169,8 @@ def test_long_job_agreement_alone_and_its_refusals(jax_python: str) -> None:
     p = run(jax_python, LONG_JOB)
     assert p.returncode == 0, p.stderr[-3000:]
     lines = p.stdout.splitlines()
-    assert lines[:3] == ["REFUSED ResolutionError check_every=0",
-                         "REFUSED ResolutionError check_every=True",
+    assert lines[:3] == ["REFUSED FormatError check_every=0",
+                         "REFUSED FormatError check_every=True",
                          "REFUSED FormatError signal='B"], p.stdout  # cut at ':'
     assert lines[3:5] == ["before: False False", "after: False True"], p.stdout
     assert lines[5].startswith("exit: 75 | checkpoint saved on SIGUSR1; ") and \

@@ -169,7 +169,7 @@ REFUSALS = [
     ("ck", {"checkpoint_every": "often"}, {}, "checkpoint_every='often'"),
     ("ck", {"keep": 0}, {}, "keep=0"),
     ("ck", {}, {"MPI_RESOLVER_CHECKPOINT_EVERY": "often"}, "MPI_RESOLVER_CHECKPOINT_EVERY"),
-    ("ck", {"check_every": 0}, {}, "check_every=0"),
+    ("ck", {"check_every": 0}, {}, "SettingError check_every=0"),  # exit 78 uncaught
     ("ck", {"checkpoint_every": 2, "keep": 1}, {}, "BUILT"),
     ("not_a_dir/ck", {}, {}, "checkpoint directory not_a_dir/ck cannot be read (Not a "
                              "directory): give a directory"),

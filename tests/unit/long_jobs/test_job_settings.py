@@ -8,7 +8,8 @@ import pytest
 
 from mpi_resolver.core.errors import FormatError, ResolutionError
 from mpi_resolver.long_jobs.interval import DEFAULT_KEEP, DEFAULT_NODE_MTBF_HOURS
-from mpi_resolver.long_jobs.job_settings import JobSettings, checkpoint_dir, job_settings
+from mpi_resolver.long_jobs.job_settings import (JobSettings, check_every_steps, checkpoint_dir,
+                                                 job_settings)
 
 pytestmark = pytest.mark.unit
 
@@ -150,3 +151,15 @@ def test_a_bad_switch_says_what_it_takes(call, said):
     with pytest.raises(ResolutionError) as e:
         call()
     assert str(e.value) == said
+
+
+@pytest.mark.parametrize("value, fine", [
+    (1, True), (7, True), (0, False), (-1, False), (True, False), (2.0, False), ("2", False),
+    (None, False)])
+def test_check_every_steps(value, fine: bool) -> None:
+    if fine:
+        assert check_every_steps(value) == value
+        return
+    with pytest.raises(FormatError) as e:
+        check_every_steps(value)
+    assert str(e.value) == f"check_every={value!r}: expected a whole number of steps >= 1."
