@@ -16,7 +16,7 @@ from mpi_resolver.long_jobs.causes import Cause
 from mpi_resolver.long_jobs.policy import Came
 
 __all__ = ["LEDGER", "FORMAT", "RunEnded", "append", "read", "read_counted", "runs",
-           "stalled_before", "cut_short", "blamed"]
+           "stalled_before", "cut", "cut_short", "blamed"]
 
 #: What came to supervise when the scheduler cut a run short.
 _CUT_CAME = (Came.WARNING.value, Came.TIME_LIMIT.value)
@@ -116,10 +116,16 @@ def runs(records: Iterable[Mapping[str, Any]], job: Optional[str]) -> List[RunEn
     return [r for r in ended if r is not None and r.job == job]
 
 
+def cut(came: str, cause: str) -> bool:
+    """Returns whether a run that ended as ``came`` (a Came's value) for ``cause`` (a
+    Cause's) was cut short by the scheduler (its warning signal, the time limit): no failure
+    of the job's own."""
+    return came in _CUT_CAME or cause == Cause.WARNED.value
+
+
 def cut_short(run: RunEnded) -> bool:
-    """Returns whether the scheduler cut ``run`` short (its warning signal, the time limit):
-    no failure of the job's own."""
-    return run.came in _CUT_CAME or run.cause == Cause.WARNED.value
+    """Returns whether the scheduler cut ``run`` short (``cut``)."""
+    return cut(run.came, run.cause)
 
 
 def stalled_before(ended: List[RunEnded], cut_now: bool = False) -> Optional[RunEnded]:

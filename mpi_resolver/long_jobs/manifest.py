@@ -20,8 +20,8 @@ from mpi_resolver.long_jobs.requeue import FORGOTTEN, job_state, requeue_target
 
 __all__ = ["MANIFEST", "this_job", "this_cluster", "manifest_for", "read_manifest",
            "write_manifest", "foreign_warning", "remove_manifest", "check_directory_together",
-           "claim_directory", "completed_for", "completed", "finished_together", "unreadable",
-           "read_checked"]
+           "claim_directory", "ours", "completed_for", "completed", "finished_together",
+           "unreadable", "read_checked"]
 
 MANIFEST = "mpi_resolver.json"
 #: Slurm's job states of a job that has not ended yet (COMPLETING: its tasks may still be
@@ -131,11 +131,16 @@ def claim_directory(directory: str, manifest: Mapping[str, Any]) -> None:
             from e
 
 
+def ours(manifest: Optional[Mapping[str, Any]], job: Optional[str]) -> bool:
+    """Returns whether ``manifest`` is ``job``'s (not None: outside Slurm no run knows
+    another's)."""
+    return bool(manifest and job is not None and manifest.get("job") == job)
+
+
 def completed_for(manifest: Optional[Mapping[str, Any]], job: Optional[str]) -> bool:
     """Returns whether ``manifest`` says the training of ``job`` (not None: outside Slurm
     the same command run again starts afresh) completed."""
-    return bool(manifest and job is not None and manifest.get("job") == job
-                and manifest.get("completed") is True)
+    return ours(manifest, job) and manifest is not None and manifest.get("completed") is True
 
 
 def completed(manifest: Mapping[str, Any], step: int) -> Dict[str, Any]:

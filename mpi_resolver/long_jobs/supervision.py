@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional, Sequence
 
 from mpi_resolver.long_jobs.causes import Cause, Ending, RunEnd, classify
-from mpi_resolver.long_jobs.ledger import RunEnded, stalled_before
+from mpi_resolver.long_jobs.ledger import RunEnded, cut, stalled_before
+from mpi_resolver.long_jobs.manifest import completed_for, ours
 from mpi_resolver.long_jobs.policy import (Action, Came, Decision, Progress, guard,
                                            progress_of, requeue_refusal, row_for)
 
@@ -60,17 +61,15 @@ def checkpoints_of(manifest: Optional[Mapping[str, Any]], job: Optional[str], *,
     if manifest is None:
         return Checkpoints()
     step = manifest.get("step")
-    ours = job is not None and manifest.get("job") == job
     return Checkpoints(step if isinstance(step, int) and step > 0 else None,
-                       bool(manifest.get("completed")) and ours)
+                       completed_for(manifest, job))
 
 
 def settled(job: Job, manifest: Optional[Mapping[str, Any]]) -> Job:
     """Returns ``job`` with the settings (requeue, requeue_on_time_limit) that ``manifest``
     holds now where it is this job's (its tasks write it during the run), else the
     defaults."""
-    settings = manifest.get("settings") if manifest and job.job is not None and \
-        manifest.get("job") == job.job else None
+    settings = manifest.get("settings") if manifest and ours(manifest, job.job) else None
     if not isinstance(settings, Mapping):
         settings = {}
     return replace(job, requeue=bool(settings.get("requeue", True)),
@@ -100,8 +99,7 @@ def judge(job: Job, run: int, end: RunEnd, came: Came, before: Checkpoints,
     row = row_for(came, ending.cause, progress)
     refusal = requeue_refusal(came, ending.cause, in_slurm_job=job.job is not None,
                               requeue=job.requeue, on_time_limit=job.requeue_on_time_limit)
-    previous = stalled_before(list(history), cut_now=came in (Came.WARNING, Came.TIME_LIMIT)
-                              or ending.cause is Cause.WARNED)
+    previous = stalled_before(list(history), cut_now=cut(came.value, ending.cause.value))
     decision = guard(row, ending.status, stalled_before=previous is not None,
                      progress=progress, restarts=restarts, max_restarts=job.max_restarts,
                      refusal=refusal)

@@ -170,7 +170,8 @@ def test_the_record_says_what_came_and_the_warning_signal_s_name() -> None:
     ({"job": "12", "step": 0}, "12", True, Checkpoints()),  # claimed at the start: no save
     ({"job": "12", "step": 1}, "12", True, Checkpoints(1)),
     ({"job": "12", "step": -3}, "12", True, Checkpoints()),
-    ({"job": "12", "completed": 1}, "12", True, Checkpoints(None, True)),
+    ({"job": "12", "completed": 1}, "12", True, Checkpoints(None)),  # True alone: LongJob's
+    # rule (manifest.completed_for): a run would train again, so supervise restarts it
     (None, "12", False, Checkpoints(seen=False)),  # there, but it cannot be read
 ])
 def test_checkpoints_of(manifest, job, readable: bool, checkpoints: Checkpoints) -> None:
