@@ -243,8 +243,9 @@ def _next_argv(s: Setup, history: Sequence[ledger.RunEnded]) -> List[str]:
     blamed = ledger.blamed(history)
     states = node_states(s.nodelist) if s.nodelist and s.spare > 0 else None
     allocation = _allocation(s.nodelist)
-    out = left_out(blamed, drained(states), s.spare, allocation)
-    kept = kept_in(blamed, drained(states), s.spare, allocation) if allocation else []
+    gone = drained(states)
+    out = left_out(blamed, gone, s.spare, allocation)
+    kept = kept_in(blamed, gone, s.spare, allocation) if allocation else []
     twice = set(lemons(blamed))
     if out:
         say(f"the next run leaves out {_named(out, twice)}: the job has {s.spare} node"

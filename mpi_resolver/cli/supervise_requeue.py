@@ -12,7 +12,7 @@ import time
 from typing import List, Optional, Sequence, Tuple
 
 from mpi_resolver.long_jobs import exits
-from mpi_resolver.long_jobs.nodes import excludable, lemons
+from mpi_resolver.long_jobs.nodes import excludable, unwanted
 from mpi_resolver.long_jobs.policy import Came, came_of
 from mpi_resolver.long_jobs.requeue import job_ending, requeue
 from mpi_resolver.long_jobs.slurm_nodes import (current_exclusions, drained, exclude,
@@ -78,7 +78,7 @@ def exclusions(job: Job, blamed: Sequence[str], nodelist: Optional[str]
     them; why none where none can be), None where no node is to be excluded."""
     assert job.job is not None
     states = node_states(nodelist) if nodelist else None
-    nodes: List[str] = list(dict.fromkeys([*drained(states), *lemons(blamed)]))
+    nodes = unwanted(blamed, drained(states))
     if not nodes:
         return None
     partition = job_partition(job.job)

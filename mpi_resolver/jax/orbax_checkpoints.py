@@ -23,7 +23,7 @@ from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.long_jobs.background import BackgroundWrites, Written
 
 __all__ = ["OrbaxCheckpoints", "orbax_name", "abstract_of", "serialized", "savable",
-           "placed_back"]
+           "savable_shapes", "placed_back"]
 
 
 def orbax_name(step: int) -> str:
@@ -32,9 +32,10 @@ def orbax_name(step: int) -> str:
 
 
 def abstract_of(template: Any) -> Any:
-    """Returns ``template`` with every array as its shape, type and sharding (what Orbax
-    restores into); Python numbers stay numbers."""
-    return jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
+    """Returns ``template`` (savable_shapes' form) with every array as its shape, type and
+    sharding (what Orbax restores into); Python numbers stay numbers."""
+    return jax.tree.map(lambda leaf: leaf if isinstance(leaf, jax.ShapeDtypeStruct)
+                        else ocp.utils.to_shape_dtype_struct(leaf), template)
 
 
 def _host_local(leaf: Any) -> bool:
@@ -51,6 +52,13 @@ def savable(tree: Any) -> Any:
     return jax.tree.map(lambda leaf: np.asarray(leaf) if _host_local(leaf) else leaf, tree)
 
 
+def savable_shapes(template: Any) -> Any:
+    """Returns ``template`` as savable gives it, each host-local JAX array as its shape and
+    type alone (the NumPy array savable makes of it, without the copy to host memory)."""
+    return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
+                        if _host_local(leaf) else leaf, template)
+
+
 def placed_back(template: Any, tree: Any) -> Any:
     """Returns ``tree`` (restored from ``savable(template)``'s form) with each leaf that is a
     host-local JAX array in ``template`` put back on its device."""
@@ -61,7 +69,7 @@ def placed_back(template: Any, tree: Any) -> Any:
 def serialized(template: Any) -> Any:
     """Returns ``template``'s tree as Orbax saves it (its own nodes as dicts and lists), to
     set beside a checkpoint's metadata."""
-    return ocp.tree.serialize_tree(savable(template), keep_empty_nodes=True)
+    return ocp.tree.serialize_tree(savable_shapes(template), keep_empty_nodes=True)
 
 
 class OrbaxCheckpoints:
@@ -152,8 +160,8 @@ class OrbaxCheckpoints:
           Exception: the checkpoint is torn or cannot be read (Orbax's or TensorStore's).
         """
         handler = ocp.StandardCheckpointHandler()
-        tree = handler.restore(self._item(step),
-                               args=ocp.args.StandardRestore(abstract_of(savable(template))))
+        abstract = abstract_of(savable_shapes(template))
+        tree = handler.restore(self._item(step), args=ocp.args.StandardRestore(abstract))
         return placed_back(template, tree)
 
     def saved_tree(self, step: int) -> Any:

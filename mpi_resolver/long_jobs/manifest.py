@@ -90,7 +90,12 @@ def read_checked(directory: str) -> Tuple[Optional[Dict[str, Any]], Optional[str
 def unreadable(directory: str) -> Optional[str]:
     """Returns why ``directory``'s manifest, which is there, cannot be read (not JSON, not an
     object, a read error), with the way out; None where it reads or is not there."""
-    why = read_checked(directory)[1]
+    return _unreadable_line(directory, read_checked(directory)[1])
+
+
+def _unreadable_line(directory: str, why: Optional[str]) -> Optional[str]:
+    """Returns unreadable's line for a manifest that cannot be read for ``why`` (None: it
+    reads, or is not there)."""
     if why is None:
         return None
     path = os.path.join(directory, MANIFEST)
@@ -234,10 +239,11 @@ def check_directory_together(coord: Any, key: str, directory: str, job: Optional
     """
     verdict = ""
     if coord.chief:
-        verdict = unreadable(directory) or ""
+        manifest, why = read_checked(directory)  # read once
+        verdict = _unreadable_line(directory, why) or ""
     if coord.chief and not verdict:
         try:
-            warning = foreign_warning(directory, read_manifest(directory), job,
+            warning = foreign_warning(directory, manifest, job,
                                       lambda j: job_state(j, timeout=10.0),
                                       this_cluster(os.environ))
             if warning:

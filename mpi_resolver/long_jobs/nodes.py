@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 from mpi_resolver.core.errors import FormatError
 from mpi_resolver.core.values import whole_number
 
-__all__ = ["FAILURES_TO_LEAVE_OUT", "lemons", "left_out", "kept_in", "unusable",
+__all__ = ["FAILURES_TO_LEAVE_OUT", "lemons", "unwanted", "left_out", "kept_in", "unusable",
            "parse_spare_nodes", "excludable", "UNUSABLE_STATES"]
 
 #: Failures of one node in a job after which it is left out (Meta's and the B200 study's
@@ -35,8 +35,8 @@ def lemons(blamed: Iterable[str]) -> List[str]:
     return out
 
 
-def _unwanted(blamed: Iterable[str], drained: Sequence[str],
-              allocation: Optional[Sequence[str]]) -> List[str]:
+def unwanted(blamed: Iterable[str], drained: Sequence[str],
+             allocation: Optional[Sequence[str]] = None) -> List[str]:
     """Returns the drained nodes, then the lemons, those of ``allocation`` alone where it
     is known (a requeued job's earlier allocation may have had others)."""
     nodes = dict.fromkeys([*drained, *lemons(blamed)])
@@ -48,14 +48,14 @@ def left_out(blamed: Iterable[str], drained: Sequence[str], spare: int,
     """Returns the nodes the next run in the allocation (its nodes: ``allocation``, None:
     not known) leaves out: the drained ones, then the lemons, at most ``spare`` (the
     allocation's nodes the step can do without)."""
-    return _unwanted(blamed, drained, allocation)[:max(spare, 0)]
+    return unwanted(blamed, drained, allocation)[:max(spare, 0)]
 
 
 def kept_in(blamed: Iterable[str], drained: Sequence[str], spare: int,
             allocation: Optional[Sequence[str]] = None) -> List[str]:
     """Returns the nodes that left_out would leave out but for the ``spare`` nodes: the next
     run keeps them."""
-    return _unwanted(blamed, drained, allocation)[max(spare, 0):]
+    return unwanted(blamed, drained, allocation)[max(spare, 0):]
 
 
 def unusable(states: Mapping[str, str]) -> List[str]:
