@@ -8,6 +8,7 @@ process) it answers at once. Importing this module imports JAX.
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, List, Optional
 
 import jax
@@ -88,9 +89,9 @@ class JaxCoordinator:
         if self.client is None:
             return [value]
         self.client.key_value_set(f"{key}/{self.rank}", value)
-        said = []
+        said, deadline = [], time.monotonic() + seconds  # one bound for them all
         for rank in range(self.size):
-            one = self.get(f"{key}/{rank}", seconds)
+            one = self.get(f"{key}/{rank}", max(deadline - time.monotonic(), 0.001))
             if one is None:
                 raise ResolutionError(f"process {rank} did not say {what} within "
                                       f"{seconds:.0f} s: is it still running?")

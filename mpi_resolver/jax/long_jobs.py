@@ -38,7 +38,7 @@ from mpi_resolver.long_jobs.journal import (Journal, checkpoint_bytes, error_tex
                                              planned_steps, write_ended)
 from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_directory,
                                              completed, finished_together, manifest_for,
-                                             this_job, write_manifest)
+                                             settings_of, this_job, write_manifest)
 from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
                                                 exit_on_configuration_error, settings_checked)
 from mpi_resolver.long_jobs.resume import missing_checkpoint
@@ -185,6 +185,7 @@ class LongJob:
                                     "whether the final step is saved") and self._last:
                     self._save(*self._last, "final")
                 self.coord.barrier(AGREE_WITHIN, f"_completed_{final}")
+                self.files.close()
             if self.chief:
                 claim_directory(self.directory, completed(self._manifest(final), final))
                 self.journal.completed(final)
@@ -258,10 +259,8 @@ class LongJob:
 
     def _manifest(self, step: int) -> Dict[str, Any]:
         """Returns the manifest of this job's checkpoint at ``step``."""
-        return manifest_for(self.job, step, {
-            "checkpoint_every": self.every.describe() if self.every else None,
-            "keep": self.files.keep, "checkpoint_async": self.files.background,
-            **self.termination.policy.settings()})
+        return manifest_for(self.job, step, settings_of(
+            self.every, self.files.keep, self.files.background, self.termination.policy))
 
     def _make_schedule(self, start: int) -> Schedule:
         """Returns this run's periodic schedule from step ``start``."""

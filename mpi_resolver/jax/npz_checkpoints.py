@@ -20,6 +20,8 @@ __all__ = ["NpzCheckpoints", "checkpoint_name", "step_of", "STEP_KEY"]
 #: The entry of every checkpoint file that holds its step.
 STEP_KEY = "__step__"
 _NAME = re.compile(r"ckpt-(\d+)\.npz")
+
+
 def checkpoint_name(step: int) -> str:
     """Returns the file name of the checkpoint at ``step`` ('ckpt-00000500.npz')."""
     return f"ckpt-{int(step):08d}.npz"

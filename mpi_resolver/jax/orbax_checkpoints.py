@@ -106,6 +106,12 @@ class OrbaxCheckpoints:
                 create=False)
             self._manager = ocp.CheckpointManager(self.directory, options=options)
 
+    def close(self) -> None:
+        """Ends Orbax's manager (its threads), where it was opened; open() makes another."""
+        if self._manager is not None:
+            self._manager.close()
+            self._manager = None
+
     def steps(self) -> List[int]:
         """Returns the steps of the committed checkpoints on disk, oldest first (none where
         the directory is not there yet): the directories named by a step alone (Orbax

@@ -28,6 +28,10 @@ _INPUT = "/tensorflow/python/data/"
 _TENSORFLOW = ("/tensorflow/", "/tf_keras/", "/keras/src/")
 _PACKAGES = ("/site-packages/", "/dist-packages/")
 _JAX = tuple(f"{packages}{name}/" for packages in _PACKAGES for name in ("jax", "jaxlib"))
+#: The package's own waits for the other workers: its agreements over the frameworks'
+#: coordination services (a native wait below: no framework frame) and over MPI.
+_AGREEING = ("/mpi_resolver/jax/coordinator.py", "/mpi_resolver/tensorflow/coordinator.py",
+             "/mpi_resolver/exchange/")
 _FROZEN = "<frozen "
 _WAITING_WORDS = "waiting for another worker"
 
@@ -56,6 +60,9 @@ def hang_site(main: Sequence[Frame], others: Sequence[Sequence[Frame]],
         return Site(UNKNOWN, main[-1] if main else None,
                     "cannot tell where: its main thread shows no frame outside Python's own "
                     "library")
+    if any(mark in frame[0] for mark in _AGREEING):
+        return Site(WAITING, frame, f"in an agreement of mpi_resolver's with the other "
+                                    f"workers ({where(frame)}): {_WAITING_WORDS}")
     framework = "JAX" if any(mark in frame[0] for mark in _JAX) else \
         "TensorFlow" if _is_tensorflow(frame[0]) else None
     if framework is None:

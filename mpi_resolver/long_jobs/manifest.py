@@ -21,7 +21,7 @@ from mpi_resolver.long_jobs.requeue import FORGOTTEN, job_state, requeue_target
 __all__ = ["MANIFEST", "this_job", "this_cluster", "manifest_for", "read_manifest",
            "write_manifest", "foreign_warning", "remove_manifest", "check_directory_together",
            "claim_directory", "ours", "completed_for", "completed", "finished_together",
-           "unreadable", "read_checked"]
+           "unreadable", "read_checked", "settings_of"]
 
 MANIFEST = "mpi_resolver.json"
 #: Slurm's job states of a job that has not ended yet (COMPLETING: its tasks may still be
@@ -52,6 +52,15 @@ def manifest_for(job: Optional[str], step: int, settings: Mapping[str, Any],
             "host": socket.gethostname(),
             "written": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(clock())),
             "settings": dict(settings)}
+
+
+def settings_of(every: Any, keep: int, background: bool, policy: Any) -> Dict[str, Any]:
+    """Returns the settings a long job's manifest records: the periodic saves' rule
+    (``every``: an Every; None: on the signal only), ``keep``, whether they are written in
+    the ``background``, and ``policy``'s signal and requeue choices, which supervise reads
+    there."""
+    return {"checkpoint_every": every.describe() if every else None, "keep": keep,
+            "checkpoint_async": background, **policy.settings()}
 
 
 def read_manifest(directory: str) -> Optional[Dict[str, Any]]:

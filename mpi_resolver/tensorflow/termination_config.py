@@ -16,6 +16,7 @@ from mpi_resolver.core.logs import log_once, logger
 from mpi_resolver.long_jobs.interval import job_mtbf, parse_every, parse_keep
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import job_settings
+from mpi_resolver.long_jobs.manifest import settings_of
 from mpi_resolver.long_jobs.journal import planned_steps
 from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
                                                 exit_on_configuration_error, settings_checked)
@@ -237,8 +238,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
     def settings(self) -> Dict[str, Any]:
         """Returns the settings the manifest records (supervise reads the requeue choices
         there)."""
-        return {"checkpoint_every": self.every.describe() if self.every else None,
-                "keep": self.keep, **self.policy.settings()}
+        return settings_of(self.every, self.keep, self.checkpoint_async, self.policy)
 
     def _say_schedule(self, handler: Any) -> None:
         if self.coordinator_now().chief and self.every is not None and \

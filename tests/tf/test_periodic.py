@@ -213,7 +213,8 @@ def test_the_directory_is_claimed_before_the_first_save(slurm_config, tmp_path,
     manifest = read_manifest(str(tmp_path))
     assert manifest["job"] == "12" and manifest["step"] == 0
     assert manifest["settings"] == {"checkpoint_every": "auto", "keep": 2, "signal": "USR1",
-                                    "requeue": True, "requeue_on_time_limit": False}
+                                    "requeue": True, "requeue_on_time_limit": False,
+                                    "checkpoint_async": True}  # as JAX's: one rule
 
 
 def crashing_fit(tmp_path, crash_after, signal_after=0, **options):

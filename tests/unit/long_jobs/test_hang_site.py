@@ -35,6 +35,11 @@ PXLA = (SP + "jax/_src/interpreters/pxla.py", 395, "__call__")
 AGREEMENT = ("/work/mpi_resolver/jax/termination.py", 75, "should_stop")
 JAXLIB = ("/usr/lib/python3/dist-packages/jaxlib/xla_client.py", 12, "execute")
 OWN_JAX = ("/home/u/jax/train.py", 7, "step")  # a user's own directory named jax
+KV_GET = (SP + "mpi_resolver/jax/coordinator.py", 117, "get")  # a native wait below it
+TF_AGREE = ("/work/mpi_resolver/tensorflow/coordinator.py", 80, "agree")
+MPI_WAIT = (SP + "mpi_resolver/exchange/transport.py", 141, "_wait")
+AGREEING = "in an agreement of mpi_resolver's with the other workers ({}): waiting for " \
+    "another worker"
 JAX_WORDS = ("in JAX's step (jax/_src/interpreters/pxla.py:395 __call__): waiting for another "
              "worker, or busy in JAX; its own stack cannot tell which")
 RUN_BY_TF = ", Python that TensorFlow runs for the step (a tf.data generator or a py_function)"
@@ -50,6 +55,15 @@ RUN_BY_TF = ", Python that TensorFlow runs for the step (a tf.data generator or 
     pytest.param([MAIN, LOOP, JAXLIB], [], WAITING, JAXLIB,
                  "in JAX's step (jaxlib/xla_client.py:12 execute): waiting for another worker, "
                  "or busy in JAX; its own stack cannot tell which", id="jaxlib-waits"),
+    pytest.param([MAIN, LOOP, AGREEMENT, KV_GET], [], WAITING, KV_GET,
+                 AGREEING.format("mpi_resolver/jax/coordinator.py:117 get"),
+                 id="the-package-s-own-agreement-over-jax-waits"),
+    pytest.param([MAIN, LOOP, TF_AGREE, WAIT], [], WAITING, TF_AGREE,
+                 AGREEING.format("/work/mpi_resolver/tensorflow/coordinator.py:80 agree"),
+                 id="the-package-s-own-agreement-over-tensorflow-waits"),
+    pytest.param([MAIN, LOOP, MPI_WAIT], [], WAITING, MPI_WAIT,
+                 AGREEING.format("mpi_resolver/exchange/transport.py:141 _wait"),
+                 id="the-package-s-own-wait-over-mpi"),
     pytest.param([MAIN, OWN_JAX], [], STUCK, OWN_JAX, "stuck in /home/u/jax/train.py:7 step",
                  id="a-directory-named-jax-is-the-user-s-own"),
     pytest.param([MAIN, LOOP, FUNCTION, EXECUTE], [], WAITING, EXECUTE, WAITING_WORDS,

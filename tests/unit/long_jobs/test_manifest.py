@@ -9,9 +9,12 @@ import pytest
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.long_jobs.manifest import (MANIFEST, foreign_warning, manifest_for,
-                                              read_manifest, remove_manifest, this_cluster,
-                                              this_job, write_manifest)
+                                              read_manifest, remove_manifest, settings_of,
+                                              this_cluster, this_job, write_manifest)
+from mpi_resolver.long_jobs.interval import parse_every
 from mpi_resolver.long_jobs.requeue import FORGOTTEN
+from mpi_resolver.long_jobs.signals import parse_signal
+from mpi_resolver.long_jobs.termination import Policy
 
 pytestmark = pytest.mark.unit
 
@@ -335,3 +338,14 @@ def test_claim_directory_refuses_one_that_cannot_be_written(tmp_path):
                                  "` checks it from every node).")
     claim_directory(str(tmp_path / "new"), {"job": "12"})
     assert (tmp_path / "new" / MANIFEST).exists()
+
+
+@pytest.mark.parametrize("every, keep, background, settings", [
+    (None, 2, True, {"checkpoint_every": None, "keep": 2, "checkpoint_async": True}),
+    (parse_every("30m"), 3, False, {"checkpoint_every": "1800 s", "keep": 3,
+                                    "checkpoint_async": False}),
+])
+def test_settings_of(every, keep: int, background: bool, settings: dict) -> None:
+    policy = Policy(parse_signal("USR2@90"), 90.0, False, True)
+    assert settings_of(every, keep, background, policy) == {
+        **settings, "signal": "USR2", "requeue": False, "requeue_on_time_limit": True}
