@@ -12,7 +12,8 @@ from mpi_resolver.core.errors import (ConfigurationError, FormatError, Resolutio
 
 __all__ = ["PORT_BASE", "GPUS_PER_NODE", "CHECKPOINT_DIR", "SIGNAL", "CHECKPOINT_EVERY", "KEEP",
            "NODE_MTBF_HOURS", "STEP_TIMEOUT_FACTOR", "STEP_TIMEOUT_MIN", "START_TIMEOUT",
-           "STRAGGLER_ROUND", "CHECKPOINT_ASYNC", "VARIABLES", "setting", "number_text"]
+           "STRAGGLER_ROUND", "CHECKPOINT_ASYNC", "LOCAL_DIR", "SHARED_EVERY", "VARIABLES",
+           "setting", "number_text"]
 
 PORT_BASE = "MPI_RESOLVER_PORT_BASE"
 GPUS_PER_NODE = "MPI_RESOLVER_GPUS_PER_NODE"
@@ -26,6 +27,8 @@ STEP_TIMEOUT_MIN = "MPI_RESOLVER_STEP_TIMEOUT_MIN"
 START_TIMEOUT = "MPI_RESOLVER_START_TIMEOUT"
 STRAGGLER_ROUND = "MPI_RESOLVER_STRAGGLER_ROUND"
 CHECKPOINT_ASYNC = "MPI_RESOLVER_CHECKPOINT_ASYNC"
+LOCAL_DIR = "MPI_RESOLVER_LOCAL_DIR"
+SHARED_EVERY = "MPI_RESOLVER_SHARED_EVERY"
 
 #: Each variable and the argument it stands for (docs/api.md lists them; a test keeps the two
 #: the same).
@@ -42,6 +45,8 @@ VARIABLES: Dict[str, str] = {
     START_TIMEOUT: "StepWatchdog's start_timeout= (each step's bound before a median)",
     STRAGGLER_ROUND: "the seconds of training between two slow-rank rounds (45; 'off')",
     CHECKPOINT_ASYNC: "checkpoint_async= (periodic saves written in the background: 1, 0)",
+    LOCAL_DIR: "local_dir= (JAX's LongJob: a node-local directory for the periodic saves)",
+    SHARED_EVERY: "shared_every= (every how many local saves also go to the shared one)",
 }
 
 T = TypeVar("T")

@@ -28,7 +28,8 @@ from mpi_resolver.core.logs import log_each, log_once, logger
 from mpi_resolver.jax.coordinator import AGREE_WITHIN
 from mpi_resolver.jax.npz_checkpoints import NpzCheckpoints
 from mpi_resolver.jax.orbax_checkpoints import OrbaxCheckpoints, orbax_name
-from mpi_resolver.jax.restoring import restore_agreed
+from mpi_resolver.jax.restoring import Restored, restore_agreed
+from mpi_resolver.jax.tiered import LocalSaves
 from mpi_resolver.jax.termination import JaxTermination, disconnect
 from mpi_resolver.long_jobs.background import Written, settle_at_exit
 from mpi_resolver.long_jobs.interval import parse_every
@@ -39,12 +40,14 @@ from mpi_resolver.long_jobs.journal import (Journal, checkpoint_bytes, error_tex
 from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_directory,
                                              completed, finished_together, manifest_for,
                                              settings_of, this_job, write_manifest)
-from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
+from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with, leave_first,
                                                 exit_on_configuration_error, settings_checked)
 from mpi_resolver.long_jobs.resume import missing_checkpoint
 from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
 from mpi_resolver.long_jobs.slow_ranks import SlowRanks, node_name, round_seconds
 from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
+from mpi_resolver.long_jobs.tier_settings import tier_settings
+from mpi_resolver.long_jobs.tiers import to_shared
 
 __all__ = ["LongJob"]
 
@@ -61,7 +64,10 @@ class LongJob:
     ``requeue``, ``requeue_on_time_limit``, ``checkpoint_async`` (periodic saves written
     in the background; default True); ``check_every`` steps between the signal agreements
     (each one small collective); ``total_steps``, the steps planned (for
-    ``mpi-resolver status``'s expected end).
+    ``mpi-resolver status``'s expected end); ``local_dir`` (else MPI_RESOLVER_LOCAL_DIR), a
+    node-local directory where the periodic saves go, each process's part copied to its
+    partner on the next node, every ``shared_every``-th (else MPI_RESOLVER_SHARED_EVERY, else
+    10) to the checkpoint directory too (jax.tiered).
 
     Raises:
       FormatError, ResolutionError: a bad argument or variable, naming it; no directory.
@@ -71,8 +77,10 @@ class LongJob:
                  keep: Any = None, node_mtbf_hours: Any = None, signal: Any = None,
                  grace_period: Any = None, requeue: bool = True,
                  requeue_on_time_limit: bool = False, check_every: int = 1,
-                 total_steps: Optional[int] = None, checkpoint_async: Any = None) -> None:
-        exit_on_configuration_error()  # a refused setting ends the process with 78
+                 total_steps: Optional[int] = None, checkpoint_async: Any = None,
+                 local_dir: Optional[str] = None, shared_every: Any = None) -> None:
+        exit_on_configuration_error()  # a refused setting ends the process with 78,
+        leave_first(disconnect)  # with the others (JAX aborts where process 0 left first)
         with settings_checked():  # an argument's too
             self.total_steps = planned_steps(total_steps)
             given = long_job_settings(signal=signal, grace_period=grace_period,
@@ -81,6 +89,7 @@ class LongJob:
                                       checkpoint_async=checkpoint_async)
             self.directory = job_checkpoint_dir(checkpoint_dir, os.environ, "checkpoint_dir")
             self.every = parse_every(given.checkpoint_every)
+            self.tiers = tier_settings(os.environ, local_dir, shared_every)
         self.node_mtbf_hours = given.node_mtbf_hours
         self.files = OrbaxCheckpoints(self.directory, given.keep, given.checkpoint_async)
         self.earlier = NpzCheckpoints(self.directory)  # the package's format before Orbax
@@ -93,9 +102,13 @@ class LongJob:
         self.chief = self.coord.chief
         self.job = this_job(os.environ)
         self.key = f"mpi_resolver_jax_{next(_JOBS)}"
+        self.local = None if self.tiers is None else \
+            LocalSaves(self.tiers.pattern, self.coord, self.key, self.tiers.name)
+        self.local_saves = 0  # this run's periodic saves to the node-local tier
         self.schedule: Optional[Schedule] = None
         self.start = 0
         self.newest: Optional[int] = None  # the step of this run's last whole save
+        self.newest_shared: Optional[int] = None  # its last in the checkpoint directory
         self.journal = Journal(self.directory, self.job, self.chief, os.environ)
         self.rounds = round_seconds(os.environ)  # the slow-rank rounds' seconds (None: off)
         self.slow: Optional[SlowRanks] = None  # this run's, at its first step_done
@@ -123,7 +136,8 @@ class LongJob:
                 logger.warning("mpi_resolver: %s", done)
             raise SystemExit(0)
         with paused_watchdogs():
-            found = restore_agreed(self.coord, self.key, self.files, self.earlier, state)
+            found = self._restore_local(state) or \
+                restore_agreed(self.coord, self.key, self.files, self.earlier, state)
         self.start = found.step or 0
         self.files.open()  # every process at once, before any save
         if self.chief:  # the directory is this job's from now on
@@ -159,7 +173,7 @@ class LongJob:
             self.schedule = self._make_schedule(self.start)
         if self.schedule.due(step):
             with paused_watchdogs():  # the package's own save is no training step
-                seconds, failed = self._save(step, state, "periodic")
+                seconds, failed = self._periodic(step, state)
             plans = len(self.schedule.plans)
             if failed is None:
                 self.schedule.saved(step, seconds or 0.0, self.files.writes.last_seconds)
@@ -180,7 +194,8 @@ class LongJob:
             with paused_watchdogs():
                 self._settle()
                 final = self._last[0] if self._last is not None else self.start
-                due = self._last is not None and self.newest != final and self.start != final
+                due = self._last is not None and self.newest_shared != final and \
+                    self.start != final  # the final step in the checkpoint directory
                 if self.coord.agree(f"{self.key}_final", "1" if due else "",
                                     "whether the final step is saved") and self._last:
                     self._save(*self._last, "final")
@@ -206,6 +221,49 @@ class LongJob:
         end_with(code, EXIT_WITHIN)  # past JAX's teardown, which may wait past KillWait
         disconnect()
         raise SystemExit(code)
+
+    def _restore_local(self, state: Any) -> Optional[Restored]:
+        """Returns the node-local tier's newest step where it is the newest whole across the
+        tiers (every process), else None (the shared directory's, or no tier)."""
+        if self.local is None:
+            return None
+        self.local.open()
+        listed = ",".join(map(str, self.files.steps())) if self.chief else ""
+        told = self.coord.agree(f"{self.key}_shared", listed, "which checkpoints there are")
+        shared = [int(s) for s in told.split(",") if s]
+        found = self.local.restore(state, shared)
+        if found is None:
+            return None
+        step, tree, where = found
+        if self.chief:
+            log_once(f"restored step {step} from the node-local tier ({where}); the newest in "
+                     f"{self.directory}: {f'step {max(shared)}' if shared else 'none'}")
+        return Restored(step, tree, f"{step} (node-local: {where})")
+
+    def _periodic(self, step: int, state: State) -> Tuple[Optional[float], Optional[str]]:
+        """Saves at ``step`` to the node-local tier where one is set, and every
+        shared_every-th one (and any the tier could not take whole) to the shared directory
+        too; else to the shared directory. Returns as _save."""
+        if self.local is None or self.tiers is None:
+            return self._save(step, state, "periodic")
+        start = time.monotonic()
+        tree = state() if callable(state) else state
+        if self.local.tier is None:  # the script did not restore first
+            self.local.open()
+        why = self.local.save(step, tree)
+        self.local_saves += 1
+        local = time.monotonic() - start
+        if why is not None:
+            log_once(f"the node-local save at step {step} is not whole ({why}): saved to "
+                     f"{self.directory} instead")
+        elif not to_shared(self.local_saves, self.tiers.shared_every):
+            self.newest = step
+            self._write_manifest(step)
+            self.journal.saved(step, local, "periodic", f"{step} (node-local)",
+                               self.local.last_bytes)
+            return local, None
+        stall, failed = self._save(step, tree, "periodic")
+        return (local + (stall or 0.0), failed)
 
     def _save(self, step: int, state: State,
               kind: str) -> Tuple[Optional[float], Optional[str]]:
@@ -249,7 +307,7 @@ class LongJob:
             checkpoint=lambda: (orbax_name(written.step),
                                 checkpoint_bytes(self.files.files(written.step))))
         if failed is None:
-            self.newest = written.step
+            self.newest = self.newest_shared = written.step
         return failed
 
     def _write_manifest(self, step: int) -> None:

@@ -12,11 +12,12 @@ import contextlib
 import os
 import sys
 import threading
-from typing import Iterator
+from typing import Callable, Iterator, List
 
 from mpi_resolver.core.errors import ConfigurationError, FormatError, SettingError
 
-__all__ = ["end_with", "EXIT_WITHIN", "exit_on_configuration_error", "settings_checked"]
+__all__ = ["end_with", "EXIT_WITHIN", "exit_on_configuration_error", "settings_checked",
+           "leave_first"]
 
 #: Seconds the process may take to end after the save, its script's cleanup included.
 EXIT_WITHIN = 10.0
@@ -37,6 +38,19 @@ def end_with(code: int, seconds: float) -> None:
     timer.start()
 
 
+#: What a framework does to leave its peers before a configuration error ends the process.
+_LEAVING: List[Callable[[], None]] = []
+
+
+def leave_first(leave: Callable[[], None]) -> None:
+    """Runs ``leave`` (a framework's leaving of its peers: JAX's coordination service, with
+    every process) before a configuration error ends this process: an error every process
+    raised together (agreed) then ends each with its status, not with the framework's abort
+    where process 0 left first; bounded by EXIT_WITHIN (a peer that never comes)."""
+    if leave not in _LEAVING:
+        _LEAVING.append(leave)
+
+
 def exit_on_configuration_error() -> None:
     """Makes an uncaught error that has an ``exit_status`` (core.errors.ConfigurationError)
     end this process with that status, after Python's own traceback; other errors end it as
@@ -51,6 +65,11 @@ def exit_on_configuration_error() -> None:
         if isinstance(status, int) and not isinstance(status, bool):
             sys.stdout.flush()
             sys.stderr.flush()
+            if _LEAVING:
+                end_with(status, EXIT_WITHIN)
+            for leave in _LEAVING:
+                with contextlib.suppress(Exception):
+                    leave()
             os._exit(status)
 
     hook._mpi_resolver = True  # type: ignore[attr-defined]

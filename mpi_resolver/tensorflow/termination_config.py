@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional, Union
 import tensorflow as tf
 from tensorflow.python.eager import context
 
+from mpi_resolver.core import settings
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once, logger
 from mpi_resolver.long_jobs.interval import job_mtbf, parse_every, parse_keep
@@ -103,6 +104,9 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
             job_mtbf(1, given.node_mtbf_hours)  # its check
         self.node_mtbf_hours = given.node_mtbf_hours
         self.checkpoint_async = given.checkpoint_async
+        if os.environ.get(settings.LOCAL_DIR, "").strip():
+            log_once(f"{settings.LOCAL_DIR} is set, and the node-local tier is JAX's LongJob's "
+                     "alone for now: TensorFlow's checkpoints go to the checkpoint directory")
         self.cluster_resolver = cluster_resolver
         self.saver: Optional[Saver] = None
         self._built: Optional[tuple] = None  # (handler, directory, task id) once handler() ran

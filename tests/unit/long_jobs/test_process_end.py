@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -85,3 +86,30 @@ def test_settings_checked_passes_what_is_fine() -> None:
     with settings_checked():
         value = 3
     assert value == 3
+
+
+LEAVING = """import time
+from mpi_resolver.long_jobs import process_end
+from mpi_resolver.core import errors
+process_end.exit_on_configuration_error()
+process_end.EXIT_WITHIN = 1.0
+def leave():
+    print("leaving", flush=True)
+    {then}
+    print("left", flush=True)
+process_end.leave_first(leave)
+process_end.leave_first(leave)  # once
+raise errors.ConfigurationError("every process refused the directory")
+"""
+
+
+@pytest.mark.parametrize("then, said", [
+    ("pass", "leaving\nleft\n"),  # its peers left with it: then its own status
+    ("time.sleep(60)", "leaving\n"),  # a peer that never comes: the status within the bound
+    ("raise RuntimeError('the service is gone')", "leaving\n"),
+])
+def test_a_configuration_error_leaves_the_peers_first(then: str, said: str) -> None:
+    start = time.monotonic()
+    proc = child(LEAVING.format(then=then))
+    assert (proc.returncode, proc.stdout) == (78, said), proc.stderr
+    assert time.monotonic() - start < 30

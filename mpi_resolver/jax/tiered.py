@@ -1,0 +1,212 @@
+"""The node-local tier of a JAX LongJob (the edge): each local save writes every process's part
+of the state (jax.local_parts) to its node's directory (long_jobs.local_tier) and sends a copy
+to its partner process on the next node over MPI (exchange.part_link); a restore takes the
+newest step whole across the tiers (long_jobs.tiers), every process the same one, a part its
+node lost fetched back from the partner's copy. The small agreements go over JAX's
+coordination service. Importing this module imports JAX."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+from mpi_resolver.core.errors import ConfigurationError
+from mpi_resolver.core.logs import log_once
+from mpi_resolver.jax.coordinator import JaxCoordinator
+from mpi_resolver.jax.local_parts import from_part, part_bytes
+from mpi_resolver.long_jobs.local_tier import LocalTier
+from mpi_resolver.long_jobs.manifest import this_job
+from mpi_resolver.long_jobs.resume import first_line
+from mpi_resolver.long_jobs.slow_ranks import node_name
+from mpi_resolver.long_jobs.tiers import (OWN, PARTNER, SHARED, holder, local_path,
+                                          partner_ranks, restore_across, room_for,
+                                          seen_by_others)
+
+__all__ = ["LocalSaves", "PARTNER_WITHIN"]
+
+#: Seconds a partner has to take a copy (or give one back at a restore): past them the save
+#: falls back to the shared directory, the partner named.
+PARTNER_WITHIN = 120.0
+#: Local steps kept in a node's directory (its own parts and its partners' copies).
+KEEP_LOCAL = 2
+
+
+class LocalSaves:
+    """The local tier at ``pattern`` (``name``: the variable or argument that gave it) for
+    the processes of ``coord``; ``key`` keeps its agreements apart. ``open`` before any
+    save or restore, on every process."""
+
+    def __init__(self, pattern: str, coord: JaxCoordinator, key: str, name: str) -> None:
+        self.pattern, self.coord, self.key, self.name = pattern, coord, f"{key}_local", name
+        self.tier: Optional[LocalTier] = None
+        self.link: Any = None  # exchange.part_link.PartLink, where MPI runs
+        self.partners: List[Optional[int]] = []
+        self.last_bytes: Optional[int] = None
+
+    def open(self) -> None:
+        """Makes this node's directory, checks that no other node sees it, and starts the
+        partner link (MPI's ranks must be JAX's processes; else one warning, no copies).
+
+        Raises:
+          ConfigurationError: on every process, where one cannot make its directory, or the
+            directory is shared by two nodes, naming it.
+        """
+        node, rank = node_name(os.environ), _mpi_rank()
+        told = [json.loads(x) for x in self.coord.gather(
+            f"{self.key}_nodes", json.dumps([node, rank]), "its node")]
+        nodes = [n for n, _ in told]
+        index = list(dict.fromkeys(nodes)).index(node)
+        path = local_path(self.pattern, node, index, this_job(os.environ), getpass.getuser(),
+                          self.name)
+        self.tier = LocalTier(path, node, self.name)
+        self._together("open", self.tier.open)
+        markers = [json.loads(x) for x in self.coord.gather(
+            f"{self.key}_markers", json.dumps(self.tier.markers()), "its directory's markers")]
+        shared = seen_by_others(dict(zip(nodes, markers, strict=True)))
+        if shared:
+            raise ConfigurationError(
+                f"{self.name}={self.pattern!r}: {path} is one directory that nodes "
+                f"{', '.join(shared)} share, not each node's own: name the node in it (%N) or "
+                "give a directory on each node's own disk (/dev/shm, $TMPDIR)")
+        self.partners = partner_ranks(nodes)
+        self.link = self._link([r for _, r in told])
+
+    def save(self, step: int, tree: Any) -> Optional[str]:
+        """Saves this process's part of ``tree`` at ``step`` here and at its partner (every
+        process); returns None where every part and copy is whole, else why not (the same on
+        every process, naming the process: the caller saves to the shared directory)."""
+        tier = self.tier
+        assert tier is not None  # open() first
+        blob, why = part_bytes(tree), None
+        free = tier.free()
+        if not room_for(free, self.last_bytes):
+            why = f"{tier.directory} has {free} bytes free, too few for {self.last_bytes}"
+        else:
+            why = _attempt(tier.write, step, self.coord.rank, blob)
+        partner = self.partners[self.coord.rank] if self.partners else None
+        if self.link is not None:
+            sends = {partner: blob} if partner is not None else {}
+            received, late = self.link.transfer(sends, self._senders(), PARTNER_WITHIN)
+            for origin, data in received.items():
+                why = why or _attempt(tier.write, step, origin, data)
+            if late:
+                why = why or (f"process {', '.join(map(str, late))} took no copy within "
+                              f"{PARTNER_WITHIN:g} s")
+        self.last_bytes = len(blob)
+        said = self.coord.gather(f"{self.key}_saved_{step}", why or "", "its local save")
+        failed = [(p, one) for p, one in enumerate(said) if one]
+        if failed:
+            return f"process {failed[0][0]}: {failed[0][1]}"
+        tier.keep_newest(KEEP_LOCAL)
+        return None
+
+    def restore(self, template: Any, shared: Sequence[int]) -> Optional[Tuple[int, Any, str]]:
+        """Returns (the step, ``template`` read from the local tier, where each process read
+        its part) where the newest step whole across the tiers is a local one (``shared``:
+        the shared directory's steps, as process 0 listed them), else None (the shared
+        directory's, or none anywhere). Every process calls it; a part that cannot be read
+        makes it None on every process, with one warning."""
+        assert self.tier is not None  # open() first
+        seen = [{int(o): steps for o, steps in json.loads(x).items()} for x in
+                self.coord.gather(f"{self.key}_found", json.dumps(self.tier.found()),
+                                  "the parts in its local directory")]
+        if self.link is None:  # no way to fetch another node's copy
+            seen = [{r: found.get(r, [])} for r, found in enumerate(seen)]
+        chosen = restore_across(seen, shared)
+        if chosen.step is None or chosen.sources[0] == SHARED:
+            return None
+        step, rank = chosen.step, self.coord.rank
+        blob: Optional[bytes] = None
+        if PARTNER in chosen.sources:
+            blob = self._fetch(seen, step, chosen.sources)
+        tree, why = None, None
+        try:
+            if blob is None:
+                blob = self.tier.read(step, rank)
+            tree = from_part(blob, template)
+        except Exception as e:  # noqa: BLE001 - a part that cannot be read: the shared one
+            why = first_line(e)
+        said = self.coord.gather(f"{self.key}_read_{step}", why or "", "how it read its part")
+        failed = [(p, one) for p, one in enumerate(said) if one]
+        if failed:
+            log_once(f"the local tier's step {step} could not be read (process "
+                     f"{failed[0][0]}: {failed[0][1]}): restoring from the shared directory")
+            return None
+        return step, tree, _sources(chosen.sources)
+
+    def _fetch(self, seen: Sequence[Mapping[int, Sequence[int]]], step: int,
+               sources: Sequence[str]) -> Optional[bytes]:
+        """Sends the copies this process holds of the parts other processes lost, receives
+        its own where it lost it; returns it (None: its own is here)."""
+        assert self.tier is not None and self.link is not None
+        rank = self.coord.rank
+        sends = {o: self.tier.read(step, o) for o, source in enumerate(sources)
+                 if source == PARTNER and holder(seen, o, step) == rank}
+        mine = holder(seen, rank, step) if sources[rank] == PARTNER else None
+        received, late = self.link.transfer(sends, [] if mine is None else [mine],
+                                            PARTNER_WITHIN)
+        if mine is None:
+            return None
+        if late:
+            raise OSError(f"process {mine} did not send its copy within {PARTNER_WITHIN:g} s")
+        return received[mine]
+
+    def _senders(self) -> List[int]:
+        """Returns the processes whose partner this process is."""
+        return [r for r, p in enumerate(self.partners) if p == self.coord.rank]
+
+    def _together(self, what: str, act: Any) -> None:
+        """Runs ``act`` on every process; raises its ConfigurationError on all where it
+        raised one on any."""
+        why = ""
+        try:
+            act()
+        except ConfigurationError as e:
+            why = str(e)
+        said = [one for one in self.coord.gather(f"{self.key}_{what}", why, f"its {what}")
+                if one]
+        if said:
+            raise ConfigurationError(said[0])
+
+    def _link(self, ranks: Sequence[int]) -> Any:
+        """Returns the partner link over MPI's world, None (one warning) where MPI does not
+        run, or its ranks are not JAX's processes."""
+        if self.coord.size == 1:
+            return None
+        if list(ranks) != list(range(self.coord.size)):
+            if self.coord.chief:
+                log_once("the node-local tier keeps no partner copies: MPI is not running "
+                         "across this job's processes (launch with `srun --mpi=pmix` or "
+                         "`mpirun`): a node lost loses its parts, and the restore takes the "
+                         "shared directory's checkpoint")
+            return None
+        from mpi_resolver.exchange.part_link import PartLink
+        from mpi_resolver.exchange.transport import import_mpi
+
+        return PartLink(import_mpi().COMM_WORLD, PARTNER_WITHIN)
+
+
+def _mpi_rank() -> int:
+    """Returns this process's rank in MPI's world, -1 where MPI does not run."""
+    from mpi_resolver.exchange.transport import import_mpi, mpi_initialized
+
+    return int(import_mpi().COMM_WORLD.Get_rank()) if mpi_initialized() else -1
+
+
+def _attempt(act: Any, *args: Any) -> Optional[str]:
+    """Runs ``act(*args)``; returns None, or why it failed (one line)."""
+    try:
+        act(*args)
+    except OSError as e:
+        return first_line(e)
+    return None
+
+
+def _sources(sources: Sequence[str]) -> str:
+    """Returns where the processes read their parts, for the line: 'own', or the processes
+    that took their partner's copy."""
+    fetched = [str(r) for r, s in enumerate(sources) if s == PARTNER]
+    return OWN if not fetched else f"process {', '.join(fetched)} from its partner's copy"
+
