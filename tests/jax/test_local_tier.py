@@ -17,6 +17,7 @@ import pytest
 
 from mpi_resolver.long_jobs import ledger
 from tests.cluster.test_scenarios import launch
+from tests.docs.blocks import assert_sample, block
 from tests.harness.slurm_cluster import SlurmCluster
 from tests.jax.conftest import JAX_ENV
 
@@ -85,6 +86,7 @@ def test_a_node_s_lost_part_comes_back_from_its_partner(jax_cluster: SlurmCluste
         f"partner's copy); the newest in {tmp_path / 'ckpt'}: step 6" in second.stderr, \
         second.context()
     assert "checkpoint 12 at step 12 (final)" in second.stderr, second.context()
+    assert_sample(block("jax-local-tier-lines"), first.stderr + second.stderr, "the runs")
 
 
 def test_a_directory_both_nodes_see_is_refused(jax_cluster: SlurmCluster, jax_python: str,
