@@ -31,7 +31,7 @@ from mpi_resolver.jax.orbax_checkpoints import OrbaxCheckpoints, orbax_name
 from mpi_resolver.jax.restoring import Restored, restore_agreed
 from mpi_resolver.jax.tiered import LocalSaves
 from mpi_resolver.jax.termination import JaxTermination, disconnect
-from mpi_resolver.long_jobs.background import Written, settle_at_exit
+from mpi_resolver.long_jobs.background import Written
 from mpi_resolver.long_jobs.interval import parse_every
 from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint_dir
 from mpi_resolver.long_jobs.job_settings import long_job_settings
@@ -41,7 +41,8 @@ from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_dir
                                              completed, finished_together, manifest_for,
                                              settings_of, this_job, write_manifest)
 from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with, leave_first,
-                                                exit_on_configuration_error, settings_checked)
+                                                exit_on_configuration_error, settings_checked,
+                                                settle_at_exit)
 from mpi_resolver.long_jobs.resume import missing_checkpoint
 from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
 from mpi_resolver.long_jobs.slow_ranks import SlowRanks, node_name, round_seconds

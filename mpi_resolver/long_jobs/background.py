@@ -5,17 +5,14 @@ someone asks (framework-free: the snapshot and the write are the caller's)."""
 
 from __future__ import annotations
 
-import atexit
-import concurrent.futures.thread  # noqa: F401 - its exit hook registered before ours
 import threading
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from mpi_resolver.long_jobs.journal import error_text
 
-__all__ = ["Written", "BackgroundWrites", "settle_at_exit"]
+__all__ = ["Written", "BackgroundWrites"]
 
 
 @dataclass(frozen=True)
@@ -87,19 +84,3 @@ class BackgroundWrites:
             self.last_seconds = finished.seconds
         return finished
 
-
-def settle_at_exit(settle: Callable[[], None]) -> None:
-    """Runs ``settle`` (a bound method: the write in flight ended and recorded) at the
-    process's exit, for a script that ends without completing its training: the write thread
-    is a daemon, cut at the exit. It runs where the interpreter's exit starts, before the
-    thread pools refuse new work (Orbax's write needs them; a plain atexit hook runs after
-    them: "cannot schedule new futures after shutdown"), as concurrent.futures' own hook does.
-    A weak reference: the hook keeps no saver alive."""
-    register = getattr(threading, "_register_atexit", atexit.register)
-    register(_settle, weakref.WeakMethod(settle))
-
-
-def _settle(settle: "weakref.WeakMethod[Callable[[], None]]") -> None:
-    method = settle()
-    if method is not None:
-        method()

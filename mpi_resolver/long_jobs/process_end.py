@@ -8,16 +8,18 @@ supervise never restarts what would fail the same way."""
 from __future__ import annotations
 
 import atexit
+import concurrent.futures.thread  # noqa: F401 - its exit hook registered before settle's
 import contextlib
 import os
 import sys
 import threading
+import weakref
 from typing import Callable, Iterator, List
 
 from mpi_resolver.core.errors import ConfigurationError, FormatError, SettingError
 
 __all__ = ["end_with", "EXIT_WITHIN", "exit_on_configuration_error", "settings_checked",
-           "leave_first"]
+           "leave_first", "settle_at_exit"]
 
 #: Seconds the process may take to end after the save, its script's cleanup included.
 EXIT_WITHIN = 10.0
@@ -87,3 +89,20 @@ def settings_checked() -> Iterator[None]:
         if isinstance(e, ConfigurationError):
             raise
         raise SettingError(str(e)) from None
+
+
+def settle_at_exit(settle: Callable[[], None]) -> None:
+    """Runs ``settle`` (a bound method: the write in flight ended and recorded) at the
+    process's exit, for a script that ends without completing its training: the write thread
+    is a daemon, cut at the exit. It runs where the interpreter's exit starts, before the
+    thread pools refuse new work (Orbax's write needs them; a plain atexit hook runs after
+    them: "cannot schedule new futures after shutdown"), as concurrent.futures' own hook does.
+    A weak reference: the hook keeps no saver alive."""
+    register = getattr(threading, "_register_atexit", atexit.register)
+    register(_settle, weakref.WeakMethod(settle))
+
+
+def _settle(settle: "weakref.WeakMethod[Callable[[], None]]") -> None:
+    method = settle()
+    if method is not None:
+        method()

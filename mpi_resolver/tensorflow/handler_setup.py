@@ -16,11 +16,12 @@ import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
 
 from mpi_resolver.core.logs import log_once, logger
-from mpi_resolver.long_jobs.background import BackgroundWrites, settle_at_exit
+from mpi_resolver.long_jobs.background import BackgroundWrites
 from mpi_resolver.long_jobs.journal import Journal
 from mpi_resolver.long_jobs.manifest import (check_directory_together, finished_together,
                                              claim_directory, completed, manifest_for,
                                              this_job)
+from mpi_resolver.long_jobs.process_end import settle_at_exit
 from mpi_resolver.long_jobs.resume import missing_checkpoint
 from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
 from mpi_resolver.long_jobs.slow_ranks import SlowRanks, node_name, round_seconds

@@ -114,31 +114,3 @@ def test_the_write_s_thread_never_holds_the_process_at_its_exit() -> None:
     go.set()
     writes.wait()
 
-
-EXIT_HOOK = '''
-import sys
-from mpi_resolver.long_jobs.background import settle_at_exit
-from concurrent.futures import ThreadPoolExecutor
-class Saver:
-    def settle(self):  # a write that needs a thread pool, as Orbax's does
-        with ThreadPoolExecutor() as pool:
-            print(pool.submit(lambda: "settled").result(), flush=True)
-saver = Saver()
-settle_at_exit(saver.settle)
-if sys.argv[1] == "gone":
-    del saver
-print("ends", flush=True)
-'''
-
-
-@pytest.mark.parametrize("case,out", [
-    ("kept", "ends\nsettled\n"),  # the saver still there: its write ended at the exit
-    ("gone", "ends\n"),  # a weak reference: the hook kept no saver alive
-])
-def test_settle_at_exit_runs_while_the_saver_is_there(case: str, out: str) -> None:
-    import subprocess
-    import sys
-
-    p = subprocess.run([sys.executable, "-c", EXIT_HOOK, case], capture_output=True,
-                       text=True, timeout=60)
-    assert (p.returncode, p.stdout) == (0, out), p.stderr

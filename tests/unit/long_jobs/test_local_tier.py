@@ -36,6 +36,8 @@ def test_open_makes_the_directory_and_leaves_the_node_s_marker(tmp_path: Path) -
                       "node1: {t}/missing is not there. Give a directory every node has"),
     ("file/local", "MPI_RESOLVER_LOCAL_DIR: the node-local directory {p} cannot be made on "
                    "node1: {t}/file is not there."),
+    ("missingX/X", "MPI_RESOLVER_LOCAL_DIR: the node-local directory {p} cannot be made on "
+                   "node1: {t}/missingX is not there."),  # the path's last name alone cut
     ("file", "MPI_RESOLVER_LOCAL_DIR: the node-local directory {p} cannot be written on "
              "node1 (File exists). Give a directory this job may write."),
 ])
@@ -75,3 +77,20 @@ def test_a_write_that_fails_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
     with pytest.raises(OSError):
         t.write(4, 0, b"x" * 10)
     assert os.listdir(tmp_path / "local" / "4") == [] and t.found() == {}
+
+
+def test_a_trailing_slash_and_a_relative_path_are_opened(tmp_path: Path, monkeypatch) -> None:
+    LocalTier(f"{tmp_path}/local/", "node1", NAME).open()  # its parent: tmp_path, not itself
+    monkeypatch.chdir(tmp_path)
+    assert tier(Path("rel")).markers() == ["node1"]  # its parent: the current directory
+
+
+def test_a_step_that_cannot_be_removed_is_passed_over(tmp_path: Path) -> None:
+    """Two ranks of a node keep the same directory: a step the other removed, or cannot be
+    removed (here a link), is passed over, not raised into the training."""
+    t = tier(tmp_path / "local")
+    t.write(4, 0, b"x")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "local" / "2").symlink_to(tmp_path / "elsewhere")  # rmtree refuses a link
+    t.keep_newest(1)
+    assert t.found() == {0: [4]}

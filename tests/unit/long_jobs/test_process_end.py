@@ -113,3 +113,35 @@ def test_a_configuration_error_leaves_the_peers_first(then: str, said: str) -> N
     proc = child(LEAVING.format(then=then))
     assert (proc.returncode, proc.stdout) == (78, said), proc.stderr
     assert time.monotonic() - start < 30
+
+
+EXIT_HOOK = '''
+import sys
+from mpi_resolver.long_jobs.process_end import settle_at_exit
+from concurrent.futures import ThreadPoolExecutor
+class Saver:
+    def settle(self):  # a write that needs a thread pool, as Orbax's does
+        with ThreadPoolExecutor() as pool:
+            print(pool.submit(lambda: "settled").result(), flush=True)
+saver = Saver()
+settle_at_exit(saver.settle)
+if sys.argv[1] == "gone":
+    del saver
+print("ends", flush=True)
+'''
+
+
+@pytest.mark.parametrize("case,out", [
+    ("kept", "ends\nsettled\n"),  # the saver still there: its write ended at the exit
+    ("gone", "ends\n"),  # a weak reference: the hook kept no saver alive
+])
+def test_settle_at_exit_runs_while_the_saver_is_there(case: str, out: str) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]  # this checkout (mutmut's copy: its own)
+    p = subprocess.run([sys.executable, "-c", EXIT_HOOK, case], capture_output=True,
+                       text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)})
+    assert (p.returncode, p.stdout) == (0, out), p.stderr

@@ -208,18 +208,22 @@ def stalled_run(number: int, came: str = "nothing") -> RunEnded:
 USR1_KILLED = run(138, "srun: error: node1: task 0: User defined signal 1")
 
 
-@pytest.mark.parametrize("history, came, action, status", [
+@pytest.mark.parametrize("history, came, end, action, status", [
     # a task killed, then the warning while the restarted step starts: requeued, not stopped
-    ([stalled_run(1)], Came.WARNING, Action.REQUEUE, 75),
+    ([stalled_run(1)], Came.WARNING, USR1_KILLED, Action.REQUEUE, 75),
     # the warning again in the requeued run, no save reached in either: its time never
     # reaches a save: stopped
-    ([stalled_run(1), stalled_run(2, came="the warning signal")], Came.WARNING, Action.END,
-     79),
-    ([], Came.WARNING, Action.REQUEUE, 75),
+    ([stalled_run(1), stalled_run(2, came="the warning signal")], Came.WARNING, USR1_KILLED,
+     Action.END, 79),
+    ([], Came.WARNING, USR1_KILLED, Action.REQUEUE, 75),
+    # cut by what came alone (the run ended killed, not by the warning signal)
+    ([stalled_run(1)], Came.WARNING, KILLED, Action.REQUEUE, 75),
+    # cut by the run's end alone (the tasks had the warning signal; nothing came)
+    ([stalled_run(1)], Came.NOTHING, USR1_KILLED, Action.REQUEUE, 75),
 ])
-def test_a_run_the_scheduler_cut_is_no_failure_of_the_job_s(history, came, action,
+def test_a_run_the_scheduler_cut_is_no_failure_of_the_job_s(history, came, end, action,
                                                            status) -> None:
-    verdict = judge(JOB, len(history) + 1, USR1_KILLED, came, Checkpoints(), Checkpoints(),
+    verdict = judge(JOB, len(history) + 1, end, came, Checkpoints(), Checkpoints(),
                     history, 1)
     assert (verdict.decision.action, verdict.decision.status) == (action, status), verdict.line
 

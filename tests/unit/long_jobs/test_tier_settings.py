@@ -22,6 +22,8 @@ JOB = {"SLURM_JOB_ID": "77"}
         "/dev/shm/c-%j", "MPI_RESOLVER_LOCAL_DIR", DEFAULT_SHARED_EVERY)),
     ({"MPI_RESOLVER_LOCAL_DIR": " /tmp/%N ", "MPI_RESOLVER_SHARED_EVERY": "4"}, {},
      TierSettings("/tmp/%N", "MPI_RESOLVER_LOCAL_DIR", 4)),
+    ({"MPI_RESOLVER_LOCAL_DIR": "/local/%u/%n-%N"}, {},
+     TierSettings("/local/%u/%n-%N", "MPI_RESOLVER_LOCAL_DIR", DEFAULT_SHARED_EVERY)),
     ({"MPI_RESOLVER_LOCAL_DIR": "/tmp/v", "MPI_RESOLVER_SHARED_EVERY": "4"},
      {"local_dir": "/tmp/a", "shared_every": 1}, TierSettings("/tmp/a", "local_dir", 1)),
 ])
