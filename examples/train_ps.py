@@ -121,6 +121,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "worker's server takes at least 2 inter-op threads, see run())")
     p.add_argument("--time-limit", type=float, default=600.0, metavar="SECONDS",
                    help="every task exits non-zero if it is not done by then (default 600)")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="how long the resolver's MPI exchange waits for every task to arrive "
+                        "(MPIClusterResolver's timeout; default 60)")
     p.add_argument("--seed", type=int, default=SEED, help="seed of split, shuffling, weights")
     add_long_job_options(p, "where the chief writes checkpoints (a directory all nodes see); it "
                             "resumes from the latest there, and saves one on Slurm's signal",
@@ -136,6 +139,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.time_limit <= 0:
         p.error("--time-limit must be positive")
+    if args.timeout <= 0:
+        p.error("--timeout must be positive")
     return args
 
 
@@ -291,7 +296,7 @@ def run(args: argparse.Namespace, task: Task) -> int:
     if gpus_per_node is None and not tf.test.is_built_with_cuda():
         gpus_per_node = 0  # a CPU build of TensorFlow: see examples/train.py
     resolver = MPIClusterResolver(jobs=jobs, port_base=args.port_base,
-                                  gpus_per_node=gpus_per_node)
+                                  gpus_per_node=gpus_per_node, timeout=args.timeout)
     cluster_spec = resolver.cluster_spec()  # sets task_type and task_id
     task_type, task_id = resolver.task_type, resolver.task_id
     task.name = f"{task_type}:{task_id}"
