@@ -54,16 +54,14 @@ class LocalSaves:
             directory is shared by two nodes, naming it.
         """
         node, rank = node_name(os.environ), _mpi_rank()
-        told = [json.loads(x) for x in self.coord.gather(
-            f"{self.key}_nodes", json.dumps([node, rank]), "its node")]
+        told = self._gathered("nodes", [node, rank], "its node")
         nodes = [n for n, _ in told]
         index = list(dict.fromkeys(nodes)).index(node)
         path = local_path(self.pattern, node, index, this_job(os.environ), getpass.getuser(),
                           self.name)
         self.tier = LocalTier(path, node, self.name)
         self._together("open", self.tier.open)
-        markers = [json.loads(x) for x in self.coord.gather(
-            f"{self.key}_markers", json.dumps(self.tier.markers()), "its directory's markers")]
+        markers = self._gathered("markers", self.tier.markers(), "its directory's markers")
         shared = seen_by_others(dict(zip(nodes, markers, strict=True)))
         if shared:
             raise ConfigurationError(
@@ -95,10 +93,9 @@ class LocalSaves:
                 why = why or (f"process {', '.join(map(str, late))} took no copy within "
                               f"{PARTNER_WITHIN:g} s")
         self.last_bytes = len(blob)
-        said = self.coord.gather(f"{self.key}_saved_{step}", why or "", "its local save")
-        failed = [(p, one) for p, one in enumerate(said) if one]
+        failed = self._trouble(f"saved_{step}", why, "its local save")
         if failed:
-            return f"process {failed[0][0]}: {failed[0][1]}"
+            return failed
         tier.keep_newest(KEEP_LOCAL)
         return None
 
@@ -109,9 +106,8 @@ class LocalSaves:
         directory's, or none anywhere). Every process calls it; a part that cannot be read
         makes it None on every process, with one warning."""
         assert self.tier is not None  # open() first
-        seen = [{int(o): steps for o, steps in json.loads(x).items()} for x in
-                self.coord.gather(f"{self.key}_found", json.dumps(self.tier.found()),
-                                  "the parts in its local directory")]
+        seen = [{int(o): steps for o, steps in found.items()} for found in
+                self._gathered("found", self.tier.found(), "the parts in its local directory")]
         if self.link is None:  # no way to fetch another node's copy
             seen = [{r: found.get(r, [])} for r, found in enumerate(seen)]
         chosen = restore_across(seen, shared)
@@ -128,11 +124,10 @@ class LocalSaves:
             tree = from_part(blob, template)
         except Exception as e:  # noqa: BLE001 - a part that cannot be read: the shared one
             why = first_line(e)
-        said = self.coord.gather(f"{self.key}_read_{step}", why or "", "how it read its part")
-        failed = [(p, one) for p, one in enumerate(said) if one]
+        failed = self._trouble(f"read_{step}", why, "how it read its part")
         if failed:
-            log_once(f"the local tier's step {step} could not be read (process "
-                     f"{failed[0][0]}: {failed[0][1]}): restoring from the shared directory")
+            log_once(f"the local tier's step {step} could not be read ({failed}): restoring "
+                     "from the shared directory")
             return None
         return step, tree, _sources(chosen.sources)
 
@@ -169,6 +164,17 @@ class LocalSaves:
                 if one]
         if said:
             raise ConfigurationError(said[0])
+
+    def _trouble(self, key: str, why: Optional[str], what: str) -> Optional[str]:
+        """Gathers each process's ``why`` (None: all went well); returns the first one said,
+        naming its process, the same on every process, else None."""
+        said = self.coord.gather(f"{self.key}_{key}", why or "", what)
+        return next((f"process {p}: {one}" for p, one in enumerate(said) if one), None)
+
+    def _gathered(self, key: str, value: Any, what: str) -> List[Any]:
+        """Returns every process's ``value`` (as JSON), in process order."""
+        return [json.loads(x) for x in self.coord.gather(f"{self.key}_{key}",
+                                                         json.dumps(value), what)]
 
     def _link(self, ranks: Sequence[int]) -> Any:
         """Returns the partner link over MPI's world, None (one warning) where MPI does not
