@@ -33,6 +33,10 @@ SRUN = ("srun", "-N2", "-n4", "--mpi=pmix", "--kill-on-bad-exit=1", "--label")
 STEPS = 200
 MIN_ACCURACY = 0.8
 TIMEOUT = 300  # seconds, for every launch (past train_ps.py's --time-limit 240)
+#: train_ps.py's bound for the resolver's wait for every task: four tasks importing TensorFlow
+#: on two cores took over a minute in the suite's busiest minutes (mutmut's runs beside the
+#: clusters: rank 3 gave up on the default 60 s while rank 0 still imported).
+START = ["--timeout", "180"]
 SERVING = re.compile(r"^(ps|worker):(\d+): serving on (\S+) \(pid (\d+)\)$")
 PID = re.compile(r"\(pid (\d+)\)")
 
@@ -155,8 +159,7 @@ def run_ps(cluster: SlurmCluster, args: Sequence[str]) -> subprocess.CompletedPr
     # the bounds hold TensorFlow's import of four tasks on two cores: past 60 s once in the
     # suite's busiest minutes (mutmut's runs beside the clusters), when rank 3 gave up on
     # the exchange while rank 0 still imported
-    argv = [*SRUN, PY, TRAIN_PS, "--steps", str(STEPS), "--time-limit", "240", "--timeout",
-            "180", *args]
+    argv = [*SRUN, PY, TRAIN_PS, "--steps", str(STEPS), "--time-limit", "240", *START, *args]
     try:
         return cluster.run(argv, env=step_env(cluster), cwd=cluster.workdir, timeout=TIMEOUT)
     except subprocess.TimeoutExpired as e:
@@ -249,11 +252,11 @@ def test_ps_with_evaluator(cluster: SlurmCluster, tmp_path: Path) -> None:
 
 def test_ps_worker_crash_ends_the_step(cluster: SlurmCluster) -> None:
     """A worker killed (SIGKILL) during training: srun --kill-on-bad-exit=1 ends the step at
-    once with a non-zero exit (srun's kill, not the tasks' --time-limit of 100 s); the chief
+    once with a non-zero exit (srun's kill, not the tasks' --time-limit of 240 s); the chief
     never reports a result; no task is left."""
     step = Step(cluster, [*SRUN, PY, "-u", TRAIN_PS, "--steps", "100000", "--time-limit",
-                          "100", "--port-base", "24430"])
-    worker = step.wait_for(r"^\s*3: worker:1: serving on node2:24430 \(pid (\d+)\)", 90)
+                          "240", *START, "--port-base", "24430"])
+    worker = step.wait_for(r"^\s*3: worker:1: serving on node2:24430 \(pid (\d+)\)", 240)
     step.wait_for(r"^\s*0: training: ", 60)
     time.sleep(1.0)  # some steps in
     killed = time.monotonic()
@@ -263,7 +266,7 @@ def test_ps_worker_crash_ends_the_step(cluster: SlurmCluster) -> None:
     where = step.context()
     assert rc != 0, where
     assert "final test accuracy" not in step.text, where
-    # srun ended it for the bad exit, not the tasks' --time-limit of 100 s
+    # srun ended it for the bad exit, not the tasks' --time-limit of 240 s
     err = "".join(step.stderr)
     assert re.search(r"srun: error: node2: task 3: Killed", err), where
     assert "--time-limit" not in err, where
