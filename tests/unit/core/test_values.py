@@ -50,6 +50,7 @@ def test_require_whole_messages_name_the_variable_what_was_expected_and_the_fix(
         require_whole("0", name="SLURM_STEP_NUM_TASKS", minimum=1, fix="Fix it.")
     assert str(low.value) == "SLURM_STEP_NUM_TASKS='0': expected an integer >= 1. Fix it."
     assert require_whole("1", name="SLURM_STEP_NUM_TASKS", minimum=1) == 1
+    assert require_whole("0", name="SLURM_PROCID") == 0  # the default minimum: 0
 
 
 @pytest.mark.parametrize("value, minimum, message", [
