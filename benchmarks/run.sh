@@ -5,7 +5,8 @@
 # the signal to the checkpoint and the requeue, and the resumed run (preemption.py), periodic
 # checkpoints (periodic.py) and saves in the background (background_saves.py), a worker
 # killed and the step restarted (restart.py), a slow rank named (slow_rank.py), JAX's saves
-# through Orbax (orbax_saves.py, in .venv-jax: scripts/setup_jax.sh); figures also
+# to the shared directory through Orbax and to the node-local tier, side by side (tiers.py, in
+# .venv-jax: scripts/setup_jax.sh), and goodput at scale from them (goodput.py); figures also
 # written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
 # --quick: smaller jobs; --skip-slurm: no throw-away Slurm cluster (no preemption.py either);
 # other arguments go to bench.py.
@@ -46,10 +47,6 @@ echo
 echo "Periodic saves in the background against saves at once: what the training pays, the" \
      "write against dd (benchmarks/background_saves.py)"
 "$PY" benchmarks/background_saves.py "${quick[@]}" --json "$results/background_saves.json"
-echo
-echo "Goodput at scale from those figures (benchmarks/goodput.py)"
-"$PY" benchmarks/goodput.py --measured "$results/background_saves.json" \
-  --mib "$([ ${#quick[@]} -gt 0 ] && echo 100 || echo 1024)" --json "$results/goodput.json"
 if [ "$skip_slurm" = 0 ]; then
   echo
   echo "Long jobs: Slurm's signal to the checkpoint and the requeue, the resumed run" \
@@ -68,9 +65,18 @@ if [ "$skip_slurm" = 0 ]; then
   "$PY" benchmarks/slow_rank.py --round "$([ ${#quick[@]} -gt 0 ] && echo 2 || echo 45)" \
     --json "$results/slow_rank.json"
   echo
-  echo "JAX's saves through Orbax on two processes: at once, in the background, the write" \
-       "against dd, the restore (benchmarks/orbax_saves.py, in .venv-jax)"
+  echo "JAX's checkpoint tiers side by side: the shared directory through Orbax, at once and" \
+       "in the background, against the node-local tier with a partner's copy; the restores;" \
+       "a kill with and without the tier (benchmarks/tiers.py, in .venv-jax)"
   bash scripts/setup_jax.sh
-  "${MPI_RESOLVER_JAX_VENV:-.venv-jax}/bin/python" benchmarks/orbax_saves.py "${quick[@]}" \
-    --json "$results/orbax_saves.json"
+  "${MPI_RESOLVER_JAX_VENV:-.venv-jax}/bin/python" benchmarks/tiers.py "${quick[@]}" \
+    --json "$results/tiers.json"
 fi
+echo
+# Goodput at scale: from the tiers' figures where the Slurm part measured them, else from the
+# TensorFlow saves' (at once and in the background).
+measured="$results/tiers.json"
+[ "$skip_slurm" = 0 ] || measured="$results/background_saves.json"
+echo "Goodput at scale from those figures (benchmarks/goodput.py --measured $measured)"
+"$PY" benchmarks/goodput.py --measured "$measured" \
+  --mib "$([ ${#quick[@]} -gt 0 ] && echo 100 || echo 1024)" --json "$results/goodput.json"

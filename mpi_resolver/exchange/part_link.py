@@ -65,14 +65,14 @@ class PartLink:
             else:
                 self._give_up(request, sizes[s])
         received: Dict[int, bytes] = {}
-        for s, request in reading.items():
-            if _wait(request, deadline):
+        for s, request in reading.items():  # its peer is sending: Test() back to back
+            if _wait(request, deadline, spin=seconds):
                 received[s] = bytes(parts[s])
                 self.received += len(parts[s])
             else:
                 self._give_up(request, parts[s])
         late = [d for d, requests in posted.items()
-                if not all(_wait(r, deadline) for r in requests)]
+                if not all(_wait(r, deadline, spin=seconds) for r in requests)]
         for d in late:
             self._left.append((posted[d], outgoing[d]))
         self.sent += sum(len(b) for d, b in sends.items() if d not in late)

@@ -119,7 +119,7 @@ def _ranges(ranks: List[int]) -> str:
 _SPIN = 0.2
 
 
-def _wait(request: Any, deadline: float, status: Any = None) -> bool:
+def _wait(request: Any, deadline: float, status: Any = None, spin: float = _SPIN) -> bool:
     """Returns True when ``request`` completes before ``deadline`` (time.monotonic()).
 
     Open MPI progresses a non-blocking collective only inside MPI calls, about one round per
@@ -128,8 +128,10 @@ def _wait(request: Any, deadline: float, status: Any = None) -> bool:
     completes in milliseconds where every rank is there, which after MPI_Init's fence they
     are; after that, sleeps doubling to 5 ms, so that a rank waiting longer for a late one
     does not keep a CPU from it. With the sleeps alone, the exchange of 4 ranks on 2 nodes
-    took 0.19-0.29 s; with the spin, 0.02-0.04 s (benchmarks/jax_init.py's cluster, load 11)."""
-    spin_until = time.monotonic() + _SPIN
+    took 0.19-0.29 s; with the spin, 0.02-0.04 s (benchmarks/jax_init.py's cluster, load 11).
+    ``spin``: the seconds to spin (a large message's bytes move only as fast as Test() is
+    called: exchange.part_link spins for the whole of a transfer its peer has begun)."""
+    spin_until = time.monotonic() + spin
     delay = 0.0002
     while not (request.Test() if status is None else request.Test(status)):
         now = time.monotonic()

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Tuple
 import jax
 import numpy as np
 
-__all__ = ["part_bytes", "from_part", "PartMisfit"]
+__all__ = ["part_snapshot", "packed", "part_bytes", "from_part", "PartMisfit"]
 
 Bounds = Tuple[Tuple[int, int], ...]
 
@@ -27,24 +27,38 @@ def _bounds(index: Tuple[slice, ...], shape: Tuple[int, ...]) -> Bounds:
                  for s, dim in zip(index, shape, strict=True))
 
 
-def part_bytes(tree: Any) -> bytes:
-    """Returns this process's part of ``tree`` (see the module) as one NumPy .npz's bytes."""
+def part_snapshot(tree: Any) -> Dict[str, np.ndarray]:
+    """Returns this process's part of ``tree`` (see the module) as host copies, named as the
+    part's .npz holds them: what a save in the background holds while the training goes on
+    (a copy: a donated or reused device buffer may change under it)."""
     arrays: Dict[str, np.ndarray] = {}
     index: List[Any] = []
     for i, leaf in enumerate(jax.tree.leaves(tree)):
         if isinstance(leaf, jax.Array):
             regions: Dict[Bounds, np.ndarray] = {}
             for shard in leaf.addressable_shards:
-                regions.setdefault(_bounds(shard.index, leaf.shape), np.asarray(shard.data))
+                bounds = _bounds(shard.index, leaf.shape)
+                if bounds not in regions:
+                    regions[bounds] = np.array(shard.data, copy=True)
             index.append([list(leaf.shape), str(leaf.dtype), [list(b) for b in regions]])
             arrays.update({f"{i}.{j}": data for j, data in enumerate(regions.values())})
         else:
-            arrays[str(i)] = np.asarray(leaf)
+            arrays[str(i)] = np.array(leaf, copy=True)
             index.append(None)
     arrays["index"] = np.frombuffer(json.dumps(index).encode(), np.uint8)
+    return arrays
+
+
+def packed(arrays: Dict[str, np.ndarray]) -> bytes:
+    """Returns a part_snapshot as one NumPy .npz's bytes."""
     out = io.BytesIO()
     np.savez(out, allow_pickle=False, **arrays)
     return out.getvalue()
+
+
+def part_bytes(tree: Any) -> bytes:
+    """Returns this process's part of ``tree`` (see the module) as one NumPy .npz's bytes."""
+    return packed(part_snapshot(tree))
 
 
 def from_part(blob: bytes, template: Any) -> Any:

@@ -28,7 +28,8 @@ from mpi_resolver.core.logs import log_each, log_once, logger
 from mpi_resolver.jax.coordinator import AGREE_WITHIN
 from mpi_resolver.jax.npz_checkpoints import NpzCheckpoints
 from mpi_resolver.jax.orbax_checkpoints import OrbaxCheckpoints, orbax_name
-from mpi_resolver.jax.restoring import Restored, restore_agreed
+from mpi_resolver.jax.restoring import restore_agreed
+from mpi_resolver.jax.tier_saves import TierSaves
 from mpi_resolver.jax.tiered import LocalSaves
 from mpi_resolver.jax.termination import JaxTermination, disconnect
 from mpi_resolver.long_jobs.background import Written
@@ -48,7 +49,6 @@ from mpi_resolver.long_jobs.schedule import Schedule, job_nodes, plan_agreement
 from mpi_resolver.long_jobs.slow_ranks import SlowRanks, node_name, round_seconds
 from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
 from mpi_resolver.long_jobs.tier_settings import tier_settings
-from mpi_resolver.long_jobs.tiers import to_shared
 
 __all__ = ["LongJob"]
 
@@ -105,7 +105,9 @@ class LongJob:
         self.key = f"mpi_resolver_jax_{next(_JOBS)}"
         self.local = None if self.tiers is None else \
             LocalSaves(self.tiers.pattern, self.coord, self.key, self.tiers.name)
-        self.local_saves = 0  # this run's periodic saves to the node-local tier
+        self.tier = None if self.local is None or self.tiers is None else \
+            TierSaves(self.local, self.tiers.shared_every, self.files.background,
+                      self.directory, self._local_whole)
         self.schedule: Optional[Schedule] = None
         self.start = 0
         self.newest: Optional[int] = None  # the step of this run's last whole save
@@ -116,7 +118,7 @@ class LongJob:
         self._last: Optional[Tuple[int, State]] = None  # the last step_done's step and state
         self._kind = "periodic"  # the kind of the save in flight
         if self.files.background:  # a script that ends without complete()
-            settle_at_exit(self._settle)
+            settle_at_exit(self._settle_all)
 
     def restore(self, state: Any) -> Tuple[int, Any]:
         """Returns (the step to go on from, the state): the newest checkpoint that reads
@@ -137,7 +139,9 @@ class LongJob:
                 logger.warning("mpi_resolver: %s", done)
             raise SystemExit(0)
         with paused_watchdogs():
-            found = self._restore_local(state) or \
+            local = None if self.tier is None else \
+                self.tier.restore(state, self.coord, self.key, self.files.steps)
+            found = local or \
                 restore_agreed(self.coord, self.key, self.files, self.earlier, state)
         self.start = found.step or 0
         self.files.open()  # every process at once, before any save
@@ -160,6 +164,8 @@ class LongJob:
         due, on every process)."""
         self._last = (step, state)
         self._ended(self.files.done())
+        if self.tier is not None:
+            self.tier.done()
         self.journal.progress(step)
         if self.slow is None:
             self.slow = SlowRanks(self.coord, self.key, self.coord.rank, self.coord.size,
@@ -176,8 +182,10 @@ class LongJob:
             with paused_watchdogs():  # the package's own save is no training step
                 seconds, failed = self._periodic(step, state)
             plans = len(self.schedule.plans)
+            write = self.files.writes.last_seconds if self.tier is None else \
+                self.tier.last_write  # the tier's, where its writes set the pace
             if failed is None:
-                self.schedule.saved(step, seconds or 0.0, self.files.writes.last_seconds)
+                self.schedule.saved(step, seconds or 0.0, write)
             else:
                 self.schedule.failed(step, seconds or 0.0)
             if self.chief and len(self.schedule.plans) > plans:
@@ -193,7 +201,7 @@ class LongJob:
         again. The signals' handlers are put back."""
         try:
             with paused_watchdogs():
-                self._settle()
+                self._settle_all()
                 final = self._last[0] if self._last is not None else self.start
                 due = self._last is not None and self.newest_shared != final and \
                     self.start != final  # the final step in the checkpoint directory
@@ -214,6 +222,8 @@ class LongJob:
     def _stop(self, step: int, state: State) -> None:
         """Saves at ``step``, waits for the others, requeues where asked; raises SystemExit."""
         with paused_watchdogs():
+            if self.tier is not None:
+                self.tier.settle()
             _, failed = self._save(step, state, "signal")
         advanced = self.newest is not None and self.newest > self.start
         code, what = self.termination.finish(step, failed, advanced)
@@ -223,48 +233,28 @@ class LongJob:
         disconnect()
         raise SystemExit(code)
 
-    def _restore_local(self, state: Any) -> Optional[Restored]:
-        """Returns the node-local tier's newest step where it is the newest whole across the
-        tiers (every process), else None (the shared directory's, or no tier)."""
-        if self.local is None:
-            return None
-        self.local.open()
-        listed = ",".join(map(str, self.files.steps())) if self.chief else ""
-        told = self.coord.agree(f"{self.key}_shared", listed, "which checkpoints there are")
-        shared = [int(s) for s in told.split(",") if s]
-        found = self.local.restore(state, shared)
-        if found is None:
-            return None
-        step, tree, where = found
-        if self.chief:
-            log_once(f"restored step {step} from the node-local tier ({where}); the newest in "
-                     f"{self.directory}: {f'step {max(shared)}' if shared else 'none'}")
-        return Restored(step, tree, f"{step} (node-local: {where})")
-
     def _periodic(self, step: int, state: State) -> Tuple[Optional[float], Optional[str]]:
         """Saves at ``step`` to the node-local tier where one is set, and every
-        shared_every-th one (and any the tier could not take whole) to the shared directory
-        too; else to the shared directory. Returns as _save."""
-        if self.local is None or self.tiers is None:
+        shared_every-th one (and the one after a save the tier did not take whole) to the
+        shared directory too; else to the shared directory. Returns as _save."""
+        if self.tier is None:
             return self._save(step, state, "periodic")
-        start = time.monotonic()
         tree = state() if callable(state) else state
-        if self.local.tier is None:  # the script did not restore first
-            self.local.open()
-        why = self.local.save(step, tree)
-        self.local_saves += 1
-        local = time.monotonic() - start
-        if why is not None:
-            log_once(f"the node-local save at step {step} is not whole ({why}): saved to "
-                     f"{self.directory} instead")
-        elif not to_shared(self.local_saves, self.tiers.shared_every):
-            self.newest = step
+        stall, shared = self.tier.save(step, tree)
+        if not shared:
+            return stall, None
+        more, failed = self._save(step, tree, "periodic")
+        return stall + (more or 0.0), failed
+
+    def _local_whole(self, step: int, stall: float, write: Optional[float],
+                     nbytes: Optional[int], alone: bool) -> None:
+        """Records a node-local save that ended whole (TierSaves' Whole): the newest step;
+        in the ledger where the step went to the tier alone (else the shared save's record
+        is its)."""
+        self.newest = step
+        if alone:
             self._write_manifest(step)
-            self.journal.saved(step, local, "periodic", f"{step} (node-local)",
-                               self.local.last_bytes)
-            return local, None
-        stall, failed = self._save(step, tree, "periodic")
-        return (local + (stall or 0.0), failed)
+            self.journal.saved(step, stall, "periodic", f"{step} (node-local)", nbytes, write)
 
     def _save(self, step: int, state: State,
               kind: str) -> Tuple[Optional[float], Optional[str]]:
@@ -294,8 +284,15 @@ class LongJob:
         return self._kind == "periodic" and self.files.background
 
     def _settle(self) -> None:
-        """Waits for the write in flight, if one is, and records it."""
+        """Waits for the write in flight to the shared directory, if one is, and records
+        it."""
         self._ended(self.files.wait())
+
+    def _settle_all(self) -> None:
+        """Waits for the writes in flight, the tier's and the shared directory's."""
+        if self.tier is not None:
+            self.tier.settle()
+        self._settle()
 
     def _ended(self, written: Optional[Written]) -> Optional[str]:
         """Records a write that ended (None: none did): on disk, process 0 writes the

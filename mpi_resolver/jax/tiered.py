@@ -15,7 +15,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 from mpi_resolver.core.errors import ConfigurationError
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.jax.coordinator import JaxCoordinator
-from mpi_resolver.jax.local_parts import from_part, part_bytes
+from mpi_resolver.jax.local_parts import from_part, packed, part_snapshot
 from mpi_resolver.long_jobs.local_tier import LocalTier
 from mpi_resolver.long_jobs.manifest import this_job
 from mpi_resolver.long_jobs.resume import first_line
@@ -44,6 +44,7 @@ class LocalSaves:
         self.link: Any = None  # exchange.part_link.PartLink, where MPI runs
         self.partners: List[Optional[int]] = []
         self.last_bytes: Optional[int] = None
+        self._agreements = 0  # numbers each agreement: a step saved or restored twice
 
     def open(self) -> None:
         """Makes this node's directory, checks that no other node sees it, and starts the
@@ -72,12 +73,18 @@ class LocalSaves:
         self.link = self._link([r for _, r in told])
 
     def save(self, step: int, tree: Any) -> Optional[str]:
-        """Saves this process's part of ``tree`` at ``step`` here and at its partner (every
-        process); returns None where every part and copy is whole, else why not (the same on
-        every process, naming the process: the caller saves to the shared directory)."""
+        """Saves this process's part of ``tree`` at ``step`` (every process); returns as
+        write."""
+        return self.write(step, part_snapshot(tree))
+
+    def write(self, step: int, arrays: Any) -> Optional[str]:
+        """Writes this process's part (a local_parts.part_snapshot) of ``step`` here and at its
+        partner (every process; from a thread of its own where saves are in the background);
+        returns None where every part and copy is whole, else why not (the same on every
+        process, naming the process)."""
         tier = self.tier
         assert tier is not None  # open() first
-        blob, why = part_bytes(tree), None
+        blob, why = packed(arrays), None
         free = tier.free()
         if not room_for(free, self.last_bytes):
             why = f"{tier.directory} has {free} bytes free, too few for {self.last_bytes}"
@@ -98,6 +105,16 @@ class LocalSaves:
             return failed
         tier.keep_newest(KEEP_LOCAL)
         return None
+
+    def threads_ok(self) -> bool:
+        """Returns whether a write may run in a thread beside the training: no partner link,
+        or MPI with every thread allowed (MPI_THREAD_MULTIPLE, what mpi4py asks for)."""
+        if self.link is None:
+            return True
+        from mpi_resolver.exchange.transport import import_mpi
+
+        mpi = import_mpi()
+        return bool(mpi.Query_thread() == mpi.THREAD_MULTIPLE)
 
     def restore(self, template: Any, shared: Sequence[int]) -> Optional[Tuple[int, Any, str]]:
         """Returns (the step, ``template`` read from the local tier, where each process read
@@ -160,21 +177,26 @@ class LocalSaves:
             act()
         except ConfigurationError as e:
             why = str(e)
-        said = [one for one in self.coord.gather(f"{self.key}_{what}", why, f"its {what}")
-                if one]
+        said = [one for one in self.coord.gather(self._next(what), why, f"its {what}") if one]
         if said:
             raise ConfigurationError(said[0])
 
     def _trouble(self, key: str, why: Optional[str], what: str) -> Optional[str]:
         """Gathers each process's ``why`` (None: all went well); returns the first one said,
         naming its process, the same on every process, else None."""
-        said = self.coord.gather(f"{self.key}_{key}", why or "", what)
+        said = self.coord.gather(self._next(key), why or "", what)
         return next((f"process {p}: {one}" for p, one in enumerate(said) if one), None)
 
     def _gathered(self, key: str, value: Any, what: str) -> List[Any]:
         """Returns every process's ``value`` (as JSON), in process order."""
-        return [json.loads(x) for x in self.coord.gather(f"{self.key}_{key}",
-                                                         json.dumps(value), what)]
+        return [json.loads(x) for x in self.coord.gather(self._next(key), json.dumps(value),
+                                                         what)]
+
+    def _next(self, name: str) -> str:
+        """Returns the key of the next agreement, ``name`` numbered (every process makes its
+        agreements in the same order: a key is never set twice)."""
+        self._agreements += 1
+        return f"{self.key}_{self._agreements}_{name}"
 
     def _link(self, ranks: Sequence[int]) -> Any:
         """Returns the partner link over MPI's world, None (one warning) where MPI does not

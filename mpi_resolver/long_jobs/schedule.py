@@ -42,15 +42,21 @@ class Plan:
         why = ""
         if every.auto and self.write_seconds is None:
             why = (f" (Young: sqrt(2 x C {self.save_seconds or 0:.2f} s x M "
-                   f"{self.mtbf_seconds / 3600:.0f} h))")
+                   f"{shown(self.mtbf_seconds / 3600)} h))")
         elif every.auto:
             why = (f" (Young: sqrt(2 x C {self.save_seconds or 0:.3f} s x M "
-                   f"{self.mtbf_seconds / 3600:.0f} h), C the training's stall; not below "
+                   f"{shown(self.mtbf_seconds / 3600)} h), C the training's stall; not below "
                    f"the write in the background, {self.write_seconds:.2f} s)")
         spent = overhead(self.save_seconds or 0.0, self.seconds, self.mtbf_seconds)
-        return (f"periodic checkpoints ({every.describe()}): every {self.seconds:.0f} s = "
+        return (f"periodic checkpoints ({every.describe()}): every {shown(self.seconds)} s = "
                 f"{self.steps} steps of {self.step_seconds:.3f} s{why}; expected overhead "
                 f"{spent * 100:.2f} % (saves and work redone after a failure)")
+
+
+def shown(value: float) -> str:
+    """Returns ``value`` for the plan's line: whole from 10, else two significant digits (a
+    test's MTBF of 36 s is 0.01 h, an interval of 0.45 s not 0 s)."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
 def plan_agreement(coord: Any, key: str) -> Agree:

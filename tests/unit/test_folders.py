@@ -57,6 +57,7 @@ ELSEWHERE = {
     "jax/keras_job.py": "tests/jax/test_long_job_alone.py",
     "jax/local_parts.py": "tests/jax/test_local_parts.py",
     "jax/tiered.py": "tests/jax/test_local_tier.py",
+    "jax/tier_saves.py": "tests/jax/test_local_tier_alone.py",
     "rehearsal/jax_deep.py": "tests/jax/test_deep.py",
     "cli/args.py": "tests/unit/cli/test_main.py",
     "cli/step_run.py": "tests/unit/cli/test_supervise.py",

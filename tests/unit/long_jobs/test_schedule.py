@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from mpi_resolver.long_jobs.interval import Every
-from mpi_resolver.long_jobs.schedule import WARMUP_STEPS, Plan, Schedule
+from mpi_resolver.long_jobs.schedule import WARMUP_STEPS, Plan, Schedule, shown
 
 pytestmark = pytest.mark.unit
 
@@ -348,3 +348,15 @@ def test_a_step_count_is_not_backed_off() -> None:
     s = schedule(Every(steps=5))
     tried = [step for step in range(1, 21) if s.due(step) and (s.failed(step, 0.0) or True)]
     assert tried == [5, 10, 15, 20]
+
+
+@pytest.mark.parametrize("value, expected", [
+    (3000.0, "3000"),
+    (10.0, "10"),  # whole from 10
+    (9.5, "9.5"),
+    (0.01, "0.01"),  # a test's MTBF of 36 s in hours: not 0 h
+    (0.45, "0.45"),  # an interval under a second: not 0 s
+    (0.0, "0"),
+])
+def test_the_plan_s_figures(value: float, expected: str) -> None:
+    assert shown(value) == expected
