@@ -1,24 +1,33 @@
 """This process's part of a JAX state as bytes (the node-local tier's unit) and back: each
 JAX array as the data of the shards this process holds (each region once, with its bounds),
 any other leaf (a NumPy array, a Python number) whole; read back into a template's shapes,
-types and shardings, each array made from this process's shards alone (no collective)."""
+types and shardings, each array made from this process's shards alone (no collective).
+
+The bytes: MAGIC, the header's length (8 bytes, little-endian), the header (JSON: the
+leaves' index, each array's name, type, shape and offset), then the arrays' bytes one after
+the other: packed with one copy, read back without one (a .npz's zip and checksums took
+1.3 s to read 512 MiB here)."""
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any, Dict, List, Tuple
 
 import jax
 import numpy as np
 
-__all__ = ["part_snapshot", "packed", "part_bytes", "from_part", "PartMisfit"]
+__all__ = ["part_snapshot", "packed", "unpacked", "part_bytes", "from_part", "PartMisfit",
+           "MAGIC"]
 
 Bounds = Tuple[Tuple[int, int], ...]
 
 
+#: A part's first bytes.
+MAGIC = b"mpi_resolver part 1\n"
+
+
 class PartMisfit(ValueError):
-    """A part written for another state (its leaves, shapes or types differ)."""
+    """A part written for another state (its leaves, shapes or types differ), or no part."""
 
 
 def _bounds(index: Tuple[slice, ...], shape: Tuple[int, ...]) -> Bounds:
@@ -49,27 +58,54 @@ def part_snapshot(tree: Any) -> Dict[str, np.ndarray]:
     return arrays
 
 
-def packed(arrays: Dict[str, np.ndarray]) -> bytes:
-    """Returns a part_snapshot as one NumPy .npz's bytes."""
-    out = io.BytesIO()
-    np.savez(out, allow_pickle=False, **arrays)
-    return out.getvalue()
+def packed(arrays: Dict[str, np.ndarray]) -> bytearray:
+    """Returns a part_snapshot as a part's bytes (see the module)."""
+    layout, offset = [], 0
+    for name, data in arrays.items():
+        layout.append([name, data.dtype.str, list(data.shape), offset])
+        offset += data.nbytes
+    header = json.dumps(layout).encode()
+    start = len(MAGIC) + 8 + len(header)
+    out = bytearray(start + offset)
+    out[:start] = MAGIC + len(header).to_bytes(8, "little") + header
+    view = memoryview(out)
+    for (_, _, _, at), data in zip(layout, arrays.values(), strict=True):
+        view[start + at:start + at + data.nbytes] = np.ascontiguousarray(data).reshape(-1) \
+            .view(np.uint8)
+    return out
 
 
-def part_bytes(tree: Any) -> bytes:
-    """Returns this process's part of ``tree`` (see the module) as one NumPy .npz's bytes."""
+def unpacked(blob: Any) -> Dict[str, np.ndarray]:
+    """Returns the arrays of a part's bytes ``blob``, views of it (no copy).
+
+    Raises:
+      PartMisfit: ``blob`` is not a whole part.
+    """
+    size = len(MAGIC) + 8
+    if bytes(blob[:len(MAGIC)]) != MAGIC or len(blob) < size:
+        raise PartMisfit("it is not a part of mpi_resolver's node-local tier")
+    end = size + int.from_bytes(blob[len(MAGIC):size], "little")
+    try:
+        layout = json.loads(bytes(blob[size:end]))
+        return {name: np.frombuffer(blob, np.dtype(kind), int(np.prod(shape)), end + at)
+                .reshape(shape) for name, kind, shape, at in layout}
+    except ValueError as e:  # a header or an array cut short
+        raise PartMisfit(f"it is not whole ({e})") from e
+
+
+def part_bytes(tree: Any) -> bytearray:
+    """Returns this process's part of ``tree`` (see the module) as its bytes."""
     return packed(part_snapshot(tree))
 
 
-def from_part(blob: bytes, template: Any) -> Any:
+def from_part(blob: Any, template: Any) -> Any:
     """Returns ``template`` with each leaf read from ``blob`` (part_bytes' form).
 
     Raises:
       PartMisfit: the part has other leaves, shapes or types than ``template``, naming the
         first leaf that differs.
     """
-    with np.load(io.BytesIO(blob), allow_pickle=False) as saved:
-        arrays = {name: saved[name] for name in saved.files}
+    arrays = unpacked(blob)
     index = json.loads(arrays.pop("index").tobytes())
     paths, treedef = jax.tree_util.tree_flatten_with_path(template)
     if len(index) != len(paths):
@@ -99,4 +135,4 @@ def _leaf(arrays: Dict[str, np.ndarray], i: int, entry: Any, path: Any, leaf: An
     if value is None or np.shape(leaf) != value.shape:
         raise PartMisfit(f"{name} differs in the state")
     return type(leaf)(value.item()) if isinstance(leaf, (bool, int, float, complex)) \
-        else value
+        else value.copy()  # the caller's own, writable, not a view of the part

@@ -1,7 +1,7 @@
 """mpi_resolver.jax.local_parts in .venv-jax's Python, one process with four CPU devices: a
 state (an array sharded over the devices, one replicated, NumPy arrays, Python numbers) to
 this process's part and back, each region once, the same values, types and shardings; a part
-that does not fit the state refused, naming the leaf. Parts across processes and nodes:
+that does not fit the state, or is no whole part, refused, naming the leaf. Parts across processes and nodes:
 tests/jax/test_local_tier.py."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ state = {"w": w, "r": jnp.ones(3, jnp.int32), "opt": (np.full(2, 3, np.float16),
 blob = part_bytes(state)
 zero = {"w": w * 0, "r": state["r"] * 0, "opt": (np.zeros(2, np.float16), 0, 0.0, False)}
 back = from_part(blob, zero)
-with np.load(__import__("io").BytesIO(blob)) as f:
-    names = sorted(f.files)
+from mpi_resolver.jax.local_parts import unpacked
+names = sorted(unpacked(blob))
 print(json.dumps({
     "names": names, "w": np.asarray(back["w"]).tolist(),
     "w_sharding": back["w"].sharding == rows, "r": np.asarray(back["r"]).tolist(),
@@ -72,6 +72,15 @@ for name, state in [
         print(name, "restored")
     except PartMisfit as e:
         print(name, "|", e)
+for name, bad in [("torn", b"torn"), ("cut", blob[:-1]), ("header", blob[:40])]:
+    try:
+        from_part(bad, saved)
+        print(name, "restored")
+    except PartMisfit as e:
+        print(name, "|", str(e).split(" (")[0])
+back = from_part(blob, saved)
+back["v"][0] = 1.0  # the caller's own array: writable
+print("whole |", float(back["v"].sum()), back["n"])
 '''
 
 
@@ -85,4 +94,8 @@ def test_a_part_that_does_not_fit_is_refused_naming_the_leaf(jax_python: str) ->
         "array | ['n'] is not an array there, () float32 in the state",
         "number | ['v'] differs in the state",
         "shards | ['w'] was held in other shards by this process",
+        "torn | it is not a part of mpi_resolver's node-local tier",
+        "cut | it is not whole",
+        "header | it is not whole",
+        "whole | 1.0 7",
     ], p.stderr[-3000:]

@@ -73,6 +73,12 @@ def test_a_step_count_needs_no_clock_and_no_word(every, start, last, saves):
     assert board.asked == []
 
 
+@pytest.mark.parametrize("step, due", [(20, False), (30, True)])
+def test_the_step_a_run_resumed_from_is_not_saved_again(step: int, due: bool) -> None:
+    """A script that tells step_done the restored step itself (before its first step)."""
+    assert schedule(Every(steps=10), 20, board=Board()).due(step) is due
+
+
 def test_a_duration_is_turned_into_steps_by_the_chief_after_the_warmup():
     clock, board = Clock(), Board()
     s = schedule(Every(seconds=30.0), clock=clock, board=board)
