@@ -60,18 +60,21 @@ def part_snapshot(tree: Any) -> Dict[str, np.ndarray]:
 
 def packed(arrays: Dict[str, np.ndarray]) -> bytearray:
     """Returns a part_snapshot as a part's bytes (see the module)."""
-    layout, offset = [], 0
+    layout: List[Any] = []
+    offsets: List[int] = []
+    offset = 0
     for name, data in arrays.items():
         layout.append([name, data.dtype.str, list(data.shape), offset])
+        offsets.append(offset)
         offset += data.nbytes
     header = json.dumps(layout).encode()
     start = len(MAGIC) + 8 + len(header)
     out = bytearray(start + offset)
     out[:start] = MAGIC + len(header).to_bytes(8, "little") + header
     view = memoryview(out)
-    for (_, _, _, at), data in zip(layout, arrays.values(), strict=True):
-        view[start + at:start + at + data.nbytes] = np.ascontiguousarray(data).reshape(-1) \
-            .view(np.uint8)
+    for at, data in zip(offsets, arrays.values(), strict=True):
+        flat = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        view[start + at:start + at + data.nbytes] = flat.data
     return out
 
 

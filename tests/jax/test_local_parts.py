@@ -1,8 +1,8 @@
 """mpi_resolver.jax.local_parts in .venv-jax's Python, one process with four CPU devices: a
 state (an array sharded over the devices, one replicated, NumPy arrays, Python numbers) to
 this process's part and back, each region once, the same values, types and shardings; a part
-that does not fit the state, or is no whole part, refused, naming the leaf. Parts across processes and nodes:
-tests/jax/test_local_tier.py."""
+that does not fit the state, or is no whole part, refused, naming the leaf. Parts across
+processes and nodes: tests/jax/test_local_tier.py."""
 
 from __future__ import annotations
 
