@@ -87,6 +87,25 @@ def test_periodic_saves_the_signal_and_the_resume(jax_python: str, tmp_path: Pat
         ("save", 20, "final"), ("completed", 20, None)], records
 
 
+def test_the_signal_waits_for_the_tier_s_write_in_flight_then_saves_shared(
+        jax_python: str, tmp_path: Path) -> None:
+    """The node-local tier written in the background: on the signal its write in flight is
+    finished and recorded first, then the signal's save goes to the checkpoint directory,
+    where the next run resumes (newer than the tier's step 6)."""
+    ck, local = str(tmp_path / "ck"), str(tmp_path / "local")
+    args = f"{ck!r}, checkpoint_every=2, local_dir={local!r}, shared_every=100"
+    p, lines = loop(jax_python, args, stop_at=7)
+    assert p.returncode == 75, p.stderr[-3000:]
+    assert lines[-1] == {"exit": 75, "files": ["7", *KEPT]}, lines
+    saves = [(r["step"], r["checkpoint"], r["kind"]) for r in ledger.read(ck)
+             if r["event"] == "save"]
+    assert saves == [(2, "2 (node-local)", "periodic"), (4, "4 (node-local)", "periodic"),
+                     (6, "6 (node-local)", "periodic"), (7, "7", "signal")], saves
+    p, lines = loop(jax_python, args, stop_at=0)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert lines[0] == {"start": 7, "w": 7.0, "n": 7}, lines
+
+
 def test_sigterm_ends_with_143_and_a_torn_newest_is_skipped(jax_python: str,
                                                             tmp_path: Path) -> None:
     ck = tmp_path / "ck"
