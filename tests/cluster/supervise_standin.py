@@ -13,8 +13,9 @@ MODE:
                     progress every run
   node2-twice-75    the same, then on the third run every task exits 75 (saved: to run
                     again)
-  node2-drained     the task on node2 waits for DIR/drained (the test drains node2 first),
-                    then SIGKILLs itself, on the first run; progress every run
+  node2-drained     the task on node2 writes DIR/waiting, waits for DIR/drained (the test
+                    drains node2 first), then SIGKILLs itself, on the first run; progress
+                    every run
   exit-3            task 0 exits 3 on every run, after progress
   crash-loop        task 1 SIGKILLs itself at once on every run (no progress)
   usage             task 0 exits 2 (argparse's usage error)
@@ -75,6 +76,7 @@ if mode == "kill-once" and task == 1:
 if mode in ("node2-twice", "node2-twice-75") and node == "node2":
     killed_on("kills.txt", 2)
 if mode == "node2-drained" and node == "node2" and run == 1:
+    open(os.path.join(directory, "waiting"), "w").close()  # the test drains node2 now
     deadline = time.monotonic() + 60
     while not os.path.exists(os.path.join(directory, "drained")) and time.monotonic() < deadline:
         time.sleep(0.1)

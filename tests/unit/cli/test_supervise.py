@@ -600,8 +600,15 @@ def test_a_scancel_after_the_run_wins_over_the_requeue(tmp_path: Path,
     assert (bin_dir / "calls.txt").read_text().splitlines() == ["show job -o 12"]
 
 
+#: A step that ends 75 on the warning signal and, as the package's tasks do after their save
+#: (watcher.ignore), ignores it from then on: supervise passes the warning on as soon as it
+#: sees the trap's file, so a second USR1 may come while the step's Python ends, after its
+#: handlers went back to the default action (seen once in the suite: exit 138).
 WAIT_THEN_75 = """import signal, sys, time
-signal.signal(signal.SIGUSR1, lambda *_: sys.exit(75))
+def stop(*_):
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    sys.exit(75)
+signal.signal(signal.SIGUSR1, stop)
 print("step started", flush=True)
 time.sleep(30)
 """
