@@ -39,8 +39,6 @@ def test_the_quick_benchmark_measures_and_judges(jax_python: str, tmp_path: Path
             rf"the write {NUMBER} \((\d+\.\d\d) of dd's speed\); restore {NUMBER} from each "
             rf"node's own copy, {NUMBER} with process 1's from its partner$", p.stdout, re.M)
         assert shared and local, p.stdout
-        for line in (shared, local):
-            assert all(float(x) > 0 for x in line.groups()), line.group(0)  # measured
         assert re.search(rf"^goal at {mib} MiB: the stall <= 0\.1 x at once: (met|not met) "
                          r"\(\d+\.\d\d\); the write >= 0\.5 of dd: (met|not met) "
                          r"\(\d+\.\d\d\)$", p.stdout, re.M), p.stdout
@@ -49,6 +47,8 @@ def test_the_quick_benchmark_measures_and_judges(jax_python: str, tmp_path: Path
     found = json.loads(out.read_text())
     assert [f["mib"] for f in found["sizes"]] == [10, 100]
     for f in found["sizes"]:
+        # measured (the printed figures are rounded: a 10 MiB part's stall prints 0.000 s)
+        assert all(v > 0 for k, v in f.items() if k.endswith("_s")), f
         assert f["stall_ratio"] == pytest.approx(f["stall_s"] / f["at_once_s"])
         assert f["write_of_dd"] == pytest.approx(f["dd_s"] / f["write_s"])
         assert f["local_stall_ratio"] == pytest.approx(f["local_stall_s"] /
