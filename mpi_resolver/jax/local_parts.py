@@ -38,7 +38,7 @@ def _bounds(index: Tuple[slice, ...], shape: Tuple[int, ...]) -> Bounds:
 
 def part_snapshot(tree: Any) -> Dict[str, np.ndarray]:
     """Returns this process's part of ``tree`` (see the module) as host copies, named as the
-    part's .npz holds them: what a save in the background holds while the training goes on
+    part's header names them: what a save in the background holds while the training goes on
     (a copy: a donated or reused device buffer may change under it)."""
     arrays: Dict[str, np.ndarray] = {}
     index: List[Any] = []

@@ -103,11 +103,9 @@ class LongJob:
         self.chief = self.coord.chief
         self.job = this_job(os.environ)
         self.key = f"mpi_resolver_jax_{next(_JOBS)}"
-        self.local = None if self.tiers is None else \
-            LocalSaves(self.tiers.pattern, self.coord, self.key, self.tiers.name)
-        self.tier = None if self.local is None or self.tiers is None else \
-            TierSaves(self.local, self.tiers.shared_every, self.files.background,
-                      self.directory, self._local_whole)
+        self.tier = None if self.tiers is None else TierSaves(
+            LocalSaves(self.tiers.pattern, self.coord, self.key, self.tiers.name),
+            self.tiers.shared_every, self.files.background, self.directory, self._local_whole)
         self.schedule: Optional[Schedule] = None
         self.start = 0
         self.newest: Optional[int] = None  # the step of this run's last whole save
