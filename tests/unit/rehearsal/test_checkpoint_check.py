@@ -563,18 +563,35 @@ def test_another_user_cannot_write_there():
                                               "(EACCES)")
 
 
-def test_poll_sees_a_file_that_comes_late_and_gives_up_on_one_that_never_does(tmp_path):
+class _Clock:
+    """The probe's clock: sleeping moves it on, and the file ``late`` comes once 0.4 s have
+    passed (a thread's timer raced the probe's own start on a loaded machine)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.now, self.folder, self.sleeps = 100.0, folder, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        if self.now >= 100.4 and not (self.folder / "late").exists():
+            (self.folder / "late").write_text(file_text(5, "h", "n"))
+
+
+def test_poll_sees_a_file_that_comes_late_and_gives_up_on_one_that_never_does(tmp_path,
+                                                                               monkeypatch):
     late = Written(5, "h", str(tmp_path), OK, name="late", nonce="n")
     never = Written(6, "h", str(tmp_path), OK, name="never", nonce="n")
-    timer = threading.Timer(0.4, lambda: (tmp_path / "late").write_text(file_text(5, "h", "n")))
-    timer.start()
+    clock = _Clock(tmp_path)
+    monkeypatch.setattr(probe, "time", clock)
     found: dict = {}
-    start = time.monotonic()
-    probe.poll(str(tmp_path), 0, [late, never], start + 1.2, found)
-    took = time.monotonic() - start
-    timer.join()
-    assert found[5].state == SEEN and 0.4 <= found[5].waited < 1.2
-    assert found[6].state == ABSENT and found[6].waited >= 1.0 and 1.2 <= took < 2.0
+    probe.poll(str(tmp_path), 0, [late, never], 101.2, found)
+    # looks at 0, 0.05, 0.15, 0.35 and 0.75 s (doubling), then once more at the deadline
+    assert clock.sleeps == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.45])
+    assert (found[5].state, found[5].waited) == (SEEN, 0.75)
+    assert (found[6].state, found[6].waited) == (ABSENT, 1.2)
 
 
 def test_poll_looks_once_however_late(tmp_path):
