@@ -38,6 +38,7 @@ class KeepingManager(tf.train.CheckpointManager):
         self.chief, self._agree = chief, agree
         self.restored: Optional[str] = None
         self.skipped: List[str] = []  # the warnings of the torn checkpoints passed over
+        self._buffers: Optional[snapshots.HostBuffers] = None  # the snapshots' copies
 
     def restore_or_initialize(self) -> Optional[str]:
         """Returns the prefix restored, None where none restores (step 0).
@@ -70,12 +71,17 @@ class KeepingManager(tf.train.CheckpointManager):
                                   "on a file system every node sees?") from e
         logger.warning("mpi_resolver: %s, and goes with worker 0", said)
 
-    def snapshot(self) -> snapshots.Snapshot:
+    def snapshot(self, copy: bool = True) -> snapshots.Snapshot:
         """Returns the state now, numbered as ``save`` numbers it (the checkpoint's
-        save_counter, counted in it), for ``write_snapshot``."""
+        save_counter, counted in it), for ``write_snapshot``: its large host tensors copied
+        into buffers this manager keeps (snapshot.HostBuffers) where ``copy``, else held (a
+        worker that writes nothing)."""
         counter = self._checkpoint.save_counter
         counter.assign_add(1)
-        return snapshots.take(self._checkpoint, f"{self._prefix}-{int(counter.numpy())}")
+        if copy and self._buffers is None:
+            self._buffers = snapshots.HostBuffers()
+        return snapshots.take(self._checkpoint, f"{self._prefix}-{int(counter.numpy())}",
+                              self._buffers if copy else None)
 
     def write_snapshot(self, snap: snapshots.Snapshot) -> str:
         """Writes ``snap`` (from any thread; one at a time) as ``save`` does, and returns its

@@ -110,8 +110,9 @@ class Saver:
         the chief, starts its write in the background."""
         assert self.writes is not None
         start = self._clock()
-        snap = self.manager.snapshot()  # numbered alike on every worker
-        if self.scratch is not None:  # another worker: its part read, nothing written
+        # numbered alike on every worker; another worker's part read, nothing written
+        snap = self.manager.snapshot(copy=self.scratch is None)
+        if self.scratch is not None:
             return
         self.writes.start(self.step, self._clock() - start,
                           lambda: self.manager.write_snapshot(snap))

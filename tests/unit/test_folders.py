@@ -80,7 +80,7 @@ ELSEWHERE = {
     "tensorflow/handler.py": "tests/tf/test_periodic.py",
     "tensorflow/handler_setup.py": "tests/tf/test_periodic.py",
     "tensorflow/saver.py": "tests/tf/test_background_saves.py",
-    "tensorflow/snapshot.py": "tests/tf/test_background_saves.py",
+    "tensorflow/snapshot.py": "tests/tf/test_snapshot.py",
     "rehearsal/checkpoint_files.py": "tests/unit/rehearsal/test_checkpoint_check.py",
     "rehearsal/checkpoint_probe.py": "tests/unit/rehearsal/test_checkpoint_check.py",
     "rehearsal/deep_tf.py": "tests/tf/test_deep.py",
