@@ -161,7 +161,7 @@ class LongJob:
         ``state``: the training state, or a callable that returns it (called where a save is
         due, on every process)."""
         self._last = (step, state)
-        self._ended(self.files.done())
+        self._written(self.files.done())
         if self.tier is not None:
             self.tier.done()
         self.journal.progress(step)
@@ -183,7 +183,7 @@ class LongJob:
             write = self.files.writes.last_seconds if self.tier is None else \
                 self.tier.last_write  # the tier's, where its writes set the pace
             if failed is None:
-                self.schedule.saved(step, seconds or 0.0, write)
+                self.schedule.saved(step, seconds or 0.0, write, pending=self.files.writes.pending)
             else:
                 self.schedule.failed(step, seconds or 0.0)
             if self.chief and len(self.schedule.plans) > plans:
@@ -284,7 +284,14 @@ class LongJob:
     def _settle(self) -> None:
         """Waits for the write in flight to the shared directory, if one is, and records
         it."""
-        self._ended(self.files.wait())
+        self._written(self.files.wait())
+
+    def _written(self, written: Optional[Written]) -> None:
+        """Records a background write that ended, if one did, and tells the schedule how
+        (its back-off)."""
+        failed = self._ended(written)
+        if written is not None and self.schedule is not None:
+            self.schedule.written(failed is None)
 
     def _settle_all(self) -> None:
         """Waits for the writes in flight, the tier's and the shared directory's."""

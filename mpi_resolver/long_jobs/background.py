@@ -45,6 +45,11 @@ class BackgroundWrites:
         """Returns whether a write is in flight."""
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def pending(self) -> bool:
+        """Returns whether a write was started and its outcome not collected yet."""
+        return self._thread is not None
+
     def start(self, step: int, stall: float, write: Callable[[], Any]) -> None:
         """Starts ``write()`` (the state of ``step``, snapshot in ``stall`` seconds) in the
         background. The caller has collected (``wait``) the write before it."""

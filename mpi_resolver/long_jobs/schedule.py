@@ -105,17 +105,26 @@ class Schedule:
             self._next = self._share(self._first(step) if self.chief else None)
         return step == self._next
 
-    def saved(self, step: int, seconds: float, write: Optional[float] = None) -> None:
+    def saved(self, step: int, seconds: float, write: Optional[float] = None,
+              pending: bool = False) -> None:
         """Notes a save after step ``step`` that took ``seconds`` of the training (the whole
         save, or the stall of one written in the background, as the caller timed it;
-        ``write``: the newest background write's time, where one finished); after a
-        periodic save of a duration or 'auto' rule, the chief decides the next one and
-        every worker learns it."""
+        ``write``: the newest background write's time, where one finished; ``pending``: its
+        write goes on in the background, and ``written`` will say how it ended, a back-off
+        staying until then); after a periodic save of a duration or 'auto' rule, the chief
+        decides the next one and every worker learns it."""
         self.save_seconds = seconds
         if write is not None:
             self.write_seconds = write
-        self._failures = 0
+        if not pending:
+            self._failures = 0
         self._plan_next(step, seconds)
+
+    def written(self, whole: bool) -> None:
+        """Notes how a periodic save's background write ended: ``whole`` ends a back-off;
+        else it counts as a save that failed, and the interval planned at the next save
+        doubles (a directory that refuses every write is not written at every interval)."""
+        self._failures = 0 if whole else self._failures + 1
 
     def failed(self, step: int, seconds: float) -> None:
         """Notes a periodic save after step ``step`` that failed after ``seconds``: the next

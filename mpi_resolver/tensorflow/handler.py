@@ -72,6 +72,7 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
         that it failed."""
         if self.schedule is None:
             self.schedule = self._make_schedule(step, every)
+            self._saver.on_written = self.schedule.written  # a background write's outcome
         if not self.schedule.due(step) or self._received_checkpoint_step.is_set():
             return  # not due, or the signal's save comes now or next: one save is enough
         self._saver.deferred = True  # written in the background, where the saver can
@@ -87,6 +88,7 @@ class SlurmCheckpointHandler(tf.distribute.experimental.PreemptionCheckpointHand
             self.schedule.failed(step, took)
         else:
             writes = self._saver.writes
-            self.schedule.saved(step, took, writes.last_seconds if writes else None)
+            self.schedule.saved(step, took, writes.last_seconds if writes else None,
+                                pending=writes is not None and writes.pending)
         if self.schedule.chief and len(self.schedule.plans) > plans:
             log_once(self.schedule.plans[-1].line(self.schedule.every))

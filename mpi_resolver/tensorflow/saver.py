@@ -47,6 +47,8 @@ class Saver:
         self._prefix: Optional[str] = None  # the chief's last checkpoint written
         self._kind = "periodic"  # the kind of the save written in the background
         self._pending = False  # the chief's background write not recorded yet
+        #: Told how each background write ended (whole or not): the schedule's back-off.
+        self.on_written: Callable[[bool], None] = lambda whole: None
 
     @property
     def advanced(self) -> bool:
@@ -128,6 +130,7 @@ class Saver:
                              checkpoint=lambda: _named(written.result))
         if failed is None:
             self.newest, self._prefix = written.step, written.result
+        self.on_written(failed is None)
 
     def _saved(self, step: int, seconds: Optional[float], kind: str,
                prefix: Optional[str]) -> None:

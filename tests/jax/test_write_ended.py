@@ -3,7 +3,8 @@ periodic save is written in the background (the write thread is a daemon, cut at
 the exit waits for the write and records it, so the next run resumes from it (the clean
 clone's Keras resume once restored the step before: the last save's write, slow under load,
 was cut at the exit); a write whose manifest then fails (the directory made read-only
-meanwhile) is a failed save, at once or in the background, and the training goes on."""
+meanwhile) is a failed save, at once or in the background, and the training goes on; writes
+that fail in the background back the saves off as saves that fail at once do."""
 
 from __future__ import annotations
 
@@ -87,3 +88,39 @@ def test_a_write_whose_manifest_fails_is_a_failed_save(jax_python: str, tmp_path
         "last one that restores is kept" in p.stderr, p.stderr[-3000:]
     records = [(r["event"], r["step"]) for r in ledger.read(ck) if r["event"] != "restore"]
     assert records == [("save_failed", 3), ("save", 6)], records
+
+
+#: Saves every 0.3 s in the background, each write failing in Orbax's thread where argv[2]
+#: says so; the plans' intervals once there are four.
+WRITES_FAIL = '''
+import sys, time
+from mpi_resolver.jax import initialize
+initialize(port_base="auto")
+import jax.numpy as jnp
+from mpi_resolver.jax import LongJob
+from mpi_resolver.jax.orbax_checkpoints import OrbaxCheckpoints
+def refused(self, step):
+    raise OSError(122, "Disk quota exceeded")
+if sys.argv[2] == "1":
+    OrbaxCheckpoints._committed = refused
+job = LongJob(sys.argv[1], checkpoint_every="0.3s")
+step, state = job.restore({"w": jnp.zeros(2)})
+while job.schedule is None or len(job.schedule.plans) < 4:
+    step += 1
+    state = {"w": state["w"] + 1}
+    job.step_done(step, state)
+    time.sleep(0.005)
+print("plans", [round(p.seconds, 2) for p in job.schedule.plans], flush=True)
+'''
+
+
+@pytest.mark.parametrize("fails, plans", [("1", "[0.3, 0.3, 0.6, 1.2]"),
+                                          ("0", "[0.3, 0.3, 0.3, 0.3]")])
+def test_writes_that_fail_in_the_background_back_the_saves_off(jax_python: str,
+                                                               tmp_path: Path, fails: str,
+                                                               plans: str) -> None:
+    ck = str(tmp_path / "ck")
+    p = run(jax_python, WRITES_FAIL.replace("sys.argv[1]", repr(ck))
+            .replace("sys.argv[2]", repr(fails)))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"plans {plans}\n" in p.stdout, p.stdout + p.stderr[-3000:]

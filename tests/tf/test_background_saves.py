@@ -185,3 +185,25 @@ def test_a_local_directory_is_said_to_be_jax_s_alone(slurm_config, caplog, monke
     line = ("mpi_resolver: MPI_RESOLVER_LOCAL_DIR is set, and the node-local tier is JAX's "
             "LongJob's alone for now: TensorFlow's checkpoints go to the checkpoint directory")
     assert (line in messages(caplog)) is said, messages(caplog)
+
+
+@pytest.mark.parametrize("fails, intervals", [(True, [0.3, 0.3, 0.6, 1.2]),
+                                              (False, [0.3, 0.3, 0.3, 0.3])])
+def test_a_write_that_fails_in_the_background_backs_the_saves_off(
+        slurm_config, tmp_path, monkeypatch, fails: bool, intervals: List[float]) -> None:
+    """Every 0.3 s, each write refused in the background (a directory that refuses every
+    write): the interval doubles from the save after the first failure is known, as for
+    saves that fail at once; written whole, it stays."""
+    import tensorflow as tf
+
+    from mpi_resolver.tensorflow.checkpoints import KeepingManager
+
+    if fails:
+        monkeypatch.setattr(KeepingManager, "write_snapshot", lambda self, snap: 1 / 0)
+    checkpoint, step, weight = model_and_step(tf)
+    handler = slurm_config(checkpoint_every="0.3s").handler(None, checkpoint, str(tmp_path))
+    while len(handler.schedule.plans if handler.schedule else []) < 4:
+        handler.run(lambda: weight.assign_add(1.0))
+        step.assign_add(1)
+        time.sleep(0.005)
+    assert [round(p.seconds, 2) for p in handler.schedule.plans] == intervals

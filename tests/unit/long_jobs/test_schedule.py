@@ -350,6 +350,53 @@ def test_a_save_that_works_again_ends_the_back_off() -> None:
     assert s._failures == 0
 
 
+def _background_saves(s: Schedule, clock: Clock, whole: List[bool]) -> List[int]:
+    """Runs 1-s steps with a save in the background wherever one is due, its write (2 ms
+    of the step's, 0.5 s in the background) ending as ``whole`` says in turn and said at
+    the next step; returns the saves' steps."""
+    tried: List[int] = []
+    outcome: Optional[bool] = None
+    for step in range(s.start + 1, 5000):
+        clock.now += 1.0
+        if outcome is not None:
+            s.written(outcome)
+            outcome = None
+        if s.due(step):
+            tried.append(step)
+            s.saved(step, 0.002, 0.5, pending=True)
+            if len(tried) > len(whole):
+                return tried
+            outcome = whole[len(tried) - 1]
+    return tried
+
+
+@pytest.mark.parametrize("whole, gaps", [
+    # Young's interval for a 2-ms stall on 2 nodes of 6,000 h: 208 s, 208 steps of 1 s
+    ([True] * 4, [208, 208, 208, 208]),
+    # the first write's end is said after the second save is planned; then each doubles
+    ([False] * 4, [208, 416, 831, 1663]),
+    ([False, False, True, False], [208, 416, 831, 208]),  # a whole write ends the back-off
+])
+def test_a_background_write_that_fails_backs_off_as_a_save_that_fails(
+        whole: List[bool], gaps: List[int]) -> None:
+    """A save written in the background is no success before its write ends: a directory
+    that refuses every write is written at an interval doubled each time."""
+    clock = Clock()
+    s = schedule(Every(auto=True), clock=clock)
+    tried = _background_saves(s, clock, whole)
+    assert [b - a for a, b in zip(tried, tried[1:], strict=False)] == gaps
+
+
+@pytest.mark.parametrize("pending, failures", [(True, 1), (False, 0)])
+def test_a_save_ends_the_back_off_once_written(pending: bool, failures: int) -> None:
+    s = schedule(Every(auto=True))
+    s.written(False)
+    s.saved(1, 0.2, pending=pending)
+    assert s._failures == failures
+    s.written(True)
+    assert s._failures == 0
+
+
 def test_a_step_count_is_not_backed_off() -> None:
     s = schedule(Every(steps=5))
     tried = [step for step in range(1, 21) if s.due(step) and (s.failed(step, 0.0) or True)]
