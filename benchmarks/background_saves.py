@@ -3,17 +3,21 @@ training pays per save, the background write against `dd` of the same bytes to t
 directory.
 
     python benchmarks/background_saves.py [--mib 100 1024] [--steps 60] [--every 20] [--quick]
-                                          [--json FILE]
+                                          [--workers 1] [--json FILE]
 
-In a process of its own per run (one worker, TensorFlow's CPU build on one core, the other
-left to the write as a GPU node's host cores are; no Slurm), a state of --mib MiB (one
-variable) trained by steps that write every byte of it (as an optimizer's update does: after
+In a process of its own per run (--workers 1: one worker, TensorFlow's CPU build on one core,
+the other left to the write as a GPU node's host cores are; --workers 2: two workers of
+MultiWorkerMirroredStrategy under `mpirun -n 2` on this machine, in a network namespace of
+their own as root, each step ending in an all-reduce of one value, so that each waits for the
+other, and worker 0 writing beside both; no Slurm), a state of --mib MiB (one variable of each
+worker's) trained by steps that write every byte of it (as an optimizer's update does: after
 a background save's snapshot, the first such write copies the buffer, and that copy is part
 of what the step pays), through SlurmTerminationConfig's handler: without saves, with a save
 every 'every' steps at once (checkpoint_async=False), and in the background; each --repeat
 times, medians. 'every' is --every, or more where a save at once takes longer than a third
 of that many steps ('auto' never saves sooner than a write takes). What the training paid
-per save (`*_paid_s`) is the save's step and the next one beyond the median step; beside it
+per save (`*_paid_s`) is the save's step and the next one beyond the median step (the
+slower worker's); beside it
 the run's time over the run without saves, per save (`*_run_s`: also what the write took
 from the training's core, if anything); the package's own measures (Saver.seconds: the save
 at once, or the snapshot; the ledger's `write`). `dd bs=1M conv=fsync` copies the
@@ -28,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +42,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Each worker's line: its figures as JSON after this.
+MARK = "ONE "
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -50,6 +57,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--every", type=int, default=20,
                    help="steps between two saves (default 20: longer than a write, as "
                         "'auto' makes it; a save sooner waits for the write before it)")
+    p.add_argument("--workers", type=int, choices=(1, 2), default=1,
+                   help="workers of the training (2: MultiWorkerMirroredStrategy under mpirun)")
     p.add_argument("--json", help="also write the figures to this file")
     p.add_argument("--repeat", type=int, default=3, help="each run this many times "
                    "(default 3; medians)")
@@ -61,46 +70,100 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def build(tf: Any, mib: int) -> tuple:
+def build(tf: Any, mib: int, strategy: Any = None) -> tuple:
     """Returns (checkpoint, step variable, train step) of a state of ``mib`` MiB that each
-    step writes whole."""
+    step writes whole; with a ``strategy``, each step ends in an all-reduce of one value over
+    its workers (as a step's gradients are: each waits for the slowest)."""
     state = tf.Variable(tf.zeros([mib * 2 ** 20 // 4]), name="state")
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
 
     @tf.function
-    def train_step() -> Any:
+    def update() -> Any:
         state.assign_add(tf.ones_like(state))
         return state[0]
+
+    @tf.function
+    def together() -> Any:
+        return strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
+            "sum", tf.constant(1.0)))
+
+    def train_step() -> Any:
+        first = update()
+        if strategy is not None:
+            together()
+        return first
 
     return tf.train.Checkpoint(state=state, step=step), step, train_step
 
 
-def run(mib: int, directory: str, steps: int, every: Optional[int],
-        background: bool) -> Dict[str, Any]:
+def run(mib: int, directory: str, steps: int, every: Optional[int], background: bool,
+        workers: int = 1) -> Dict[str, Any]:
     """Returns one run's seconds and the package's own measures of its saves, from a process
-    of its own (each run's state, a GiB, freed with it)."""
-    out = subprocess.run([sys.executable, __file__, "--one", json.dumps(
-        [mib, directory, steps, every, background])], check=True, capture_output=True,
-        text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    of its own (each run's state, a GiB, freed with it), or ``workers`` of `mpirun`: the
+    slower worker's seconds and stalls, worker 0's saves."""
+    argv = [sys.executable, __file__, "--one", json.dumps(
+        [mib, directory, steps, every, background, workers])]
+    if workers > 1:
+        argv = mpirun(workers, argv)
+    out = subprocess.run(argv, capture_output=True, text=True,
+                         env=mpirun_env() if workers > 1 else None)
+    if out.returncode != 0:
+        raise SystemExit(f"a run failed ({out.returncode}): {' '.join(argv)}\n"
+                         f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return slower([json.loads(line[len(MARK):]) for line in out.stdout.splitlines()
+                   if line.startswith(MARK)])
+
+
+def slower(each: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Returns the workers' figures of one run as one: worker 0's saves, the slower worker's
+    seconds and, save by save, stall (the one every worker waits for)."""
+    first = dict(min(each, key=lambda r: r["rank"]))
+    first["seconds"] = max(r["seconds"] for r in each)
+    first["stalls"] = [max(s) for s in zip(*(r["stalls"] for r in each), strict=True)]
+    return first
+
+
+def mpirun(workers: int, argv: List[str]) -> List[str]:
+    """Returns ``argv`` run as ``workers`` processes by Open MPI's mpirun, in a network
+    namespace of their own with its loopback up where this is root (the workers' gRPC then
+    meets no other listener, and no address but loopback)."""
+    argv = ["mpirun", "-n", str(workers), *argv]
+    if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip"):
+        return ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', *argv]
+    return argv
+
+
+def mpirun_env() -> Dict[str, str]:
+    """Returns the environment of the workers: no Slurm or MPI variables of a caller's, as
+    root, the cores shared (each worker's TensorFlow on one thread)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_COMM"))}
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                "OMPI_MCA_rmaps_base_oversubscribe": "1",
+                "OMPI_MCA_hwloc_base_binding_policy": "none", "PYTHONPATH": str(ROOT)})
+    return env
 
 
 def one(mib: int, directory: str, steps: int, every: Optional[int],
-        background: bool) -> Dict[str, Any]:
-    """Returns one run's figures, in this process (``run``'s)."""
+        background: bool, workers: int = 1) -> Dict[str, Any]:
+    """Returns one run's figures, in this process (``run``'s; one worker of ``workers``)."""
     import tensorflow as tf
 
-    from mpi_resolver import SlurmTerminationConfig
+    from mpi_resolver import MPIClusterResolver, SlurmTerminationConfig
     from mpi_resolver.long_jobs import ledger
 
     # The training on one core, the other left to the write: as on a GPU node, whose host
     # cores are not what the training waits for.
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    checkpoint, step, train_step = build(tf, mib)
+    resolver = strategy = None
+    if workers > 1:
+        resolver = MPIClusterResolver()
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    checkpoint, step, train_step = build(tf, mib, strategy)
     config = SlurmTerminationConfig(requeue=False, checkpoint_every=every,
                                     checkpoint_async=background)
-    handler = config.handler(None, checkpoint, directory)
+    handler = config.handler(resolver, checkpoint, directory)
     handler.run(train_step)  # traced outside the timing
     step.assign_add(1)
     saver, measured, times, at = config.saver, [], [], []
@@ -121,7 +184,8 @@ def one(mib: int, directory: str, steps: int, every: Optional[int],
     # what the step paid: the save's step and the one after it (a buffer copied at its first
     # write after a snapshot) beyond the usual step's time
     stalls = [sum(t - usual for t in times[i:i + 2]) for i in at]
-    return {"seconds": seconds, "saves": len(measured), "measured": measured,
+    rank = int(resolver.task_id) if resolver is not None else 0
+    return {"rank": rank, "seconds": seconds, "saves": len(measured), "measured": measured,
             "stalls": stalls, "writes": [r["write"] for r in saves if "write" in r]}
 
 
@@ -141,21 +205,21 @@ def dd_seconds(directory: str) -> float:
     return took
 
 
-def interval(mib: int, least: int) -> int:
+def interval(mib: int, least: int, workers: int) -> int:
     """Returns the steps between two saves: ``least``, or more where a save at once takes
     longer than a third of that many steps ('auto' never saves sooner than the write takes:
     a save sooner would wait for it, and measure the write, not the stall)."""
     with tempfile.TemporaryDirectory(dir=ROOT) as base:
-        plain = run(mib, base, 10, None, False)
+        plain = run(mib, base, 10, None, False, workers)
     with tempfile.TemporaryDirectory(dir=ROOT) as base:
-        once = run(mib, base, least + 1, least, False)
+        once = run(mib, base, least + 1, least, False, workers)
     step = plain["seconds"] / 10
     return max(least, math.ceil(3 * max(once["measured"] or [0.0]) / max(step, 1e-6)))
 
 
 def measure(mib: int, args: argparse.Namespace) -> Dict[str, float]:
     """Returns one state's figures: each run --repeat times, medians."""
-    every = interval(mib, args.every)
+    every = interval(mib, args.every, args.workers)
     steps = max(args.steps, 3 * every)  # two saves at least, a write's time after each
     runs: Dict[str, List[Dict[str, Any]]] = {"plain": [], "at_once": [], "background": []}
     dd: List[float] = []
@@ -163,7 +227,7 @@ def measure(mib: int, args: argparse.Namespace) -> Dict[str, float]:
         for name, each, background in (("plain", None, False), ("at_once", every, False),
                                        ("background", every, True)):
             with tempfile.TemporaryDirectory(dir=ROOT) as base:
-                runs[name].append(run(mib, base, steps, each, background))
+                runs[name].append(run(mib, base, steps, each, background, args.workers))
                 if name == "at_once":
                     dd.append(dd_seconds(base))
     plain = statistics.median(r["seconds"] for r in runs["plain"])
@@ -177,7 +241,7 @@ def measure(mib: int, args: argparse.Namespace) -> Dict[str, float]:
 
     at_once, stall = median_of("at_once", "stalls"), median_of("background", "stalls")
     write = median_of("background", "writes")
-    return {"MiB": mib, "every": every, "steps": steps, "step_s": plain / steps,
+    return {"MiB": mib, "workers": args.workers, "every": every, "steps": steps, "step_s": plain / steps,
             "at_once_paid_s": at_once, "at_once_run_s": paid("at_once"),
             "at_once_save_s": median_of("at_once", "measured"),
             "background_paid_s": stall, "background_run_s": paid("background"),
@@ -210,10 +274,11 @@ def goal_line(r: Dict[str, float]) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     if args.one:
-        print(json.dumps(one(*json.loads(args.one))))
+        print(MARK + json.dumps(one(*json.loads(args.one))), flush=True)
         return 0
     rows = [measure(mib, args) for mib in args.mib]
-    print(f"Saves in the background against saves at once (one worker; a save every 'every' "
+    who = "one worker" if args.workers == 1 else f"{args.workers} workers under mpirun"
+    print(f"Saves in the background against saves at once ({who}; a save every 'every' "
           f"steps, at least {args.every}; load average {os.getloadavg()[0]:.2f}):")
     print(table(rows))
     for r in rows:

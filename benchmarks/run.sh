@@ -3,7 +3,8 @@
 # figures with ratios to TensorFlow's resolver (bench.py), the MPI exchange at scale
 # (exchange.py), check --connect's dial pattern (connect_pattern.py), and long jobs on Slurm:
 # the signal to the checkpoint and the requeue, and the resumed run (preemption.py), periodic
-# checkpoints (periodic.py) and saves in the background (background_saves.py), a worker
+# checkpoints (periodic.py) and saves in the background on 1 and 2 workers
+# (background_saves.py), a worker
 # killed and the step restarted (restart.py), a slow rank named (slow_rank.py), JAX's saves
 # to the shared directory through Orbax and to the node-local tier, side by side (tiers.py, in
 # .venv-jax: scripts/setup_jax.sh), and goodput at scale from them (goodput.py); figures also
@@ -47,6 +48,9 @@ echo
 echo "Periodic saves in the background against saves at once: what the training pays, the" \
      "write against dd (benchmarks/background_saves.py)"
 "$PY" benchmarks/background_saves.py "${quick[@]}" --json "$results/background_saves.json"
+echo "The same on 2 workers under mpirun, each step waiting for the other (--workers 2)"
+"$PY" benchmarks/background_saves.py "${quick[@]}" --workers 2 \
+  --json "$results/background_saves_2.json"
 if [ "$skip_slurm" = 0 ]; then
   echo
   echo "Long jobs: Slurm's signal to the checkpoint and the requeue, the resumed run" \

@@ -140,6 +140,8 @@ def test_benchmark_script_prints_measured_ratios(tmp_path):
     assert (tmp_path / "latest.json").exists()
     background = json.loads((tmp_path / "background_saves.json").read_text())
     assert [r["MiB"] for r in background] == [10, 100]  # --quick's states, measured
+    two = json.loads((tmp_path / "background_saves_2.json").read_text())
+    assert [(r["MiB"], r["workers"]) for r in two] == [(10, 2), (100, 2)]
     goodput = json.loads((tmp_path / "goodput.json").read_text())
     assert [r["nodes"] for r in goodput] == [16, 128, 1024, 2048, 16384]
     # The exchange at scale: its own verdicts follow its figures too.

@@ -22,15 +22,17 @@ bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
 
-def test_the_benchmark_measures_and_prints(tmp_path) -> None:
+@pytest.mark.parametrize("workers, who", [(1, "one worker"), (2, "2 workers under mpirun")])
+def test_the_benchmark_measures_and_prints(tmp_path, workers: int, who: str) -> None:
     out = tmp_path / "bg.json"
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "background_saves.py"),
                           "--mib", "4", "--steps", "30", "--every", "10", "--repeat", "1",
-                          "--json", str(out)], capture_output=True, text=True, timeout=900,
-                         cwd=ROOT)
+                          "--workers", str(workers), "--json", str(out)],
+                         capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     row, = json.loads(out.read_text())
     assert row["MiB"] == 4 and row["every"] >= 10 and row["steps"] >= 3 * row["every"]
+    assert row["workers"] == workers and f"({who}; a save every" in run.stdout
     for key in ("step_s", "at_once_save_s", "snapshot_s", "write_s", "dd_s"):
         assert row[key] > 0, key
     assert row["stall_vs_at_once"] == pytest.approx(row["background_paid_s"] /
@@ -54,3 +56,11 @@ def test_the_goal_line(stall: float, write_vs_dd: float, verdict: str) -> None:
     assert line.endswith(f": {verdict}"), line
     assert line.startswith("100 MiB: the training paid 0.010 s per save in the background "
                            "against 0.100 s at once")
+
+
+def test_the_slower_worker_sets_the_figures() -> None:
+    each = [{"rank": 1, "seconds": 5.0, "stalls": [0.1, 0.4], "measured": [9], "writes": [9]},
+            {"rank": 0, "seconds": 4.0, "stalls": [0.3, 0.2], "measured": [1], "writes": [2]}]
+    assert bench.slower(each) == {"rank": 0, "seconds": 5.0, "stalls": [0.3, 0.4],
+                                  "measured": [1], "writes": [2]}
+    assert bench.slower(each[1:]) == each[1]
