@@ -241,7 +241,8 @@ def measure(mib: int, args: argparse.Namespace) -> Dict[str, float]:
 
     at_once, stall = median_of("at_once", "stalls"), median_of("background", "stalls")
     write = median_of("background", "writes")
-    return {"MiB": mib, "workers": args.workers, "every": every, "steps": steps, "step_s": plain / steps,
+    return {"MiB": mib, "workers": args.workers, "every": every, "steps": steps,
+            "step_s": plain / steps,
             "at_once_paid_s": at_once, "at_once_run_s": paid("at_once"),
             "at_once_save_s": median_of("at_once", "measured"),
             "background_paid_s": stall, "background_run_s": paid("background"),
