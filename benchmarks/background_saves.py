@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Each worker's line: its figures as JSON after this.
-MARK = "ONE "
+#: Each worker's figures of a run, as JSON, in the run's directory.
+FIGURES = ".figures-{rank}.json"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -110,8 +110,11 @@ def run(mib: int, directory: str, steps: int, every: Optional[int], background: 
     if out.returncode != 0:
         raise SystemExit(f"a run failed ({out.returncode}): {' '.join(argv)}\n"
                          f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
-    return slower([json.loads(line[len(MARK):]) for line in out.stdout.splitlines()
-                   if line.startswith(MARK)])
+    figures = sorted(Path(directory).glob(FIGURES.format(rank="*")))
+    each = [json.loads(path.read_text()) for path in figures]
+    for path in figures:
+        path.unlink()
+    return slower(each)
 
 
 def slower(each: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -275,7 +278,10 @@ def goal_line(r: Dict[str, float]) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     if args.one:
-        print(MARK + json.dumps(one(*json.loads(args.one))), flush=True)
+        given = json.loads(args.one)
+        figures = one(*given)
+        # a file each: two workers' lines on mpirun's output may come interleaved
+        Path(given[1], FIGURES.format(rank=figures["rank"])).write_text(json.dumps(figures))
         return 0
     rows = [measure(mib, args) for mib in args.mib]
     who = "one worker" if args.workers == 1 else f"{args.workers} workers under mpirun"

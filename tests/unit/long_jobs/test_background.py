@@ -76,8 +76,22 @@ def test_done_gives_the_finished_write_without_waiting() -> None:
 
 def test_nothing_started_nothing_given() -> None:
     writes = BackgroundWrites()
-    assert (writes.busy, writes.done(), writes.wait(), writes.last_seconds) == (
-        False, None, None, None)
+    assert (writes.busy, writes.pending, writes.done(), writes.wait(),
+            writes.last_seconds) == (False, False, None, None, None)
+
+
+def test_a_write_is_pending_until_its_outcome_is_collected() -> None:
+    """Finished but not collected is still pending (its outcome not said), no longer busy."""
+    clock = Clock()
+    writes = BackgroundWrites(clock)
+    write, go = held(clock)
+    writes.start(1, 0.0, write)
+    assert (writes.busy, writes.pending) == (True, True)
+    go.set()
+    writes._thread.join()
+    assert (writes.busy, writes.pending) == (False, True)
+    writes.done()
+    assert (writes.busy, writes.pending) == (False, False)
 
 
 def test_a_second_write_before_the_first_is_collected_is_refused() -> None:
