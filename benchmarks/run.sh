@@ -49,7 +49,10 @@ echo "Periodic saves in the background against saves at once: what the training 
      "write against dd (benchmarks/background_saves.py)"
 "$PY" benchmarks/background_saves.py "${quick[@]}" --json "$results/background_saves.json"
 echo "The same on 2 workers under mpirun, each step waiting for the other (--workers 2)"
-"$PY" benchmarks/background_saves.py "${quick[@]}" --workers 2 \
+# --quick: 10 MiB once (each run starts two TensorFlow processes on the machine's cores)
+two=("${quick[@]}")
+[ ${#quick[@]} -eq 0 ] || two=(--mib 10 --repeat 1)
+"$PY" benchmarks/background_saves.py "${two[@]}" --workers 2 \
   --json "$results/background_saves_2.json"
 if [ "$skip_slurm" = 0 ]; then
   echo

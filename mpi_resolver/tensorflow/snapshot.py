@@ -8,6 +8,7 @@ TensorFlow's own asynchronous checkpoint (CheckpointOptions(enable_async=True)) 
 PreemptionCheckpointHandler saves synchronously whatever the options say, and with Keras 3
 on TensorFlow 2.21 every asynchronous save after the first fails ("tf.function only supports
 singleton tf.Variables created on the first call", in its copy of the state to the CPU).
+
 The snapshot of a tensor in host memory (1 MiB or more) is a copy into a buffer of
 ``HostBuffers``, kept from one save to the next: the training then goes on writing its own
 buffer. Holding the tensor instead makes TensorFlow copy it at the training's next write of
