@@ -15,6 +15,17 @@ pytestmark = pytest.mark.tf
 MIB = 2 ** 20
 
 
+@pytest.fixture(autouse=True)
+def _fresh_context():
+    """A fresh TensorFlow context after each test: this one's ops listed the process's
+    devices, and a resolver made later in this process would refuse (tests/tf/conftest.py's
+    slurm_config does the same)."""
+    yield
+    from tensorflow.python.eager import context
+
+    context._reset_context()
+
+
 def tensors():
     """The cases of ``copied``: (name, a tensor or value, copied)."""
     import numpy as np
