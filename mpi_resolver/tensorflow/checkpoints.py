@@ -38,7 +38,7 @@ class KeepingManager(tf.train.CheckpointManager):
         self.chief, self._agree = chief, agree
         self.restored: Optional[str] = None
         self.skipped: List[str] = []  # the warnings of the torn checkpoints passed over
-        self._buffers: Optional[snapshots.HostBuffers] = None  # the snapshots' copies
+        self._buffers = snapshots.HostBuffers()  # the snapshots' copies (empty until used)
 
     def restore_or_initialize(self) -> Optional[str]:
         """Returns the prefix restored, None where none restores (step 0).
@@ -78,8 +78,6 @@ class KeepingManager(tf.train.CheckpointManager):
         worker that writes nothing)."""
         counter = self._checkpoint.save_counter
         counter.assign_add(1)
-        if copy and self._buffers is None:
-            self._buffers = snapshots.HostBuffers()
         return snapshots.take(self._checkpoint, f"{self._prefix}-{int(counter.numpy())}",
                               self._buffers if copy else None)
 

@@ -33,7 +33,7 @@ from tensorflow.python.checkpoint import functional_saver
 from tensorflow.python.training.saving import saveable_object
 from tensorflow.python.util import object_identity
 
-__all__ = ["Snapshot", "HostBuffers", "unsupported", "take", "write"]
+__all__ = ["Snapshot", "HostBuffers", "copied", "unsupported", "take", "write"]
 
 #: The size from which a tensor in host memory is copied into a buffer of HostBuffers.
 HOST_COPY_LEAST = 2 ** 20
