@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs.journal import error_text
 
 __all__ = ["Written", "BackgroundWrites"]
@@ -50,9 +51,12 @@ class BackgroundWrites:
         """Returns whether a write was started and its outcome not collected yet."""
         return self._thread is not None
 
-    def start(self, step: int, stall: float, write: Callable[[], Any]) -> None:
+    def start(self, step: int, stall: float, write: Callable[[], Any],
+              then: Optional[Callable[[], Any]] = None) -> None:
         """Starts ``write()`` (the state of ``step``, snapshot in ``stall`` seconds) in the
-        background. The caller has collected (``wait``) the write before it."""
+        background; once it is whole, ``then()`` (the older checkpoints' removal) in the
+        same thread, not counted in the write's time (its error: one line, the write stays
+        whole). The caller has collected (``wait``) the write before it."""
         if self._thread is not None:
             raise RuntimeError("a checkpoint write is in flight or not collected: wait() first")
 
@@ -62,7 +66,14 @@ class BackgroundWrites:
                 result, error = write(), None
             except Exception as e:  # noqa: BLE001 - disk full, quota: kept for the caller
                 result, error = None, error_text(e)
-            self._finished = Written(step, stall, self._clock() - began, result, error)
+            seconds = self._clock() - began
+            if error is None and then is not None:
+                try:
+                    then()
+                except Exception as e:  # noqa: BLE001 - the checkpoint is whole all the same
+                    log_once(f"the checkpoint of step {step} is whole; the older ones were not "
+                             f"removed: {error_text(e)}")
+            self._finished = Written(step, stall, seconds, result, error)
 
         self._thread = threading.Thread(target=run, name=f"mpi_resolver-save-{step}",
                                         daemon=True)

@@ -84,17 +84,22 @@ class KeepingManager(tf.train.CheckpointManager):
     def write_snapshot(self, snap: snapshots.Snapshot) -> str:
         """Writes ``snap`` (from any thread; one at a time) as ``save`` does, and returns its
         prefix: its files on disk first, then TensorFlow's `checkpoint` state file naming
-        it, the oldest beyond ``keep`` removed."""
+        it (``remove_oldest`` next)."""
         prefix = snapshots.write(snap)
         fsync_checkpoint(prefix, self.directory, state=False)
         self._maybe_delete.pop(prefix, None)  # CheckpointManager.save's bookkeeping
         self._maybe_delete[prefix] = time.time()
         self._latest_checkpoint = prefix
         self._record_state()
-        self._sweep()
-        self._record_state()
         fsync_checkpoint(prefix, self.directory)
         return prefix
+
+    def remove_oldest(self) -> None:
+        """Removes the checkpoints beyond ``keep`` after a write_snapshot (in its thread),
+        and names those left in TensorFlow's `checkpoint` state file, on disk."""
+        self._sweep()
+        self._record_state()
+        fsync_checkpoint(self._latest_checkpoint, self.directory)
 
     def _restore_whole(self, prefix: str) -> None:
         """Reads every tensor of ``prefix`` first (a torn checkpoint raises before any

@@ -116,7 +116,7 @@ class Saver:
         if self.scratch is not None:
             return
         self.writes.start(self.step, self._clock() - start,
-                          lambda: self.manager.write_snapshot(snap))
+                          lambda: self.manager.write_snapshot(snap), self.manager.remove_oldest)
 
     def _ended(self, written: Optional[Written]) -> None:
         """Notes and records a background write that ended."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any, List
 
 import pytest
@@ -84,6 +85,41 @@ def test_the_next_save_waits_for_the_write_in_flight(slurm_config, tmp_path,
     assert all(ended <= began for (_, ended), (began, _) in zip(started, started[1:],
                                                                strict=False)), \
         started  # one write in flight: each began after the one before it ended
+
+
+def test_the_oldest_go_after_the_write_outside_its_time(slurm_config, tmp_path,
+                                                       monkeypatch) -> None:
+    """keep=2: each write is whole and named first, then the checkpoints beyond the last 2
+    go, in the write's thread; the write's time (the ledger's) leaves the removal out: here
+    the removal takes 1 s more."""
+    import tensorflow as tf
+
+    from mpi_resolver.tensorflow.checkpoints import KeepingManager
+
+    seen: List[tuple] = []  # (the write began, the removal began, it ended)
+    write, remove = KeepingManager.write_snapshot, KeepingManager.remove_oldest
+
+    def timed_write(self, snap):
+        seen.append((time.monotonic(),))
+        return write(self, snap)
+
+    def slow_remove(self):
+        began = time.monotonic()
+        time.sleep(1.0)
+        remove(self)
+        seen[-1] += (began, time.monotonic())
+    monkeypatch.setattr(KeepingManager, "write_snapshot", timed_write)
+    monkeypatch.setattr(KeepingManager, "remove_oldest", slow_remove)
+    checkpoint, step, weight = model_and_step(tf)
+    handler = slurm_config(checkpoint_every=2, keep=2).handler(None, checkpoint, str(tmp_path))
+    train(handler, step, weight, 9)
+    assert ckpts(tmp_path) == ["ckpt-3", "ckpt-4"]
+    state = tf.train.get_checkpoint_state(str(tmp_path / "chief"))
+    assert [Path(p).name for p in state.all_model_checkpoint_paths] == ["ckpt-3", "ckpt-4"]
+    writes = [r["write"] for r in ledger.read(str(tmp_path)) if r["event"] == "save"]
+    assert len(writes) == len(seen) == 4, (writes, seen)
+    for took, (began, removing, removed) in zip(writes, seen, strict=True):
+        assert took <= removing - began + 0.1 < removed - began - 0.5, (took, seen)
 
 
 def test_the_signal_s_save_waits_for_the_write_in_flight(slurm_config, tmp_path,

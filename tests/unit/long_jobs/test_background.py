@@ -128,3 +128,40 @@ def test_the_write_s_thread_never_holds_the_process_at_its_exit() -> None:
     go.set()
     writes.wait()
 
+
+
+@pytest.mark.parametrize("error, tidy_raises, tidied, said", [
+    pytest.param(None, False, True, [], id="whole: then() after it, not in its time"),
+    pytest.param(OSError(28, "No space left on device"), False, False, [],
+                 id="failed: no then() (nothing newer is whole)"),
+    pytest.param(None, True, True, ["mpi_resolver: the checkpoint of step 7 is whole; the "
+                                    "older ones were not removed: [Errno 13] Permission "
+                                    "denied"], id="then() fails: one line, the write whole"),
+])
+def test_what_follows_a_whole_write(error: Exception | None, tidy_raises: bool, tidied: bool,
+                                    said: List[str], caplog) -> None:
+    """then() (the older checkpoints' removal) runs once the write is whole, in the write's
+    thread: the write's time leaves it out, and the write is not given before it ended."""
+    clock = Clock()
+    writes = BackgroundWrites(clock)
+    write, go = held(clock, error=error)
+    ran: List[str] = []
+    tidy_go = threading.Event()
+
+    def tidy() -> None:
+        tidy_go.wait(10)
+        clock.now += 9.0
+        ran.append(threading.current_thread().name)
+        if tidy_raises:
+            raise PermissionError(13, "Permission denied")
+
+    writes.start(7, 0.004, write, tidy)
+    go.set()
+    if tidied:
+        assert writes.done() is None and writes.busy  # then() not ended: not given yet
+    tidy_go.set()
+    finished = writes.wait()
+    assert finished is not None and finished.seconds == 2.5  # then()'s 9 s left out
+    assert (finished.error is None) == (error is None)
+    assert ran == (["mpi_resolver-save-7"] if tidied else [])
+    assert [r.getMessage() for r in caplog.records] == said
