@@ -91,7 +91,7 @@ class KeepingManager(tf.train.CheckpointManager):
         self._maybe_delete[prefix] = time.time()
         self._latest_checkpoint = prefix
         self._record_state()
-        fsync_checkpoint(prefix, self.directory)
+        self._sync_state()
         return prefix
 
     def remove_oldest(self) -> None:
@@ -99,7 +99,14 @@ class KeepingManager(tf.train.CheckpointManager):
         and names those left in TensorFlow's `checkpoint` state file, on disk."""
         self._sweep()
         self._record_state()
-        fsync_checkpoint(self._latest_checkpoint, self.directory)
+        self._sync_state()
+
+    def _sync_state(self) -> None:
+        """Puts TensorFlow's `checkpoint` state file and the directory on disk (the
+        checkpoint's own files are already)."""
+        if "://" not in self.directory:
+            sync_files([os.path.join(self.directory, "checkpoint")])
+            sync_directory(self.directory)
 
     def _restore_whole(self, prefix: str) -> None:
         """Reads every tensor of ``prefix`` first (a torn checkpoint raises before any

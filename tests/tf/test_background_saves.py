@@ -247,3 +247,26 @@ def test_a_write_that_fails_in_the_background_backs_the_saves_off(
     # devices listed: tests/tf/test_gpus.py's resolvers then refuse, as the clean clone saw)
     handler._saver.settle()
     assert [round(p.seconds, 2) for p in handler.schedule.plans] == intervals
+
+
+def test_a_background_save_syncs_each_file_once_and_the_state_after_each_change(
+        slurm_config, tmp_path, monkeypatch) -> None:
+    """The checkpoint's files go to disk once; TensorFlow's state file after it names the new
+    checkpoint and again after the oldest are removed (keep=2, 4 saves)."""
+    import tensorflow as tf
+
+    from mpi_resolver.tensorflow import checkpoints
+
+    synced: List[str] = []
+    real = checkpoints.sync_files
+
+    def noted(paths):
+        synced.extend(Path(p).name for p in paths)
+        return real(paths)
+    monkeypatch.setattr(checkpoints, "sync_files", noted)
+    checkpoint, step, weight = model_and_step(tf)
+    handler = slurm_config(checkpoint_every=2, keep=2).handler(None, checkpoint, str(tmp_path))
+    train(handler, step, weight, 9)
+    for number in range(1, 5):
+        assert synced.count(f"ckpt-{number}.index") == 1, synced
+    assert synced.count("checkpoint") == 2 * 4, synced
