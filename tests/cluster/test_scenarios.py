@@ -26,7 +26,8 @@ from tests.docs.blocks import assert_sample, block
 
 pytestmark = pytest.mark.cluster
 
-TIMEOUT = 120  # seconds, for every launch
+TIMEOUT = 300  # seconds, for every launch: a hang's bound (4 ranks importing TensorFlow took 16 s
+#                 here idle and over 120 s on a CI machine running every lane twice as slow)
 SRUN_PMIX = ("srun", "--mpi=pmix")
 
 
