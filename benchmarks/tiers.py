@@ -12,7 +12,7 @@ share one file system), a state of --mib MiB sharded across the two processes (e
 half; benchmarks/jax_saves.py) is, each round:
   * saved to the shared directory by Orbax at once and in the background, restored, and
     each process's half copied there by `dd bs=1M conv=fsync` (jax_saves.shared_round);
-  * saved to the node-local tier as LongJob's periodic saves are (jax/tiered.LocalSaves:
+  * saved to the node-local tier as LongJob's periodic saves are (long_jobs/local_saves.LocalSaves:
     each process's part written to its node's directory and sent to its partner on the other
     node over MPI; what the step pays is all of it), `dd` of the same bytes to that
     directory; restored from each node's own copy; then node2's copy of that step is
@@ -106,11 +106,12 @@ def rank_main(mib: int, repeat: int, directory: str, local_pattern: str) -> int:
     initialize(port_base="auto", gpus_per_node=0)
     import jax
 
+    from mpi_resolver.exchange.part_link import World
     from mpi_resolver.jax.coordinator import JaxCoordinator
-    from mpi_resolver.jax.tiered import LocalSaves
+    from mpi_resolver.long_jobs.local_saves import LocalSaves
 
     state, own = sharded_state(mib)
-    local = LocalSaves(local_pattern, JaxCoordinator(), "tiers", "--local-dir")
+    local = LocalSaves(local_pattern, JaxCoordinator(), "tiers", "--local-dir", World())
     local.open()
     figures: Dict[str, List[float]] = {k: [] for k in (*SHARED_FIGURES, *TIER_FIGURES)}
     for round_ in range(repeat):
@@ -130,6 +131,7 @@ def tier_round(local: Any, state: Any, own: int, round_: int) -> Dict[str, float
     lost its copy of the step; every process calls it."""
     from jax.experimental import multihost_utils
 
+    from mpi_resolver.jax.local_parts import from_part, part_bytes
     from mpi_resolver.jax.tier_saves import TierSaves
 
     figures: Dict[str, float] = {}
@@ -142,7 +144,7 @@ def tier_round(local: Any, state: Any, own: int, round_: int) -> Dict[str, float
         figures[key] = time.monotonic() - began
         return out
 
-    assert timed("local_at_once_s", lambda: local.save(step, state)) is None
+    assert timed("local_at_once_s", lambda: local.write(step, part_bytes(state))) is None
     saves = TierSaves(local, 2 ** 30, True, "(none)", lambda *whole: None)
     multihost_utils.sync_global_devices(f"local_stall_s {round_}")
     figures["local_stall_s"], _ = saves.save(step + 1, state)
@@ -151,11 +153,11 @@ def tier_round(local: Any, state: Any, own: int, round_: int) -> Dict[str, float
     figures["local_write_s"] = saves.last_write
     where = local.tier.directory
     figures["dd_local_s"] = dd(os.path.join(where, f"dd-{rank}-{round_}"), own)
-    got = timed("restore_local_s", lambda: local.restore(state, []))
+    got = timed("restore_local_s", lambda: local.restore([], lambda blob: from_part(blob, state)))
     assert got is not None and got[0] == step + 1 and got[2] == "own", got
     if rank == 1:  # node2 loses its copy of the step: its own part and its partner's
         shutil.rmtree(os.path.join(where, str(step + 1)))
-    got = timed("restore_partner_s", lambda: local.restore(state, []))
+    got = timed("restore_partner_s", lambda: local.restore([], lambda blob: from_part(blob, state)))
     assert got is not None and got[0] == step + 1 and "partner" in got[2], got
     return figures
 

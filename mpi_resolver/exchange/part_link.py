@@ -6,12 +6,12 @@ bounded by a deadline, a rank that does not answer named, never waited for past 
 from __future__ import annotations
 
 import time
-from typing import Any, Collection, Dict, List, Mapping, Tuple
+from typing import Any, Collection, Dict, List, Mapping, Tuple, Union
 
 from mpi_resolver.core.errors import ExchangeTimeout
-from mpi_resolver.exchange.transport import _wait, import_mpi
+from mpi_resolver.exchange.transport import _wait, import_mpi, mpi_initialized
 
-__all__ = ["PartLink"]
+__all__ = ["PartLink", "World"]
 
 #: Each transfer's two tags: its count (every rank counts its transfers alike) in a range of
 #: its own, so that a message a rank gave up on never matches a later transfer's.
@@ -38,7 +38,7 @@ class PartLink:
         self.sent = self.received = 0
         self._count = 0
 
-    def transfer(self, sends: Mapping[int, bytes], sources: Collection[int],
+    def transfer(self, sends: Mapping[int, Union[bytes, bytearray]], sources: Collection[int],
                  seconds: float) -> Tuple[Dict[int, bytes], List[int]]:
         """Sends each of ``sends`` (rank: bytes) and receives one part from each rank of
         ``sources``, all within ``seconds`` (every rank makes its transfers in the same
@@ -82,3 +82,23 @@ class PartLink:
         """Cancels a receive that did not complete; keeps it and its buffer."""
         request.Cancel()
         self._left.append((request, buffer))
+
+
+class World:
+    """MPI's world as the node-local tier reaches it (long_jobs.local_saves.World): this
+    process's rank, a PartLink over it, whether a thread beside the training may use it.
+    Nothing here starts MPI: a process that has not started it has rank -1."""
+
+    def rank(self) -> int:
+        """Returns this process's rank in MPI's world, -1 where MPI does not run."""
+        return int(import_mpi().COMM_WORLD.Get_rank()) if mpi_initialized() else -1
+
+    def link(self, seconds: float) -> PartLink:
+        """Returns a PartLink over MPI's world (every rank at the same point; see PartLink)."""
+        return PartLink(import_mpi().COMM_WORLD, seconds)
+
+    def threads_multiple(self) -> bool:
+        """Returns whether MPI lets every thread call it (MPI_THREAD_MULTIPLE, what mpi4py
+        asks for)."""
+        mpi = import_mpi()
+        return bool(mpi.Query_thread() == mpi.THREAD_MULTIPLE)

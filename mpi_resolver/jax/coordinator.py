@@ -8,13 +8,12 @@ process) it answers at once. Importing this module imports JAX.
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any, List, Optional
 
 import jax
 
-from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.long_jobs.termination import _EVENT, _EXIT, _SAVED, chief_value
+from mpi_resolver.long_jobs.termination import (_EVENT, _EXIT, _SAVED, all_values,
+                                                chief_value)
 
 __all__ = ["JaxCoordinator", "AGREE_WITHIN"]
 
@@ -88,15 +87,8 @@ class JaxCoordinator:
         """
         if self.client is None:
             return [value]
-        self.client.key_value_set(f"{key}/{self.rank}", value)
-        said, deadline = [], time.monotonic() + seconds  # one bound for them all
-        for rank in range(self.size):
-            one = self.get(f"{key}/{rank}", max(deadline - time.monotonic(), 0.001))
-            if one is None:
-                raise ResolutionError(f"process {rank} did not say {what} within "
-                                      f"{seconds:.0f} s: is it still running?")
-            said.append(one)
-        return said
+        return all_values(self.rank, self.size, self.client.key_value_set, self.get, key,
+                          value, what=what, seconds=seconds, who="process")
 
     def put(self, key: str, value: str) -> None:
         """Sets ``key`` (a key is set once: a second set is passed over)."""

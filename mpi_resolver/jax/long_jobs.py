@@ -25,12 +25,12 @@ import time
 from typing import Any, Dict, Optional, Tuple
 
 from mpi_resolver.core.logs import log_each, log_once, logger
+from mpi_resolver.exchange.part_link import World
 from mpi_resolver.jax.coordinator import AGREE_WITHIN
 from mpi_resolver.jax.npz_checkpoints import NpzCheckpoints
 from mpi_resolver.jax.orbax_checkpoints import OrbaxCheckpoints, orbax_name
 from mpi_resolver.jax.restoring import restore_agreed
 from mpi_resolver.jax.tier_saves import TierSaves
-from mpi_resolver.jax.tiered import LocalSaves
 from mpi_resolver.jax.termination import JaxTermination, disconnect
 from mpi_resolver.long_jobs.background import Written
 from mpi_resolver.long_jobs.interval import parse_every
@@ -38,6 +38,7 @@ from mpi_resolver.long_jobs.job_settings import checkpoint_dir as job_checkpoint
 from mpi_resolver.long_jobs.job_settings import long_job_settings
 from mpi_resolver.long_jobs.journal import (Journal, checkpoint_bytes, error_text,
                                              planned_steps, write_ended)
+from mpi_resolver.long_jobs.local_saves import LocalSaves
 from mpi_resolver.long_jobs.manifest import (check_directory_together, claim_directory,
                                              completed, finished_together, manifest_for,
                                              settings_of, this_job, write_manifest)
@@ -68,7 +69,7 @@ class LongJob:
     ``mpi-resolver status``'s expected end); ``local_dir`` (else MPI_RESOLVER_LOCAL_DIR), a
     node-local directory where the periodic saves go, each process's part copied to its
     partner on the next node, every ``shared_every``-th (else MPI_RESOLVER_SHARED_EVERY, else
-    10) to the checkpoint directory too (jax.tiered).
+    10) to the checkpoint directory too (long_jobs.local_saves).
 
     Raises:
       FormatError, ResolutionError: a bad argument or variable, naming it; no directory.
@@ -95,17 +96,14 @@ class LongJob:
         self.files = OrbaxCheckpoints(self.directory, given.keep, given.checkpoint_async)
         self.earlier = NpzCheckpoints(self.directory)  # the package's format before Orbax
         with settings_checked():
-            self.termination = JaxTermination(given.signal, given.grace_period,
-                                              requeue=requeue,
-                                              requeue_on_time_limit=requeue_on_time_limit,
-                                              check_every=check_every)
+            self.termination = JaxTermination(
+                given.signal, given.grace_period, requeue=requeue,
+                requeue_on_time_limit=requeue_on_time_limit, check_every=check_every)
         self.coord = self.termination.coordinator
         self.chief = self.coord.chief
         self.job = this_job(os.environ)
         self.key = f"mpi_resolver_jax_{next(_JOBS)}"
-        self.tier = None if self.tiers is None else TierSaves(
-            LocalSaves(self.tiers.pattern, self.coord, self.key, self.tiers.name),
-            self.tiers.shared_every, self.files.background, self.directory, self._local_whole)
+        self.tier = self._tier_saves()
         self.schedule: Optional[Schedule] = None
         self.start = 0
         self.newest: Optional[int] = None  # the step of this run's last whole save
@@ -117,6 +115,15 @@ class LongJob:
         self._kind = "periodic"  # the kind of the save in flight
         if self.files.background:  # a script that ends without complete()
             settle_at_exit(self._settle_all)
+
+    def _tier_saves(self) -> Optional[TierSaves]:
+        """Returns the saves to the node-local tier, where the settings give a local
+        directory."""
+        if self.tiers is None:
+            return None
+        local = LocalSaves(self.tiers.pattern, self.coord, self.key, self.tiers.name, World())
+        return TierSaves(local, self.tiers.shared_every, self.files.background, self.directory,
+                         self._local_whole)
 
     def restore(self, state: Any) -> Tuple[int, Any]:
         """Returns (the step to go on from, the state): the newest checkpoint that reads

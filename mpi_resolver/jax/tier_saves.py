@@ -12,10 +12,10 @@ import time
 from typing import Any, Callable, List, Optional, Tuple
 
 from mpi_resolver.core.logs import log_once
-from mpi_resolver.jax.local_parts import part_snapshot
+from mpi_resolver.jax.local_parts import from_part, packed, part_snapshot
 from mpi_resolver.jax.restoring import Restored
-from mpi_resolver.jax.tiered import LocalSaves
 from mpi_resolver.long_jobs.background import BackgroundWrites, Written
+from mpi_resolver.long_jobs.local_saves import LocalSaves
 from mpi_resolver.long_jobs.tiers import to_shared
 
 __all__ = ["TierSaves", "Whole"]
@@ -50,7 +50,7 @@ class TierSaves:
         listed = ",".join(map(str, steps())) if coord.chief else ""
         told = coord.agree(f"{key}_shared", listed, "which checkpoints there are")
         shared = [int(s) for s in told.split(",") if s]
-        found = self.local.restore(state, shared)
+        found = self.local.restore(shared, lambda blob: from_part(blob, state))
         if found is None:
             return None
         step, tree, where = found
@@ -75,9 +75,9 @@ class TierSaves:
         self._shared_next, self._alone = False, not shared
         stall = time.monotonic() - start
         if self.writes is not None:
-            self.writes.start(step, stall, lambda: self.local.write(step, arrays))
+            self.writes.start(step, stall, lambda: self.local.write(step, packed(arrays)))
             return stall, shared
-        why = self.local.write(step, arrays)
+        why = self.local.write(step, packed(arrays))
         took = time.monotonic() - start
         if why is not None:
             log_once(f"the node-local save at step {step} is not whole ({why}): saved to "

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs.journal import error_text
 
-__all__ = ["Written", "BackgroundWrites"]
+__all__ = ["Written", "BackgroundWrites", "write_now"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,27 @@ class Written:
     seconds: float
     result: Any = None
     error: Optional[str] = None
+
+
+def write_now(step: int, stall: float, write: Callable[[], Any],
+              then: Optional[Callable[[], Any]] = None,
+              clock: Callable[[], float] = time.monotonic) -> Written:
+    """Returns how ``write()`` (the state of ``step``, snapshot in ``stall`` seconds) ended,
+    run here; once it is whole, ``then()`` (the older checkpoints' removal), not counted in
+    the write's time (its error: one line, the write stays whole)."""
+    began = clock()
+    try:
+        result, error = write(), None
+    except Exception as e:  # noqa: BLE001 - disk full, quota: kept for the caller
+        result, error = None, error_text(e)
+    seconds = clock() - began
+    if error is None and then is not None:
+        try:
+            then()
+        except Exception as e:  # noqa: BLE001 - the checkpoint is whole all the same
+            log_once(f"the checkpoint of step {step} is whole; the older ones were not "
+                     f"removed: {error_text(e)}")
+    return Written(step, stall, seconds, result, error)
 
 
 class BackgroundWrites:
@@ -61,19 +82,7 @@ class BackgroundWrites:
             raise RuntimeError("a checkpoint write is in flight or not collected: wait() first")
 
         def run() -> None:
-            began = self._clock()
-            try:
-                result, error = write(), None
-            except Exception as e:  # noqa: BLE001 - disk full, quota: kept for the caller
-                result, error = None, error_text(e)
-            seconds = self._clock() - began
-            if error is None and then is not None:
-                try:
-                    then()
-                except Exception as e:  # noqa: BLE001 - the checkpoint is whole all the same
-                    log_once(f"the checkpoint of step {step} is whole; the older ones were not "
-                             f"removed: {error_text(e)}")
-            self._finished = Written(step, stall, seconds, result, error)
+            self._finished = write_now(step, stall, write, then, self._clock)
 
         self._thread = threading.Thread(target=run, name=f"mpi_resolver-save-{step}",
                                         daemon=True)

@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from typing import Dict, List
+from typing import Dict, List, Union
 
 from mpi_resolver.core.errors import ConfigurationError
 
-__all__ = ["LocalTier"]
+__all__ = ["LocalTier", "Blob"]
+
+#: A part's bytes, as the edges make them.
+Blob = Union[bytes, bytearray]
 
 _PART = re.compile(r"part-(\d+)")
 _MARKER = "node-"
@@ -66,7 +69,7 @@ class LocalTier:
         """Returns the file of ``rank``'s part of ``step``."""
         return os.path.join(self.directory, str(step), f"part-{rank}")
 
-    def write(self, step: int, rank: int, blob: bytes) -> None:
+    def write(self, step: int, rank: int, blob: Blob) -> None:
         """Writes ``rank``'s part of ``step``: whole once this returns, not there before.
 
         Raises:

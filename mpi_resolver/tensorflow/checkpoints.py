@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Optional
 import tensorflow as tf
 
 from mpi_resolver.core.errors import ResolutionError
-from mpi_resolver.core.logs import log_each, logger
+from mpi_resolver.core.logs import log_each, log_once, logger
 from mpi_resolver.long_jobs.durable import sync_directory, sync_files
 from mpi_resolver.long_jobs.resume import restore_newest
 from mpi_resolver.tensorflow import snapshot as snapshots
@@ -30,12 +30,13 @@ class KeepingManager(tf.train.CheckpointManager):
     """A CheckpointManager that keeps the last ``keep`` checkpoints and, when asked to
     restore, restores the newest one that reads whole: a torn one (its data cut short, its
     index gone) is skipped with one warning naming it, and every worker ends on the chief's
-    choice (``agree``)."""
+    choice (``agree``); with a node-local ``tier`` (tensorflow.tier.TfTier), its newest step
+    where it is the newest whole across the tiers."""
 
     def __init__(self, checkpoint: Any, directory: str, keep: int, *, chief: bool,
-                 agree: AgreeOn) -> None:
+                 agree: AgreeOn, tier: Any = None) -> None:
         super().__init__(checkpoint, directory, max_to_keep=keep)
-        self.chief, self._agree = chief, agree
+        self.chief, self._agree, self.tier = chief, agree, tier
         self.restored: Optional[str] = None
         self.skipped: List[str] = []  # the warnings of the torn checkpoints passed over
         self._buffers = snapshots.HostBuffers()  # the snapshots' copies (empty until used)
@@ -46,6 +47,15 @@ class KeepingManager(tf.train.CheckpointManager):
         Raises:
           ResolutionError: this worker cannot read the checkpoint the chief restored.
         """
+        if self.tier is not None:  # its newest step, where newer than this directory's
+            found = self.tier.restore(lambda: list(self.checkpoints))
+            if found is not None:
+                step, where = found
+                if self.chief:
+                    log_once(f"restored step {step} from the node-local tier ({where}); the "
+                             f"newest in {self.directory}: {self.latest_checkpoint or 'none'}")
+                self.restored, self.skipped = f"{step} (node-local: {where})", []
+                return self.restored
         prefix, warnings = restore_newest(self.checkpoints, self._restore_whole,
                                           self.directory)
         chosen = self._agree(prefix or "") or None

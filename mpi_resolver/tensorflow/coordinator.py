@@ -5,12 +5,13 @@ edge; importing this module imports TensorFlow)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Optional
+from typing import List, Optional
 
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-from mpi_resolver.long_jobs.termination import _EVENT, _EXIT, _SAVED, chief_value
+from mpi_resolver.long_jobs.termination import (_EVENT, _EXIT, _SAVED, all_values,
+                                                chief_value)
 
 __all__ = ["TfCoordinator", "AGREE_WITHIN"]
 
@@ -21,10 +22,12 @@ AGREE_WITHIN = 600.0
 
 class TfCoordinator:
     """Coordinator over TensorFlow's coordination service (its key-value store and
-    barriers); alone (``multi`` False) it answers at once."""
+    barriers) for worker ``rank`` of ``size`` (the chief's 0); alone (``multi`` False) it
+    answers at once."""
 
-    def __init__(self, chief: bool, multi: bool) -> None:
+    def __init__(self, chief: bool, multi: bool, rank: int = 0, size: int = 1) -> None:
         self.chief, self.multi = chief, multi
+        self.rank, self.size = (rank, size) if multi else (0, 1)
 
     def announce(self, event: str) -> None:
         if self.multi:
@@ -63,6 +66,19 @@ class TfCoordinator:
             return value
         return chief_value(self.chief, context.context().set_config_key_value, self.get, key,
                            value, what=what, seconds=seconds)
+
+    def gather(self, key: str, value: str, what: str,
+               seconds: float = AGREE_WITHIN) -> List[str]:
+        """Returns every worker's ``value`` for ``key``, in rank order (alone: its own);
+        ``what`` says what they are, for the message. Each key is used once.
+
+        Raises:
+          ResolutionError: a worker's value did not come within ``seconds``.
+        """
+        if not self.multi:
+            return [value]
+        return all_values(self.rank, self.size, context.context().set_config_key_value,
+                          self.get, key, value, what=what, seconds=seconds)
 
     def put(self, key: str, value: str) -> None:
         """Sets ``key`` (a key is set once: a second set is passed over)."""

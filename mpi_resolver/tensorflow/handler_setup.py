@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
@@ -18,6 +18,7 @@ from tensorflow.python.distribute import multi_worker_util
 from mpi_resolver.core.logs import log_once, logger
 from mpi_resolver.long_jobs.background import BackgroundWrites
 from mpi_resolver.long_jobs.journal import Journal
+from mpi_resolver.long_jobs.local_saves import LocalSaves
 from mpi_resolver.long_jobs.manifest import (check_directory_together, finished_together,
                                              claim_directory, completed, manifest_for,
                                              this_job)
@@ -29,10 +30,11 @@ from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
 from mpi_resolver.tensorflow.checkpoints import KeepingManager, remove_part, scratch_manager
 from mpi_resolver.tensorflow.saver import Saver
 from mpi_resolver.tensorflow.snapshot import unsupported
+from mpi_resolver.tensorflow.tier import TfTier
 from mpi_resolver.tensorflow.coordinator import AGREE_WITHIN
 from mpi_resolver.tensorflow.quirks import no_gce_probe, quiet_total_run_calls
 
-__all__ = ["is_chief", "chief_directory", "build", "complete"]
+__all__ = ["is_chief", "worker_place", "chief_directory", "build", "complete"]
 
 #: Numbers the handlers this process builds (a second fit): each has its own keys.
 _HANDLERS = itertools.count()
@@ -46,6 +48,16 @@ def is_chief(resolver: Any, env: Mapping[str, str]) -> bool:
         if spec.jobs and resolver.task_type is not None:
             return multi_worker_util.is_chief(spec, resolver.task_type, resolver.task_id)
     return env.get("SLURM_PROCID", "0").strip() == "0"
+
+
+def worker_place(resolver: Any) -> Tuple[int, int]:
+    """Returns this worker's place among the cluster's workers (the chief's first) and
+    their count: (0, 1) without a cluster."""
+    spec = resolver.cluster_spec() if resolver is not None else None
+    if spec is None or not spec.jobs or resolver.task_type is None:
+        return 0, 1
+    return (multi_worker_util.id_in_cluster(spec, resolver.task_type, resolver.task_id),
+            multi_worker_util.worker_count(spec, resolver.task_type))
 
 
 def chief_directory(checkpoint_dir: str) -> str:
@@ -103,15 +115,14 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
     key = f"mpi_resolver_{next(_HANDLERS)}"  # every worker builds its handlers in turn
     with paused_watchdogs():
         _directory_agreed(coord, key, checkpoint_dir, job, chief)
+        tier = _tier(config, coord, key, checkpoint)
         manager = KeepingManager(
             checkpoint, chief_directory(checkpoint_dir), config.keep, chief=chief,
-            agree=lambda p: coord.agree(f"{key}_restored", p, "which checkpoint it restored"))
+            agree=lambda p: coord.agree(f"{key}_restored", p, "which checkpoint it restored"),
+            tier=tier)
         task = getattr(cluster_resolver, "task_id", None) or 0
-        config.use_saver(Saver(manager, None if chief else scratch_manager(checkpoint, task),
-                               job=job, settings=config.settings(),
-                               writes=_background_writes(config, checkpoint, chief)))
-        if config.saver.writes is not None:  # a script that ends without complete()
-            settle_at_exit(config.saver.settle)
+        config.use_saver(_saver(config, manager, None if chief else
+                                scratch_manager(checkpoint, task), job, tier))
         quiet_total_run_calls()
         with no_gce_probe():
             handler = SlurmCheckpointHandler(
@@ -124,6 +135,19 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
     handler.slow = _slow_ranks(cluster_resolver, coord, key, config.saver.resumed, rounds,
                                journal)
     return handler
+
+
+def _saver(config: Any, manager: KeepingManager, scratch: Any, job: Optional[str],
+           tier: Optional[TfTier]) -> Saver:
+    """Returns the handler's save (config's settings, where its writes go), settled at the
+    process's exit where it writes in the background (a script that ends without
+    complete())."""
+    saver = Saver(manager, scratch, job=job, settings=config.settings(),
+                  writes=_background_writes(config, manager._checkpoint, scratch is None),
+                  tier=tier)
+    if saver.writes is not None:
+        settle_at_exit(saver.settle)
+    return saver
 
 
 def _background_writes(config: Any, checkpoint: Any, chief: bool) -> \
@@ -139,6 +163,24 @@ def _background_writes(config: Any, checkpoint: Any, chief: bool) -> \
             log_once(f"periodic checkpoints are written at once, not in the background: {why}")
         return None
     return BackgroundWrites()
+
+
+def _tier(config: Any, coord: Any, key: str, checkpoint: Any) -> Optional[TfTier]:
+    """Returns the node-local tier of the periodic saves where config's settings give one
+    (a script's own save_fn, or no periodic saves: none, said once)."""
+    tiers = config.tiers
+    if tiers is None:
+        return None
+    if config.every is None or config._user_save_fn:
+        if coord.chief:
+            log_once(f"{tiers.name} is set, and the node-local tier takes the periodic saves "
+                     "of the package's own save: none here (checkpoint_every is not set, or "
+                     "the script saves by its own save_fn)")
+        return None
+    from mpi_resolver.exchange.part_link import World
+
+    local = LocalSaves(tiers.pattern, coord, key, tiers.name, World())
+    return TfTier(local, tiers.shared_every, checkpoint, key)
 
 
 def _claimed(config: Any, manager: KeepingManager, checkpoint_dir: str, job: Optional[str],
@@ -159,12 +201,7 @@ def _slow_ranks(cluster_resolver: Any, coord: Any, key: str, start: int,
     """Returns the slow-rank rounds (``seconds`` apart; None: none) of the run from step
     ``start``: this worker's place among the cluster's workers (the chief's first), what is
     found into ``journal``."""
-    rank, size = 0, 1
-    spec = cluster_resolver.cluster_spec() if cluster_resolver is not None else None
-    if spec is not None and spec.jobs and cluster_resolver.task_type is not None:
-        rank = multi_worker_util.id_in_cluster(spec, cluster_resolver.task_type,
-                                               cluster_resolver.task_id)
-        size = multi_worker_util.worker_count(spec, cluster_resolver.task_type)
+    rank, size = worker_place(cluster_resolver)
     return SlowRanks(coord, key, rank, size, start, seconds=seconds,
                      node=node_name(os.environ), found=journal.slow)
 

@@ -8,6 +8,7 @@ TensorFlow)."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import time
@@ -16,11 +17,12 @@ from typing import Any, Callable, Mapping, Optional, Tuple
 import tensorflow as tf
 
 from mpi_resolver.core.logs import log_once
-from mpi_resolver.long_jobs.background import BackgroundWrites, Written
+from mpi_resolver.long_jobs.background import BackgroundWrites, Written, write_now
 from mpi_resolver.long_jobs.journal import (Journal, checkpoint_bytes, error_text,
                                              not_saved_line, write_ended)
 from mpi_resolver.long_jobs.manifest import manifest_for, write_manifest
 from mpi_resolver.tensorflow.checkpoints import KeepingManager, fsync_checkpoint
+from mpi_resolver.tensorflow.tier import TfTier, TierWritten
 
 __all__ = ["Saver"]
 
@@ -33,9 +35,9 @@ class Saver:
 
     def __init__(self, manager: KeepingManager, scratch: Optional[tf.train.CheckpointManager],
                  *, job: Optional[str], settings: Mapping[str, Any],
-                 writes: Optional[BackgroundWrites] = None,
+                 writes: Optional[BackgroundWrites] = None, tier: Optional[TfTier] = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.manager, self.scratch, self.writes = manager, scratch, writes
+        self.manager, self.scratch, self.writes, self.tier = manager, scratch, writes, tier
         self.job, self.settings, self._clock = job, dict(settings), clock
         self.failed: Optional[str] = None
         self.seconds: Optional[float] = None
@@ -46,6 +48,7 @@ class Saver:
         self.deferred = False
         self._prefix: Optional[str] = None  # the chief's last checkpoint written
         self._kind = "periodic"  # the kind of the save written in the background
+        self._recorded = False  # a tier's save written at once, recorded as it ended
         #: Told how each background write ended (whole or not): the schedule's back-off.
         self.on_written: Callable[[bool], None] = lambda whole: None
 
@@ -55,12 +58,16 @@ class Saver:
         return self.newest is not None and self.newest > self.resumed
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        background = self.deferred and self.writes is not None and not (args or kwargs)
+        periodic = self.deferred and not (args or kwargs)
+        tiered = periodic and self.tier is not None
+        background = periodic and self.writes is not None
         self.settle()  # the write in flight first: one at a time, the newest last
         start = self._clock()
         self.failed = None
         try:
-            if background:
+            if tiered:
+                background = self._tier_save(start)
+            elif background:
                 self._snapshot()
             else:
                 self._write(*args, **kwargs)
@@ -69,14 +76,15 @@ class Saver:
             log_once(not_saved_line(self.step, self.failed))
             return
         self.seconds = self._clock() - start
-        if not background or self.scratch is not None:
+        if not tiered and (not background or self.scratch is not None):
             self.newest = self.step  # the chief's background save: once it is on disk
 
     def record(self, kind: str, seconds: Optional[float]) -> None:
         """Records the save just made at ``step`` (one of journal.KINDS) in the job's
         ledger, as it ended: whole, or ``failed``; a user's save_fn's without a name; one
         written in the background once its write ends (``collect``, ``settle``)."""
-        if self.journal is None:
+        if self.journal is None or self._recorded:
+            self._recorded = False
             return
         if self.failed is not None:
             self.journal.save_failed(self.step, seconds, kind, self.failed)
@@ -118,16 +126,57 @@ class Saver:
         self.writes.start(self.step, self._clock() - start,
                           lambda: self.manager.write_snapshot(snap), self.manager.remove_oldest)
 
-    def _ended(self, written: Optional[Written]) -> None:
-        """Notes and records a background write that ended."""
+    def _tier_save(self, start: float) -> bool:
+        """Reads the state now (every worker) and writes it to the node-local tier, and to
+        the shared directory where its turn comes (the chief): in the background where the
+        saver writes so and MPI lets a thread copy to the partner, else at once and recorded
+        now. Returns whether it was written in the background."""
+        assert self.tier is not None
+        step, tier = self.step, self.tier
+        snap = self.manager.snapshot(copy=True)
+        shared = tier.plan() and self.scratch is None
+
+        def job() -> TierWritten:
+            return tier.write(step, snap, (lambda: self.manager.write_snapshot(snap))
+                              if shared else None)
+
+        then = self.manager.remove_oldest if shared else None
+        stall = self._clock() - start
+        if self.writes is not None and tier.local.threads_ok():
+            self.writes.start(step, stall, job, then)
+            return True
+        self._ended(write_now(step, stall, job, then, self._clock), background=False)
+        self._recorded = True
+        return False
+
+    def _ended(self, written: Optional[Written], background: bool = True) -> None:
+        """Notes and records a background write that ended (``background``: else one
+        written at once, its write's time the training's too)."""
         if written is None:
             return
-        failed = write_ended(self.journal, written, self._kind, True,
+        prefix, name = written.result, None
+        if self.tier is not None and written.error is not None:
+            self.tier.ended(written.step, written.error)
+        if isinstance(prefix, TierWritten):
+            written, prefix, name = self._tier_ended(written)
+        failed = write_ended(self.journal, written, self._kind, background,
                              manifest=lambda: self.claim(written.step),
-                             checkpoint=lambda: _named(written.result))
+                             checkpoint=lambda: name or _named(prefix))
         if failed is None:
-            self.newest, self._prefix = written.step, written.result
+            self.newest, self._prefix = written.step, prefix or self._prefix
         self.on_written(failed is None)
+
+    def _tier_ended(self, written: Written) -> Tuple[Written, Optional[str], Any]:
+        """Returns a tier's save as a write that ended: failed where neither the tier nor
+        the shared directory took it whole, the shared checkpoint's prefix where one was
+        written, else the tier's name for it and its bytes."""
+        assert self.tier is not None
+        why, prefix = written.result
+        self.tier.ended(written.step, why)
+        if why is not None and prefix is None:
+            return dataclasses.replace(written, error=why), None, None
+        local = None if prefix else (f"{written.step} (node-local)", self.tier.local.last_bytes)
+        return written, prefix, local
 
     def _saved(self, step: int, seconds: Optional[float], kind: str,
                prefix: Optional[str]) -> None:

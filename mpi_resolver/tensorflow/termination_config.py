@@ -11,7 +11,6 @@ from typing import Any, Dict, Optional, Union
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-from mpi_resolver.core import settings
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once, logger
 from mpi_resolver.long_jobs.interval import job_mtbf, parse_every, parse_keep
@@ -23,12 +22,13 @@ from mpi_resolver.long_jobs.process_end import (EXIT_WITHIN, end_with,
                                                 exit_on_configuration_error, settings_checked)
 from mpi_resolver.long_jobs.signals import SIGTERM, WarningSignal, grace_seconds, parse_signal
 from mpi_resolver.long_jobs.step_watchdog import paused_watchdogs
+from mpi_resolver.long_jobs.tier_settings import tier_settings
 from mpi_resolver.long_jobs.termination import (REQUEUE_EXIT_CODE, TERMINATED_EXIT_CODE, Policy,
                                                 Termination)
 from mpi_resolver.long_jobs.watcher import SignalWatcher
 from mpi_resolver.tensorflow.saver import Saver
 from mpi_resolver.tensorflow.coordinator import TfCoordinator
-from mpi_resolver.tensorflow.handler_setup import build, complete, is_chief
+from mpi_resolver.tensorflow.handler_setup import build, complete, is_chief, worker_place
 
 __all__ = ["SlurmTerminationConfig", "TfCoordinator"]
 
@@ -72,11 +72,18 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         tensors read), and the write runs in the background; the signal's save and the
         final one wait for it, then write at once (default True; False: every save at once;
         a state TensorFlow cannot read ahead is saved at once, said once).
+      local_dir: a node-local directory (else MPI_RESOLVER_LOCAL_DIR; '%N' names the node,
+        '%n' its index, '%j' the job, '%u' the user) where the periodic saves go, each
+        worker's copy of the state also kept by its partner on the next node; every
+        ``shared_every``-th save (else MPI_RESOLVER_SHARED_EVERY, default 10) goes to the
+        checkpoint directory too; a restore takes the newest step whole across the tiers.
+        None: the checkpoint directory alone.
 
     Raises:
       FormatError: a signal that Slurm's --signal does not take or that cannot be watched;
         a checkpoint_every, keep, node_mtbf_hours or checkpoint_async not of the forms above;
-        total_steps not a whole number > 0.
+        total_steps not a whole number > 0; a local_dir that is not an absolute path or has
+        a pattern it does not take, a shared_every that is not a whole number >= 1.
       ResolutionError: not created in the main thread.
     """
 
@@ -90,7 +97,8 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
                  checkpoint_every: Union[str, int, None] = None, keep: Optional[int] = None,
                  node_mtbf_hours: Optional[float] = None,
                  total_steps: Optional[int] = None,
-                 checkpoint_async: Optional[bool] = None) -> None:
+                 checkpoint_async: Optional[bool] = None, local_dir: Optional[str] = None,
+                 shared_every: Optional[int] = None) -> None:
         exit_on_configuration_error()  # a refused setting ends the process with 78
         with settings_checked():  # an argument's too
             self.total_steps = planned_steps(total_steps)
@@ -102,11 +110,9 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
             self.every = parse_every(given.checkpoint_every)
             self.keep = parse_keep(given.keep)
             job_mtbf(1, given.node_mtbf_hours)  # its check
+            self.tiers = tier_settings(os.environ, local_dir, shared_every)
         self.node_mtbf_hours = given.node_mtbf_hours
         self.checkpoint_async = given.checkpoint_async
-        if os.environ.get(settings.LOCAL_DIR, "").strip():
-            log_once(f"{settings.LOCAL_DIR} is set, and the node-local tier is JAX's LongJob's "
-                     "alone for now: TensorFlow's checkpoints go to the checkpoint directory")
         self.cluster_resolver = cluster_resolver
         self.saver: Optional[Saver] = None
         self._built: Optional[tuple] = None  # (handler, directory, task id) once handler() ran
@@ -131,7 +137,7 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
         resolver = self.cluster_resolver
         ps = resolver is not None and "ps" in resolver.cluster_spec().jobs
         multi = context.context().coordination_service is not None and not ps
-        return TfCoordinator(is_chief(resolver, os.environ), multi)
+        return TfCoordinator(is_chief(resolver, os.environ), multi, *worker_place(resolver))
 
     def _exit(self) -> None:
         """After the save: worker 0's decision, its one line, then SystemExit(code), which

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Union
+from typing import List, Tuple, Union
 
 from mpi_resolver.long_jobs import ledger
 
-__all__ = ["wait_saved"]
+__all__ = ["wait_saved", "assert_first_tier_run"]
 
 
 def wait_saved(directory: Union[str, Path], step: int, timeout: float) -> None:
@@ -28,3 +28,23 @@ def wait_saved(directory: Union[str, Path], step: int, timeout: float) -> None:
             raise TimeoutError(f"no save at step {step} in {directory}'s ledger within "
                                f"{timeout:g} s (saves seen: {saves})")
         time.sleep(0.05)
+
+
+def assert_first_tier_run(tmp: Path, expected: List[Tuple[int, str]], mode: str, sure: int,
+                          context: str) -> None:
+    """Asserts what a node-local tier's first run left before its kill (tests/jax and
+    tests/cluster's test_*local_tier.py): the ledger's saves in ``tmp``/ckpt are ``expected``
+    (in the background, ``mode`` "async", the first ``sure`` of them and maybe others: a write
+    is recorded once it ended and the training was told, maybe not before the kill); each
+    node's directory ``tmp``/local-<node> holds the last step's two parts, its own and its
+    partner's copy."""
+    saves = [(r["step"], r["checkpoint"]) for r in ledger.read(str(tmp / "ckpt"))
+             if r["event"] == "save"]
+    if mode == "async":
+        assert set(saves) <= set(expected) and saves[:sure] == expected[:sure], context
+    else:
+        assert saves == expected, context
+    last = expected[-1][0]
+    for node in ("node1", "node2"):
+        assert sorted(p.name for p in (tmp / f"local-{node}" / str(last)).iterdir()) == \
+            ["part-0", "part-1"], context

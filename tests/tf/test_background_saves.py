@@ -210,19 +210,6 @@ def test_the_exit_waits_for_the_write_in_flight_and_records_it(tmp_path) -> None
     assert (save["step"], save["checkpoint"]) == (2, "ckpt-1") and save["write"] >= 3.0, save
 
 
-@pytest.mark.parametrize("value, said", [("/dev/shm/c-%N", True), (" ", False)])
-def test_a_local_directory_is_said_to_be_jax_s_alone(slurm_config, caplog, monkeypatch,
-                                                     value: str, said: bool) -> None:
-    """MPI_RESOLVER_LOCAL_DIR (JAX's node-local tier) with TensorFlow: one line says that
-    TensorFlow's checkpoints go to the checkpoint directory, never a silent difference."""
-    caplog.set_level(logging.INFO, "mpi_resolver")
-    monkeypatch.setenv("MPI_RESOLVER_LOCAL_DIR", value)
-    slurm_config(checkpoint_every=5)
-    line = ("mpi_resolver: MPI_RESOLVER_LOCAL_DIR is set, and the node-local tier is JAX's "
-            "LongJob's alone for now: TensorFlow's checkpoints go to the checkpoint directory")
-    assert (line in messages(caplog)) is said, messages(caplog)
-
-
 @pytest.mark.parametrize("fails, intervals", [(True, [0.3, 0.3, 0.6, 1.2]),
                                               (False, [0.3, 0.3, 0.3, 0.3])])
 def test_a_write_that_fails_in_the_background_backs_the_saves_off(

@@ -6,6 +6,7 @@ period."""
 from __future__ import annotations
 
 import subprocess
+from unittest import mock
 from typing import List, Optional
 
 import pytest
@@ -518,3 +519,35 @@ def test_chief_value(chief: bool, stored: dict, who: str, expected: str) -> None
     assert got.startswith(expected), got
     assert put == ({"k": "mine"} if chief else {})
     assert asked == ([] if chief else [("k", 2.5)])
+
+
+@pytest.mark.parametrize("rank, stored, who, expected, waits", [
+    (0, {"k/1": "b", "k/2": "c"}, "worker", ["mine", "b", "c"], [2.0, 1.0, 0.001]),
+    (2, {"k/0": "a", "k/1": "b"}, "worker", ["a", "b", "mine"], [2.0, 1.0, 0.001]),
+    (0, {"k/2": "c"}, "worker",
+     "worker 1 did not say their steps within 3 s: is it still running?", [2.0, 1.0]),
+    (1, {"k/0": "a"}, "process", "process 2 did not say their steps within 3 s: is it still "
+                                 "running?", [2.0, 1.0, 0.001]),
+])
+def test_all_values(rank: int, stored: dict, who: str, expected, waits: list) -> None:
+    """Every worker's value in rank order, its own put first; one bound for them all, each
+    wait what is left of it (a clock that moves 1 s per reading; at least 1 ms)."""
+    from mpi_resolver.long_jobs import termination
+
+    clock = iter(range(100))
+    put, asked = dict(stored), []
+
+    def get(key: str, seconds: float):
+        asked.append((key, seconds))
+        return put.get(key)
+
+    with mock.patch.object(termination.time, "monotonic", lambda: float(next(clock))):
+        try:
+            got = termination.all_values(rank, 3, put.__setitem__, get, "k", "mine",
+                                         what="their steps", seconds=3.0,
+                                         **({} if who == "worker" else {"who": who}))
+        except ResolutionError as e:
+            got = str(e)
+    assert got == expected
+    assert put[f"k/{rank}"] == "mine"
+    assert asked == [(f"k/{r}", w) for r, w in enumerate(waits)]

@@ -1,22 +1,22 @@
-"""The node-local tier of a JAX LongJob (the edge): each local save writes every process's part
-of the state (jax.local_parts) to its node's directory (long_jobs.local_tier) and sends a copy
-to its partner process on the next node over MPI (exchange.part_link); a restore takes the
-newest step whole across the tiers (long_jobs.tiers), every process the same one, a part its
-node lost fetched back from the partner's copy. The small agreements go over JAX's
-coordination service. Importing this module imports JAX."""
+"""The node-local tier of a long job, between its processes (framework-free: the parts' bytes
+are the edge's): each save writes every process's part to its node's directory
+(long_jobs.local_tier) and sends a copy to its partner process on the next node (``World``'s
+link: MPI, the communicator the package already has); a restore takes the newest step whole
+across the tiers (long_jobs.tiers), every process the same one, a part its node lost fetched
+back from the partner's copy. The small agreements go over the framework's coordinator
+(``Meeting``: JAX's or TensorFlow's coordination service)."""
 
 from __future__ import annotations
 
 import getpass
 import json
 import os
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, Collection, Dict, List, Mapping, Optional, Protocol,
+                    Sequence, Tuple)
 
 from mpi_resolver.core.errors import ConfigurationError
 from mpi_resolver.core.logs import log_once
-from mpi_resolver.jax.coordinator import JaxCoordinator
-from mpi_resolver.jax.local_parts import from_part, packed, part_snapshot
-from mpi_resolver.long_jobs.local_tier import LocalTier
+from mpi_resolver.long_jobs.local_tier import Blob, LocalTier
 from mpi_resolver.long_jobs.manifest import this_job
 from mpi_resolver.long_jobs.resume import first_line
 from mpi_resolver.long_jobs.slow_ranks import node_name
@@ -24,7 +24,7 @@ from mpi_resolver.long_jobs.tiers import (OWN, PARTNER, SHARED, holder, local_pa
                                           partner_ranks, restore_across, room_for,
                                           seen_by_others)
 
-__all__ = ["LocalSaves", "PARTNER_WITHIN"]
+__all__ = ["LocalSaves", "Meeting", "World", "Link", "PARTNER_WITHIN", "KEEP_LOCAL"]
 
 #: Seconds a partner has to take a copy (or give one back at a restore): past them the save
 #: falls back to the shared directory, the partner named.
@@ -33,28 +33,62 @@ PARTNER_WITHIN = 120.0
 KEEP_LOCAL = 2
 
 
+class Link(Protocol):
+    """Parts between processes (exchange.part_link.PartLink)."""
+
+    def transfer(self, sends: Mapping[int, Blob], sources: Collection[int],
+                 seconds: float) -> Tuple[Dict[int, bytes], List[int]]: ...
+
+
+class World(Protocol):
+    """MPI's world as the tier reaches it (exchange.part_link.World)."""
+
+    def rank(self) -> int: ...
+
+    def link(self, seconds: float) -> Link: ...
+
+    def threads_multiple(self) -> bool: ...
+
+
+class Meeting(Protocol):
+    """The processes' coordinator: this one's ``rank`` of ``size``, process 0 the ``chief``;
+    ``gather`` returns every process's value of a key, in process order, ``agree`` process
+    0's."""
+
+    rank: int
+    size: int
+    chief: bool
+
+    def gather(self, key: str, value: str, what: str) -> List[str]: ...
+
+    def agree(self, key: str, value: str, what: str) -> str: ...
+
+
 class LocalSaves:
     """The local tier at ``pattern`` (``name``: the variable or argument that gave it) for
-    the processes of ``coord``; ``key`` keeps its agreements apart. ``open`` before any
-    save or restore, on every process."""
+    the processes of ``coord``, partner copies over ``world``, on ``node`` (else the one
+    Slurm's variables or the host name give); ``key`` keeps its agreements apart. ``open``
+    before any save or restore, on every process."""
 
-    def __init__(self, pattern: str, coord: JaxCoordinator, key: str, name: str) -> None:
+    def __init__(self, pattern: str, coord: Meeting, key: str, name: str, world: World,
+                 node: Optional[str] = None) -> None:
         self.pattern, self.coord, self.key, self.name = pattern, coord, f"{key}_local", name
+        self.world, self.node = world, node or node_name(os.environ)
         self.tier: Optional[LocalTier] = None
-        self.link: Any = None  # exchange.part_link.PartLink, where MPI runs
+        self.link: Optional[Link] = None  # where MPI runs across the processes
         self.partners: List[Optional[int]] = []
         self.last_bytes: Optional[int] = None
         self._agreements = 0  # numbers each agreement: a step saved or restored twice
 
     def open(self) -> None:
         """Makes this node's directory, checks that no other node sees it, and starts the
-        partner link (MPI's ranks must be JAX's processes; else one warning, no copies).
+        partner link (MPI's ranks must be the processes'; else one warning, no copies).
 
         Raises:
           ConfigurationError: on every process, where one cannot make its directory, or the
             directory is shared by two nodes, naming it.
         """
-        node, rank = node_name(os.environ), _mpi_rank()
+        node, rank = self.node, self.world.rank()
         told = self._gathered("nodes", [node, rank], "its node")
         nodes = [n for n, _ in told]
         index = list(dict.fromkeys(nodes)).index(node)
@@ -72,25 +106,20 @@ class LocalSaves:
         self.partners = partner_ranks(nodes)
         self.link = self._link([r for _, r in told])
 
-    def save(self, step: int, tree: Any) -> Optional[str]:
-        """Saves this process's part of ``tree`` at ``step`` (every process); returns as
-        write."""
-        return self.write(step, part_snapshot(tree))
-
-    def write(self, step: int, arrays: Any) -> Optional[str]:
-        """Writes this process's part (a local_parts.part_snapshot) of ``step`` here and at its
-        partner (every process; from a thread of its own where saves are in the background);
-        returns None where every part and copy is whole, else why not (the same on every
-        process, naming the process)."""
+    def write(self, step: int, blob: Blob) -> Optional[str]:
+        """Writes this process's part of ``step`` (``blob``) here and at its partner (every
+        process; from a thread of its own where saves are in the background); returns None
+        where every part and copy is whole, else why not (the same on every process, naming
+        the process)."""
         tier = self.tier
         assert tier is not None  # open() first
-        blob, why = packed(arrays), None
+        why: Optional[str]
         free = tier.free()
         if not room_for(free, self.last_bytes):
             why = f"{tier.directory} has {free} bytes free, too few for {self.last_bytes}"
         else:
             why = _attempt(tier.write, step, self.coord.rank, blob)
-        partner = self.partners[self.coord.rank] if self.partners else None
+        partner = self.partners[self.coord.rank]  # (open() made one per process)
         if self.link is not None:
             sends = {partner: blob} if partner is not None else {}
             received, late = self.link.transfer(sends, self._senders(), PARTNER_WITHIN)
@@ -108,20 +137,16 @@ class LocalSaves:
 
     def threads_ok(self) -> bool:
         """Returns whether a write may run in a thread beside the training: no partner link,
-        or MPI with every thread allowed (MPI_THREAD_MULTIPLE, what mpi4py asks for)."""
-        if self.link is None:
-            return True
-        from mpi_resolver.exchange.transport import import_mpi
+        or MPI with every thread allowed."""
+        return self.link is None or self.world.threads_multiple()
 
-        mpi = import_mpi()
-        return bool(mpi.Query_thread() == mpi.THREAD_MULTIPLE)
-
-    def restore(self, template: Any, shared: Sequence[int]) -> Optional[Tuple[int, Any, str]]:
-        """Returns (the step, ``template`` read from the local tier, where each process read
-        its part) where the newest step whole across the tiers is a local one (``shared``:
-        the shared directory's steps, as process 0 listed them), else None (the shared
+    def restore(self, shared: Sequence[int],
+                unpack: Callable[[bytes], Any]) -> Optional[Tuple[int, Any, str]]:
+        """Returns (the step, ``unpack`` of this process's part, where each process read its
+        part) where the newest step whole across the tiers is a local one (``shared``: the
+        shared directory's steps, as process 0 listed them), else None (the shared
         directory's, or none anywhere). Every process calls it; a part that cannot be read
-        makes it None on every process, with one warning."""
+        or unpacked makes it None on every process, with one warning."""
         assert self.tier is not None  # open() first
         seen = [{int(o): steps for o, steps in found.items()} for found in
                 self._gathered("found", self.tier.found(), "the parts in its local directory")]
@@ -131,14 +156,11 @@ class LocalSaves:
         if chosen.step is None or chosen.sources[0] == SHARED:
             return None
         step, rank = chosen.step, self.coord.rank
-        blob: Optional[bytes] = None
-        if PARTNER in chosen.sources:
-            blob = self._fetch(seen, step, chosen.sources)
-        tree, why = None, None
+        value, why = None, None
         try:
-            if blob is None:
-                blob = self.tier.read(step, rank)
-            tree = from_part(blob, template)
+            blob = self._fetch(seen, step, chosen.sources) if PARTNER in chosen.sources \
+                else None
+            value = unpack(self.tier.read(step, rank) if blob is None else blob)
         except Exception as e:  # noqa: BLE001 - a part that cannot be read: the shared one
             why = first_line(e)
         failed = self._trouble(f"read_{step}", why, "how it read its part")
@@ -146,7 +168,7 @@ class LocalSaves:
             log_once(f"the local tier's step {step} could not be read ({failed}): restoring "
                      "from the shared directory")
             return None
-        return step, tree, _sources(chosen.sources)
+        return step, value, _sources(chosen.sources)
 
     def _fetch(self, seen: Sequence[Mapping[int, Sequence[int]]], step: int,
                sources: Sequence[str]) -> Optional[bytes]:
@@ -198,9 +220,9 @@ class LocalSaves:
         self._agreements += 1
         return f"{self.key}_{self._agreements}_{name}"
 
-    def _link(self, ranks: Sequence[int]) -> Any:
+    def _link(self, ranks: Sequence[int]) -> Optional[Link]:
         """Returns the partner link over MPI's world, None (one warning) where MPI does not
-        run, or its ranks are not JAX's processes."""
+        run, or its ranks are not the processes'."""
         if self.coord.size == 1:
             return None
         if list(ranks) != list(range(self.coord.size)):
@@ -210,17 +232,7 @@ class LocalSaves:
                          "`mpirun`): a node lost loses its parts, and the restore takes the "
                          "shared directory's checkpoint")
             return None
-        from mpi_resolver.exchange.part_link import PartLink
-        from mpi_resolver.exchange.transport import import_mpi
-
-        return PartLink(import_mpi().COMM_WORLD, PARTNER_WITHIN)
-
-
-def _mpi_rank() -> int:
-    """Returns this process's rank in MPI's world, -1 where MPI does not run."""
-    from mpi_resolver.exchange.transport import import_mpi, mpi_initialized
-
-    return int(import_mpi().COMM_WORLD.Get_rank()) if mpi_initialized() else -1
+        return self.world.link(PARTNER_WITHIN)
 
 
 def _attempt(act: Any, *args: Any) -> Optional[str]:
@@ -237,4 +249,3 @@ def _sources(sources: Sequence[str]) -> str:
     that took their partner's copy."""
     fetched = [str(r) for r, s in enumerate(sources) if s == PARTNER]
     return OWN if not fetched else f"process {', '.join(fetched)} from its partner's copy"
-

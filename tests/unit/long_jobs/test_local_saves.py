@@ -1,0 +1,429 @@
+"""long_jobs.local_saves, the node-local tier between processes, on real files: each process a
+thread of this test, one per node, meeting through an in-memory gather and sending parts
+through an in-memory link (the real ones, JAX's and TensorFlow's coordination services and
+MPI, run in tests/jax/test_local_tier.py and tests/cluster). Saves, partner copies, the
+restore across the tiers (own, partner's copy, the shared directory's), and each way a save
+or a restore goes wrong, the same answer on every process."""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import threading
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from mpi_resolver.core import logs
+from mpi_resolver.core.errors import ConfigurationError
+from mpi_resolver.long_jobs import local_saves
+from mpi_resolver.long_jobs.local_saves import KEEP_LOCAL, LocalSaves
+
+pytestmark = pytest.mark.unit
+
+NAME = "MPI_RESOLVER_LOCAL_DIR"
+WAIT = 10.0  # seconds a thread waits for the others (a bug, not a speed)
+
+
+class Room:
+    """The processes' meeting point and their link's mailbox, in memory."""
+
+    def __init__(self, size: int, deaf: Tuple[int, ...] = ()) -> None:
+        self.size, self.deaf = size, deaf
+        self.values: Dict[Tuple[str, int], Any] = {}
+        self.cond = threading.Condition()
+
+    def put(self, key: Tuple[str, int], value: Any) -> None:
+        with self.cond:
+            self.values[key] = value
+            self.cond.notify_all()
+
+    def take(self, key: Tuple[str, int], seconds: float) -> Optional[Any]:
+        with self.cond:
+            if not self.cond.wait_for(lambda: key in self.values, seconds):
+                return None
+            return self.values[key]
+
+
+class Member:
+    """One process's coordinator (local_saves.Meeting)."""
+
+    def __init__(self, room: Room, rank: int) -> None:
+        self.room, self.rank, self.size, self.chief = room, rank, room.size, rank == 0
+        self.asked: List[Tuple[str, str]] = []  # (key, what) of each gather, in order
+
+    def gather(self, key: str, value: str, what: str) -> List[str]:
+        assert (key, self.rank) not in self.room.values, f"{key} set twice"
+        self.asked.append((key, what))
+        self.room.put((key, self.rank), value)
+        said = [self.room.take((key, r), WAIT) for r in range(self.size)]
+        assert None not in said, f"a process did not say {what}"
+        return [str(s) for s in said]
+
+
+class Link:
+    """One process's link (local_saves.Link): sends to a deaf rank are never taken."""
+
+    def __init__(self, room: Room, rank: int) -> None:
+        self.room, self.rank, self.count = room, rank, 0
+
+    def transfer(self, sends: Dict[int, bytes], sources: List[int],
+                 seconds: float) -> Tuple[Dict[int, bytes], List[int]]:
+        self.count += 1
+        assert all(isinstance(d, int) for d in sends), sends  # a rank, never None
+        if self.rank in self.room.deaf:
+            return {}, sorted(sources)
+        for dest, blob in sends.items():
+            self.room.put((f"part {self.count} to {dest}", self.rank), blob)
+        got = {s: self.room.take((f"part {self.count} to {self.rank}", s), seconds)
+               for s in sources}
+        late = {s for s, b in got.items() if b is None} | \
+            {d for d in sends if d in self.room.deaf}
+        return {s: b for s, b in got.items() if b is not None}, sorted(late)
+
+
+class World:
+    """One process's MPI world (local_saves.World): rank -1 without MPI."""
+
+    def __init__(self, room: Room, rank: int, mpi: bool = True, threads: bool = True) -> None:
+        self.room, self._rank, self.mpi, self.threads = room, rank, mpi, threads
+
+    def rank(self) -> int:
+        return self._rank if self.mpi else -1
+
+    def link(self, seconds: float) -> Link:
+        assert seconds == local_saves.PARTNER_WITHIN
+        return Link(self.room, self._rank)
+
+    def threads_multiple(self) -> bool:
+        return self.threads
+
+
+def together(room: Room, act: Callable[[int], Any]) -> List[Any]:
+    """Runs ``act(rank)`` for every rank of ``room`` in a thread each; returns each one's
+    result or the exception it raised, in rank order."""
+    out: List[Any] = [None] * room.size
+
+    def one(rank: int) -> None:
+        try:
+            out[rank] = act(rank)
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            out[rank] = e
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(room.size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(3 * WAIT)
+    return out
+
+
+def opened(room: Room, pattern: str, mpi: bool = True, nodes: str = "12") -> List[LocalSaves]:
+    """Returns every process's LocalSaves, open (process r on node{nodes[r]})."""
+    saves = [LocalSaves(pattern, Member(room, r), "test", NAME, World(room, r, mpi),
+                        node=f"node{nodes[r]}") for r in range(room.size)]
+    out = together(room, lambda r: saves[r].open())
+    assert out == [None] * room.size, out
+    return saves
+
+
+@pytest.fixture(autouse=True)
+def fresh_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logs, "_logged", set())
+
+
+def blob(rank: int, step: int) -> bytes:
+    return f"part of process {rank} at step {step}".encode()
+
+
+def save(room: Room, saves: List[LocalSaves], step: int) -> List[Optional[str]]:
+    return together(room, lambda r: saves[r].write(step, blob(r, step)))
+
+
+def restore(room: Room, saves: List[LocalSaves], shared: List[int] = (),  # type: ignore
+            unpack: Callable[[bytes], Any] = bytes) -> List[Any]:
+    return together(room, lambda r: saves[r].restore(list(shared), unpack))
+
+
+# ------------------------------------------------------------------------------ saves
+def test_a_save_leaves_each_part_on_its_node_and_a_copy_on_its_partner_s(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    assert save(room, saves, 10) == [None, None]
+    one, two = tmp_path / "local-node1", tmp_path / "local-node2"
+    assert (one / "10" / "part-0").read_bytes() == blob(0, 10)
+    assert (one / "10" / "part-1").read_bytes() == blob(1, 10)  # node2's copy, on node1
+    assert (two / "10" / "part-1").read_bytes() == blob(1, 10)
+    assert (two / "10" / "part-0").read_bytes() == blob(0, 10)
+    assert [s.partners for s in saves] == [[1, 0], [1, 0]]
+    assert saves[0].last_bytes == len(blob(0, 10))
+
+
+def test_the_newest_steps_are_kept_on_each_node(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    for step in (10, 20, 30):
+        assert save(room, saves, step) == [None, None]
+    assert KEEP_LOCAL == 2
+    for node in ("node1", "node2"):
+        assert sorted(p.name for p in (tmp_path / f"local-{node}").iterdir()
+                      if p.name.isdigit()) == ["20", "30"]
+
+
+def test_a_partner_that_takes_no_copy_is_named_on_every_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_saves, "PARTNER_WITHIN", 0.2)
+    room = Room(2, deaf=(1,))
+    saves = opened(room, f"{tmp_path}/local-%N")
+    said = save(room, saves, 10)
+    assert said[0] == said[1] == "process 0: process 1 took no copy within 0.2 s"
+    assert sorted(p.name for p in (tmp_path / "local-node1").iterdir()
+                  if p.name.isdigit()) == ["10"]  # whole steps stay: nothing removed
+
+
+def test_a_node_without_room_for_the_next_save_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    assert save(room, saves, 10) == [None, None]
+    size = len(blob(0, 10))
+    free = math.ceil(size * 1.2)  # the least room a save wants (the last's and a fifth)
+    monkeypatch.setattr(saves[1].tier, "free", lambda: free)  # type: ignore[union-attr]
+    assert save(room, saves, 20) == [None, None]
+    free -= 1  # one byte less: refused
+    said = save(room, saves, 30)
+    want = (f"process 1: {saves[1].tier.directory} has {free} bytes free, "  # type: ignore
+            f"too few for {size}")
+    assert said == [want, want]
+
+
+def test_a_part_that_cannot_be_written_is_named_on_every_process(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    (tmp_path / "local-node2" / "10").write_text("a file where the step's directory goes")
+    said = save(room, saves, 10)
+    want = f"process 1: [Errno 17] File exists: '{tmp_path}/local-node2/10'"
+    assert said == [want, want]
+
+
+def test_the_agreements_are_numbered_and_say_what_they_are(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    save(room, saves, 10)
+    restore(room, saves)
+    assert saves[0].coord.asked == saves[1].coord.asked == [
+        ("test_local_1_nodes", "its node"), ("test_local_2_open", "its open"),
+        ("test_local_3_markers", "its directory's markers"),
+        ("test_local_4_saved_10", "its local save"),
+        ("test_local_5_found", "the parts in its local directory"),
+        ("test_local_6_read_10", "how it read its part")]
+
+
+def test_a_fresh_tier_has_no_directory_no_link_no_partners(monkeypatch) -> None:
+    monkeypatch.setenv("SLURMD_NODENAME", "node7")
+    room = Room(2)
+    fresh = LocalSaves("/x/%N", Member(room, 0), "test", NAME, World(room, 0, threads=False))
+    assert (fresh.tier, fresh.link, fresh.partners, fresh.node) == (None, None, [], "node7")
+    assert fresh.threads_ok() and fresh.last_bytes is None
+
+
+def test_the_pattern_s_forms_name_the_node_s_index_the_job_and_the_user(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import getpass
+
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/%n-%j-%u-%N")
+    user = getpass.getuser()
+    assert [s.tier.directory for s in saves] == [  # type: ignore[union-attr]
+        f"{tmp_path}/0-77-{user}-node1", f"{tmp_path}/1-77-{user}-node2"]
+
+
+# ------------------------------------------------------------------------------ restores
+def test_each_process_restores_its_own_part_of_the_newest_local_step(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    save(room, saves, 10)
+    save(room, saves, 20)
+    assert restore(room, saves, [10]) == [(20, blob(0, 20), "own"), (20, blob(1, 20), "own")]
+
+
+def test_a_node_that_lost_its_directory_restores_from_its_partner_s_copy(
+        tmp_path: Path) -> None:
+    room = Room(2)
+    save(room, opened(room, f"{tmp_path}/local-%N"), 20)
+    shutil.rmtree(tmp_path / "local-node2")  # node2 lost: the next run's processes
+    again = opened(Room(2), f"{tmp_path}/local-%N")
+    where = "process 1 from its partner's copy"
+    assert restore(again[0].coord.room, again, [10]) == \
+        [(20, blob(0, 20), where), (20, blob(1, 20), where)]
+
+
+@pytest.mark.parametrize("shared, want", [
+    ([30], None),  # the shared directory's step is newer
+    ([20], "own"),  # the same step: the local tier first (faster)
+    ([], "own"),
+])
+def test_the_shared_directory_s_newer_step_wins(tmp_path: Path, shared: List[int],
+                                                want: Optional[str]) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    save(room, saves, 20)
+    got = restore(room, saves, shared)
+    assert [g if g is None else g[2] for g in got] == [want, want]
+
+
+def test_a_node_that_lost_its_own_part_but_kept_its_partner_s_copy(tmp_path: Path) -> None:
+    """node2 lost its own part of step 20, not node1's copy: process 1 fetches its part back,
+    process 0 reads its own (and receives nothing)."""
+    room = Room(2)
+    save(room, opened(room, f"{tmp_path}/local-%N"), 20)
+    (tmp_path / "local-node2" / "20" / "part-1").unlink()
+    again = opened(Room(2), f"{tmp_path}/local-%N")
+    where = "process 1 from its partner's copy"
+    assert restore(again[0].coord.room, again) == \
+        [(20, blob(0, 20), where), (20, blob(1, 20), where)]
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_nothing_saved_anywhere_is_none(tmp_path: Path, size: int) -> None:
+    room = Room(size)
+    assert restore(room, opened(room, f"{tmp_path}/local-%N")) == [None] * size
+
+
+def test_one_process_restores_its_own_part(tmp_path: Path) -> None:
+    room = Room(1)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    assert save(room, saves, 20) == [None]
+    assert restore(room, saves, [10]) == [(20, blob(0, 20), "own")]
+
+
+def test_without_mpi_each_process_restores_its_own_part(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N", mpi=False)
+    save(room, saves, 20)
+    assert restore(room, saves, [10]) == [(20, blob(0, 20), "own"), (20, blob(1, 20), "own")]
+
+
+def test_without_mpi_no_copies_are_kept_and_a_lost_node_restores_the_shared_step(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    room = Room(2)
+    with caplog.at_level(logging.WARNING, "mpi_resolver"):
+        saves = opened(room, f"{tmp_path}/local-%N", mpi=False)
+    assert [s.link for s in saves] == [None, None]
+    assert [r.getMessage() for r in caplog.records].count(
+        "mpi_resolver: the node-local tier keeps no partner copies: MPI is not running across "
+        "this job's processes (launch with `srun --mpi=pmix` or `mpirun`): a node lost loses "
+        "its parts, and the restore takes the shared directory's checkpoint") == 1
+    save(room, saves, 20)
+    assert not (tmp_path / "local-node1" / "20" / "part-1").exists()
+    shutil.rmtree(tmp_path / "local-node2" / "20")
+    assert restore(room, saves, [10]) == [None, None]
+
+
+def test_a_part_that_cannot_be_unpacked_sends_every_process_to_the_shared_directory(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    save(room, saves, 20)
+
+    def unpack(data: bytes) -> bytes:
+        if b"process 1" in data:
+            raise ValueError("not a part of this state\nmore")
+        return data
+
+    with caplog.at_level(logging.WARNING, "mpi_resolver"):
+        assert restore(room, saves, [10], unpack) == [None, None]
+    assert [r.getMessage() for r in caplog.records] == [
+        "mpi_resolver: the local tier's step 20 could not be read (process 1: not a part of "
+        "this state): restoring from the shared directory"]
+
+
+def test_a_partner_that_does_not_send_its_copy_back_sends_all_to_the_shared_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    room = Room(2)
+    save(room, opened(room, f"{tmp_path}/local-%N"), 20)
+    shutil.rmtree(tmp_path / "local-node2")
+    monkeypatch.setattr(local_saves, "PARTNER_WITHIN", 0.2)
+    deaf = Room(2, deaf=(0,))
+    again = opened(deaf, f"{tmp_path}/local-%N")
+    with caplog.at_level(logging.WARNING, "mpi_resolver"):
+        assert restore(deaf, again, [10]) == [None, None]
+    assert [r.getMessage() for r in caplog.records] == [
+        "mpi_resolver: the local tier's step 20 could not be read (process 1: process 0 did "
+        "not send its copy within 0.2 s): restoring from the shared directory"]
+
+
+# ------------------------------------------------------------------------------ opening
+def test_one_directory_that_two_nodes_see_is_refused_on_every_process(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = [LocalSaves(f"{tmp_path}/local", Member(room, r), "test", NAME, World(room, r),
+                        node=f"node{r + 1}") for r in range(2)]
+    out = together(room, lambda r: saves[r].open())
+    assert all(isinstance(e, ConfigurationError) for e in out), out
+    assert str(out[0]) == str(out[1]) == (
+        f"{NAME}='{tmp_path}/local': {tmp_path}/local is one directory that nodes node1, "
+        "node2 share, not each node's own: name the node in it (%N) or give a directory on "
+        "each node's own disk (/dev/shm, $TMPDIR)")
+
+
+def test_a_directory_one_node_cannot_make_is_refused_on_every_process(tmp_path: Path) -> None:
+    (tmp_path / "node2").write_text("not a directory")
+    room = Room(2)
+    saves = [LocalSaves(f"{tmp_path}/%N/local", Member(room, r), "test", NAME, World(room, r),
+                        node=f"node{r + 1}") for r in range(2)]
+    (tmp_path / "node1").mkdir()
+    out = together(room, lambda r: saves[r].open())
+    assert all(isinstance(e, ConfigurationError) for e in out), out
+    assert str(out[0]) == str(out[1]) == (
+        f"{NAME}: the node-local directory {tmp_path}/node2/local cannot be made on node2: "
+        f"{tmp_path}/node2 is not there. Give a directory every node has (/dev/shm, $TMPDIR, a "
+        "local disk's mount point).")
+
+
+@pytest.mark.parametrize("size, mpi, threads, link, ok", [
+    (1, True, False, False, True),  # alone: no partner, no link
+    (2, True, True, True, True),
+    (2, True, False, True, False),  # a link, and MPI allows one thread: writes at once
+    (2, False, False, False, True),  # no MPI: no link
+])
+def test_the_link_and_whether_a_thread_may_write(tmp_path: Path, size: int, mpi: bool,
+                                                 threads: bool, link: bool, ok: bool) -> None:
+    room = Room(size)
+    saves = [LocalSaves(f"{tmp_path}/local-%N", Member(room, r), "test", NAME,
+                        World(room, r, mpi, threads), node=f"node{r + 1}")
+             for r in range(size)]
+    assert together(room, lambda r: saves[r].open()) == [None] * size
+    assert [s.link is not None for s in saves] == [link] * size
+    assert [s.threads_ok() for s in saves] == [ok] * size
+
+
+def test_two_processes_of_one_node_share_its_directory_and_copy_to_the_other_node(
+        tmp_path: Path) -> None:
+    room = Room(3)
+    saves = opened(room, f"{tmp_path}/local-%N", nodes="112")
+    assert saves[0].partners == [2, 2, 0]
+    assert save(room, saves, 10) == [None] * 3
+    assert sorted(p.name for p in (tmp_path / "local-node2" / "10").iterdir()) == \
+        ["part-0", "part-1", "part-2"]
+
+
+def test_processes_of_one_node_alone_keep_no_copies(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N", nodes="11")
+    assert saves[0].partners == [None, None]
+    assert save(room, saves, 10) == [None, None]
+    assert sorted(p.name for p in (tmp_path / "local-node1" / "10").iterdir()) == \
+        ["part-0", "part-1"]
+
+
+def test_a_pattern_that_is_not_a_path_is_refused_naming_where_it_came_from() -> None:
+    from mpi_resolver.core.errors import FormatError
+
+    room = Room(1)
+    saves = LocalSaves("local/%N", Member(room, 0), "test", NAME, World(room, 0), node="node1")
+    with pytest.raises(FormatError) as e:
+        saves.open()
+    assert str(e.value).startswith(f"{NAME}='local/%N' is not an absolute path")
