@@ -199,7 +199,8 @@ class LongJob:
     def complete(self, remove: bool = False) -> None:
         """Training is over; every process calls it after its last step_done. In two phases:
         the last step saved where the newest checkpoint is older, every process says its
-        training ended (a barrier); then process 0 records in the manifest that the job's
+        training ended (a barrier), and each node's local directory goes (a node-local
+        tier's); then process 0 records in the manifest that the job's
         training completed, and, where ``remove``, the checkpoints go (the manifest and the
         ledger stay). A failure before the second phase resumes at the final step with no
         step to do; after it, a run of this job ends 0 at once and supervise trains nothing
@@ -215,6 +216,8 @@ class LongJob:
                     self._save(*self._last, "final")
                 self.coord.barrier(AGREE_WITHIN, f"_completed_{final}")
                 self.files.close()
+                if self.tier is not None:  # every node's: the final step is in the directory
+                    self.tier.local.remove()
             if self.chief:
                 claim_directory(self.directory, completed(self._manifest(final), final))
                 self.journal.completed(final)

@@ -170,6 +170,12 @@ class LocalSaves:
             return None
         return step, value, _sources(chosen.sources)
 
+    def remove(self) -> None:
+        """Removes this node's directory (every process, once the training completed: each
+        node's memory or disk given back; the final step is in the checkpoint directory)."""
+        if self.tier is not None:
+            self.tier.remove()
+
     def _fetch(self, seen: Sequence[Mapping[int, Sequence[int]]], step: int,
                sources: Sequence[str]) -> Optional[bytes]:
         """Sends the copies this process holds of the parts other processes lost, receives

@@ -111,6 +111,11 @@ class LocalTier:
         for step in self._steps()[:-count]:
             shutil.rmtree(os.path.join(self.directory, str(step)), ignore_errors=True)
 
+    def remove(self) -> None:
+        """Removes the directory, every part and marker in it (the job's training completed:
+        its final step is in the checkpoint directory); one that is gone already stays so."""
+        shutil.rmtree(self.directory, ignore_errors=True)
+
     def _steps(self) -> List[int]:
         return sorted(int(n) for n in os.listdir(self.directory) if n.isdigit()
                       and os.path.isdir(os.path.join(self.directory, n)))

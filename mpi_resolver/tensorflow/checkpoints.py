@@ -38,6 +38,7 @@ class KeepingManager(tf.train.CheckpointManager):
         super().__init__(checkpoint, directory, max_to_keep=keep)
         self.chief, self._agree, self.tier = chief, agree, tier
         self.restored: Optional[str] = None
+        self.from_tier = False  # whether restored is the node-local tier's step
         self.skipped: List[str] = []  # the warnings of the torn checkpoints passed over
         self._buffers = snapshots.HostBuffers()  # the snapshots' copies (empty until used)
 
@@ -55,6 +56,7 @@ class KeepingManager(tf.train.CheckpointManager):
                     log_once(f"restored step {step} from the node-local tier ({where}); the "
                              f"newest in {self.directory}: {self.latest_checkpoint or 'none'}")
                 self.restored, self.skipped = f"{step} (node-local: {where})", []
+                self.from_tier = True
                 return self.restored
         prefix, warnings = restore_newest(self.checkpoints, self._restore_whole,
                                           self.directory)

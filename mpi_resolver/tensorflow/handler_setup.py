@@ -130,7 +130,7 @@ def build(config: Any, cluster_resolver: Any, checkpoint: Any, checkpoint_dir: s
                 every=config.every, make_schedule=lambda start, every: Schedule(
                     every, start, chief=coord.chief, agree=plan_agreement(coord, key),
                     nodes=_nodes(cluster_resolver), node_mtbf_hours=config.node_mtbf_hours))
-    config.saver.resumed = int(handler._run_counter)
+    config.saver.started(int(handler._run_counter), key, shared=not manager.from_tier)
     journal = _claimed(config, manager, checkpoint_dir, job, chief)
     handler.slow = _slow_ranks(cluster_resolver, coord, key, config.saver.resumed, rounds,
                                journal)
@@ -209,21 +209,26 @@ def _slow_ranks(cluster_resolver: Any, coord: Any, key: str, start: int,
 def complete(config: Any, handler: Any, checkpoint_dir: str, task: int,
              remove: bool = True) -> None:
     """Completes ``config``'s training in two phases, on every worker alike: the final step
-    saved where the newest checkpoint is older; every worker says its training ended (a
-    barrier); then worker 0 writes the manifest's "completed" at the final step, and, where
-    ``remove``, the checkpoints go (the manifest and the ledger stay). A failure before the
-    second phase
-    resumes from the final checkpoint with no step to do; after it, a run of this job ends 0
-    at once, and supervise trains nothing again."""
+    saved where the checkpoint directory's newest is older (worker 0's word: a node-local
+    tier's saves are not there); every worker says its training ended (a barrier); each
+    node's local directory goes (a node-local tier's); then worker 0 writes the manifest's
+    "completed" at the final step, and, where ``remove``, the checkpoints go (the manifest
+    and the ledger stay). A failure before the second phase resumes from the final
+    checkpoint with no step to do; after it, a run of this job ends 0 at once, and supervise
+    trains nothing again."""
     saver, coord = config.saver, config.coordinator_now()
     final = int(handler._run_counter)
     with paused_watchdogs():
         saver.settle()  # the write in flight on disk, recorded
-        if saver.newest != final and saver.resumed != final:
+        due = saver.shared != final  # the chief's word: a tier's saves are not there
+        if coord.agree(f"{saver.key}_final_{final}", "1" if due else "",
+                       "whether the final step is saved"):
             saver.step = final
             handler._save_checkpoint()  # every worker: TensorFlow's save is collective
             saver.record("final", getattr(handler, "_checkpoint_time", None))
         coord.barrier(AGREE_WITHIN, f"_completed_{final}")
+        if saver.tier is not None:  # every node's: the final step is in the directory
+            saver.tier.local.remove()
         if coord.chief:
             claim_directory(checkpoint_dir, completed(
                 manifest_for(saver.job, final, config.settings()), final))

@@ -44,6 +44,10 @@ class Saver:
         self.step = 0
         self.resumed = 0
         self.newest: Optional[int] = None
+        #: The step of the newest checkpoint in the checkpoint directory (the chief's knows;
+        #: a node-local tier's saves are not there): the run's start where it restored one.
+        self.shared: Optional[int] = None
+        self.key = ""  # the handler's own keys' start (handler_setup.build)
         self.journal: Optional[Journal] = None
         self.deferred = False
         self._prefix: Optional[str] = None  # the chief's last checkpoint written
@@ -56,6 +60,13 @@ class Saver:
     def advanced(self) -> bool:
         """Returns whether a save of this run moved the newest checkpoint past its start."""
         return self.newest is not None and self.newest > self.resumed
+
+    def started(self, step: int, key: str, shared: bool) -> None:
+        """Notes the run's start at ``step`` (restored from the checkpoint directory where
+        ``shared``, else from a node-local tier), and its handler's keys' start ``key``."""
+        self.resumed, self.key = step, key
+        if shared:
+            self.shared = step
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         periodic = self.deferred and not (args or kwargs)
@@ -77,7 +88,7 @@ class Saver:
             return
         self.seconds = self._clock() - start
         if not tiered and (not background or self.scratch is not None):
-            self.newest = self.step  # the chief's background save: once it is on disk
+            self.newest = self.shared = self.step  # the chief's in the background: once whole
 
     def record(self, kind: str, seconds: Optional[float]) -> None:
         """Records the save just made at ``step`` (one of journal.KINDS) in the job's
@@ -164,6 +175,8 @@ class Saver:
                              checkpoint=lambda: name or _named(prefix))
         if failed is None:
             self.newest, self._prefix = written.step, prefix or self._prefix
+            if prefix:
+                self.shared = written.step
         self.on_written(failed is None)
 
     def _tier_ended(self, written: Written) -> Tuple[Written, Optional[str], Any]:

@@ -165,8 +165,9 @@ class SlurmTerminationConfig(tf.distribute.experimental.TerminationConfig):
 
     def complete(self, remove: bool = True) -> None:
         """Training is over: every worker calls it after its last step (main thread). The
-        final step is saved where the newest checkpoint is older; every worker says its
-        training ended; then worker 0 records in the manifest that the job's training
+        final step is saved where the checkpoint directory's newest is older; every worker
+        says its training ended, and each node's local directory goes (a node-local tier's);
+        then worker 0 records in the manifest that the job's training
         completed, and the checkpoints go where ``remove`` (the manifest, which says so, and
         the ledger stay). A failure after it (the final evaluation, the teardown) trains
         nothing again: supervise ends the job with 0, and a run of this job started again

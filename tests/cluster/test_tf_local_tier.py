@@ -93,6 +93,7 @@ def test_a_node_s_lost_state_comes_back_from_its_partner(cluster: SlurmCluster, 
     assert starts(said) == [(0, 8, 8.0), (1, 8, 108.0)], second.context()  # the local step
     done = sorted((x["rank"], x["done"], x["w"]) for x in said if "done" in x)
     assert done == [(0, 12, 12.0), (1, 12, 112.0)], second.context()
+    assert not list(tmp.glob("local-*")), second.context()  # completed: each node's goes
     restored = [r["checkpoint"] for r in ledger.read(str(tmp / "ckpt"))
                 if r["event"] == "restore"]
     assert restored == [None, "8 (node-local: process 1 from its partner's copy)"], \

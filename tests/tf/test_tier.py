@@ -132,3 +132,29 @@ def test_a_tier_without_the_package_s_periodic_saves_is_said_once(
         "the package's own save: none here (checkpoint_every is not set, or the script saves "
         "by its own save_fn)") == 1
     assert not (tmp_path / f"local-{NODE}").exists()
+
+
+@pytest.mark.parametrize("more", [0, 3])
+def test_completion_saves_the_final_step_to_the_directory_then_the_tier_goes(
+        slurm_config, tmp_path: Path, more: int) -> None:
+    """A run that resumed from the tier's step 25 and completes there (more=0), or after 3
+    steps more: the final step goes to the checkpoint directory (the tier's step is not
+    there), then the node's local directory goes; the manifest says completed."""
+    import tensorflow as tf
+
+    from mpi_resolver.long_jobs.manifest import read_manifest
+
+    checkpoint, step, weight = model_and_step(tf)
+    run = slurm_config(checkpoint_every=5, local_dir=f"{tmp_path}/local-%N", shared_every=2)
+    assert train(run.handler(None, checkpoint, str(tmp_path / "ckpt")), step, weight, 26) == 26
+    checkpoint, step, weight = model_and_step(tf)  # the next run: the tier's step 25
+    again = slurm_config(checkpoint_every=5, local_dir=f"{tmp_path}/local-%N", shared_every=2)
+    handler = again.handler(None, checkpoint, str(tmp_path / "ckpt"))
+    assert int(step.numpy()) == 25
+    assert train(handler, step, weight, 25 + more) == 25 + more
+    again.complete(remove=False)
+    final = 25 + more
+    assert saves(tmp_path)[-1] == (final, "ckpt-6")  # 5 saves before it, the tier's too
+    assert not (tmp_path / f"local-{NODE}").exists()
+    manifest = read_manifest(str(tmp_path / "ckpt"))
+    assert (manifest["step"], manifest.get("completed")) == (final, True), manifest

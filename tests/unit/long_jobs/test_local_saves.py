@@ -427,3 +427,12 @@ def test_a_pattern_that_is_not_a_path_is_refused_naming_where_it_came_from() -> 
     with pytest.raises(FormatError) as e:
         saves.open()
     assert str(e.value).startswith(f"{NAME}='local/%N' is not an absolute path")
+
+
+def test_remove_takes_each_node_s_directory(tmp_path: Path) -> None:
+    room = Room(3)
+    saves = opened(room, f"{tmp_path}/local-%N", nodes="112")
+    save(room, saves, 10)
+    LocalSaves("/x", Member(Room(1), 0), "test", NAME, World(Room(1), 0)).remove()  # unopened
+    assert together(room, lambda r: saves[r].remove()) == [None] * 3  # node1's twice
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

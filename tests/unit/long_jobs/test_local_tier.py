@@ -94,3 +94,12 @@ def test_a_step_that_cannot_be_removed_is_passed_over(tmp_path: Path) -> None:
     (tmp_path / "local" / "2").symlink_to(tmp_path / "elsewhere")  # rmtree refuses a link
     t.keep_newest(1)
     assert t.found() == {0: [4]}
+
+
+def test_remove_takes_the_directory_whole_and_a_gone_one_stays_gone(tmp_path: Path) -> None:
+    t = tier(tmp_path / "local")
+    t.write(10, 0, b"part")
+    t.remove()
+    assert not (tmp_path / "local").exists()
+    t.remove()  # gone already
+    assert not (tmp_path / "local").exists()
