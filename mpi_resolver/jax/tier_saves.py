@@ -16,7 +16,7 @@ from mpi_resolver.jax.local_parts import from_part, packed, part_snapshot
 from mpi_resolver.jax.restoring import Restored
 from mpi_resolver.long_jobs.background import BackgroundWrites, Written
 from mpi_resolver.long_jobs.local_saves import LocalSaves
-from mpi_resolver.long_jobs.tiers import to_shared
+from mpi_resolver.long_jobs.tiers import SharedTurns
 
 __all__ = ["TierSaves", "Whole"]
 
@@ -33,12 +33,11 @@ class TierSaves:
 
     def __init__(self, local: LocalSaves, shared_every: int, background: bool,
                  directory: str, whole: Whole) -> None:
-        self.local, self.shared_every, self.directory = local, shared_every, directory
+        self.local, self.directory = local, directory
+        self.turns = SharedTurns(shared_every)
         self._background, self._whole = background, whole
         self.writes: Optional[BackgroundWrites] = None
-        self.saves = 0  # this run's local saves
         self.last_write: Optional[float] = None
-        self._shared_next = False  # a local save was not whole: the next goes shared too
         self._alone = False  # whether the step in flight goes to the tier alone
 
     def restore(self, state: Any, coord: Any, key: str,
@@ -70,9 +69,8 @@ class TierSaves:
         if self.writes is None and self._background and self.local.threads_ok():
             self.writes = BackgroundWrites()
         arrays = part_snapshot(tree)
-        self.saves += 1
-        shared = self._shared_next or to_shared(self.saves, self.shared_every)
-        self._shared_next, self._alone = False, not shared
+        shared = self.turns.plan()
+        self._alone = not shared
         stall = time.monotonic() - start
         if self.writes is not None:
             self.writes.start(step, stall, lambda: self.local.write(step, packed(arrays)))
@@ -103,7 +101,7 @@ class TierSaves:
             return
         why = written.error or written.result
         if why is not None:
-            self._shared_next = True
+            self.turns.missed()
             log_once(f"the node-local save at step {written.step} is not whole ({why}): the "
                      f"next save goes to {self.directory} too")
             return

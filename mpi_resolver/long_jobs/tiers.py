@@ -15,7 +15,7 @@ from typing import Collection, List, Mapping, Optional, Sequence
 
 from mpi_resolver.core.errors import FormatError
 
-__all__ = ["local_path", "seen_by_others", "room_for", "to_shared", "partner",
+__all__ = ["local_path", "seen_by_others", "room_for", "to_shared", "SharedTurns", "partner",
            "partner_ranks", "Restore", "restore_step", "restore_across", "holder", "OWN",
            "PARTNER", "SHARED", "ROOM"]
 
@@ -72,6 +72,25 @@ def to_shared(local_saves: int, every: int) -> bool:
     """Returns whether the ``local_saves``-th local save (counted from 1) also goes to the
     shared directory: every ``every``-th one."""
     return local_saves > 0 and local_saves % every == 0
+
+
+class SharedTurns:
+    """Which local saves of a run go to the shared directory too: every ``every``-th
+    (to_shared), and the one after a save the tier did not take whole (``missed``)."""
+
+    def __init__(self, every: int) -> None:
+        self.every, self.saves, self._next = every, 0, False
+
+    def plan(self) -> bool:
+        """Counts a local save; returns whether the shared directory takes it too."""
+        self.saves += 1
+        shared = self._next or to_shared(self.saves, self.every)
+        self._next = False
+        return shared
+
+    def missed(self) -> None:
+        """Notes a local save the tier did not take whole: the next goes shared too."""
+        self._next = True
 
 
 def partner(index: int, count: int) -> Optional[int]:

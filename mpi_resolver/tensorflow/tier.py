@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs.local_saves import LocalSaves
-from mpi_resolver.long_jobs.tiers import to_shared
+from mpi_resolver.long_jobs.tiers import SharedTurns
 from mpi_resolver.tensorflow import snapshot as snapshots
 from mpi_resolver.tensorflow.local_parts import packed, restore_from, unpacked
 
@@ -51,10 +51,8 @@ class TfTier:
 
     def __init__(self, local: LocalSaves, shared_every: int, checkpoint: Any,
                  key: str) -> None:
-        self.local, self.shared_every, self.checkpoint = local, shared_every, checkpoint
-        self.key = key
-        self.saves = 0  # this run's local saves
-        self._shared_next = False  # a local save was not whole: the next goes shared too
+        self.local, self.checkpoint, self.key = local, checkpoint, key
+        self.turns = SharedTurns(shared_every)
 
     def restore(self, listed: Callable[[], List[str]]) -> Optional[Tuple[int, str]]:
         """Restores the tier's newest step where it is the newest whole across the tiers
@@ -74,10 +72,7 @@ class TfTier:
 
     def plan(self) -> bool:
         """Counts a local save; returns whether the shared directory takes it too."""
-        self.saves += 1
-        shared = self._shared_next or to_shared(self.saves, self.shared_every)
-        self._shared_next = False
-        return shared
+        return self.turns.plan()
 
     def write(self, step: int, snap: snapshots.Snapshot,
               shared: Optional[Callable[[], str]]) -> TierWritten:
@@ -92,6 +87,6 @@ class TfTier:
         """Notes a local save that was not whole (``why``): the next save goes to the
         shared directory too (one line)."""
         if why is not None:
-            self._shared_next = True
+            self.turns.missed()
             log_once(f"the node-local save at step {step} is not whole ({why}): the next "
                      "save goes to the checkpoint directory too")

@@ -154,3 +154,23 @@ def test_restore_across(seen: list, shared: list, want: Restore) -> None:
 ])
 def test_holder(seen: list, origin: int, step: int, who) -> None:
     assert holder(seen, origin, step) == who
+
+
+@pytest.mark.parametrize("every, missed_at, want", [
+    (3, (), [False, False, True, False, False, True]),
+    (1, (), [True] * 6),
+    (3, (1,), [False, True, True, False, False, True]),  # the save after a miss
+    (3, (2,), [False, False, True, False, False, True]),  # a miss before its turn: no extra
+    (10, (1, 2), [False, True, True, False, False, False]),
+])
+def test_shared_turns(every: int, missed_at: tuple, want: list) -> None:
+    """Every every-th local save goes shared, and the one after a save the tier missed (the
+    miss known before the next save: a background write ends before the next starts)."""
+    from mpi_resolver.long_jobs.tiers import SharedTurns
+
+    turns, got = SharedTurns(every), []
+    for n in range(1, 7):
+        got.append(turns.plan())
+        if n in missed_at:
+            turns.missed()
+    assert got == want and turns.saves == 6
