@@ -5,6 +5,7 @@ bounded by a deadline, a rank that does not answer named, never waited for past 
 
 from __future__ import annotations
 
+import ctypes
 import time
 from typing import Any, Collection, Dict, List, Mapping, Tuple, Union
 
@@ -34,17 +35,16 @@ class PartLink:
             raise ExchangeTimeout(f"the ranks of this job did not all reach the node-local "
                                   f"tier's start within {seconds:g} s")
         self._comm = dup
-        self._left: List[Any] = []  # requests given up on, with their buffers (MPI owns them)
         self.sent = self.received = 0
         self._count = 0
 
     def transfer(self, sends: Mapping[int, Union[bytes, bytearray]], sources: Collection[int],
-                 seconds: float) -> Tuple[Dict[int, bytes], List[int]]:
+                 seconds: float) -> Tuple[Dict[int, Union[bytes, bytearray]], List[int]]:
         """Sends each of ``sends`` (rank: bytes) and receives one part from each rank of
         ``sources``, all within ``seconds`` (every rank makes its transfers in the same
         order, one call each, with or without parts to send); returns (the parts received,
-        by rank; the ranks that did not answer in time, sorted: a part not received or a
-        send not taken)."""
+        by rank, each the buffer MPI filled: no copy; the ranks that did not answer in time,
+        sorted: a part not received or a send not taken)."""
         MPI, comm = self._MPI, self._comm
         deadline = time.monotonic() + seconds
         tag_size = _TAG_BASE + 2 * (self._count % _TAG_SPAN)
@@ -64,24 +64,33 @@ class PartLink:
                 reading[s] = comm.Irecv([parts[s], MPI.BYTE], source=s, tag=tag_part)
             else:
                 self._give_up(request, sizes[s])
-        received: Dict[int, bytes] = {}
+        received: Dict[int, Union[bytes, bytearray]] = {}
         for s, request in reading.items():  # its peer is sending: Test() back to back
             if _wait(request, deadline, spin=seconds):
-                received[s] = bytes(parts[s])
+                received[s] = parts[s]
                 self.received += len(parts[s])
             else:
                 self._give_up(request, parts[s])
         late = [d for d, requests in posted.items()
                 if not all(_wait(r, deadline, spin=seconds) for r in requests)]
         for d in late:
-            self._left.append((posted[d], outgoing[d]))
+            _keep(posted[d], outgoing[d])
         self.sent += sum(len(b) for d, b in sends.items() if d not in late)
         return received, sorted(set(sources) - set(received) | set(late))
 
     def _give_up(self, request: Any, buffer: Any) -> None:
         """Cancels a receive that did not complete; keeps it and its buffer."""
         request.Cancel()
-        self._left.append((request, buffer))
+        _keep(request, buffer)
+
+
+def _keep(*given_up: Any) -> None:
+    """Keeps requests given up on and their buffers until the process ends: MPI may still
+    read or write such a buffer until MPI_Finalize, which mpi4py calls after the interpreter
+    freed its objects (a send's buffer freed before it was seen crashed a rank there). A
+    reference never dropped keeps each."""
+    for one in given_up:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(one))
 
 
 class World:

@@ -37,7 +37,7 @@ class Link(Protocol):
     """Parts between processes (exchange.part_link.PartLink)."""
 
     def transfer(self, sends: Mapping[int, Blob], sources: Collection[int],
-                 seconds: float) -> Tuple[Dict[int, bytes], List[int]]: ...
+                 seconds: float) -> Tuple[Dict[int, Blob], List[int]]: ...
 
 
 class World(Protocol):
@@ -141,7 +141,7 @@ class LocalSaves:
         return self.link is None or self.world.threads_multiple()
 
     def restore(self, shared: Sequence[int],
-                unpack: Callable[[bytes], Any]) -> Optional[Tuple[int, Any, str]]:
+                unpack: Callable[[Blob], Any]) -> Optional[Tuple[int, Any, str]]:
         """Returns (the step, ``unpack`` of this process's part, where each process read its
         part) where the newest step whole across the tiers is a local one (``shared``: the
         shared directory's steps, as process 0 listed them), else None (the shared
@@ -177,7 +177,7 @@ class LocalSaves:
             self.tier.remove()
 
     def _fetch(self, seen: Sequence[Mapping[int, Sequence[int]]], step: int,
-               sources: Sequence[str]) -> Optional[bytes]:
+               sources: Sequence[str]) -> Optional[Blob]:
         """Sends the copies this process holds of the parts other processes lost, receives
         its own where it lost it; returns it (None: its own is here)."""
         assert self.tier is not None and self.link is not None
