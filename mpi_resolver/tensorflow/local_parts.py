@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from typing import Any, List
+from typing import Any
 
 import tensorflow as tf
 from tensorflow.python.training import py_checkpoint_reader
@@ -28,6 +28,8 @@ MAGIC = b"mpi_resolver tensorflow part 1\n"
 #: Where parts are put together and taken apart: this process's memory.
 _RAM = "ram://mpi_resolver/local_part"
 _COUNT = itertools.count()
+#: The bytes of a checkpoint file copied into a part at a time.
+_PIECE = 64 * 2 ** 20
 
 
 class PartMisfit(ValueError):
@@ -39,21 +41,31 @@ def _fresh() -> str:
     return f"{_RAM}_{os.getpid()}_{next(_COUNT)}"
 
 
-def packed(snap: snapshots.Snapshot) -> bytes:
-    """Returns ``snap``'s checkpoint files as a part's bytes (see the module)."""
+def packed(snap: snapshots.Snapshot) -> bytearray:
+    """Returns ``snap``'s checkpoint files as a part's bytes (see the module): each file
+    copied in pieces into the part, and removed once copied (at most the files and the part
+    in memory at once: a state's size twice, not three times)."""
     base = _fresh()
     prefix = snapshots.write(snapshots.Snapshot(f"{base}/ckpt", snap.tensors))
     try:
         files = sorted(tf.io.gfile.glob(prefix + ".*"))
-        datas: List[bytes] = []
-        for path in files:
+        sizes = [tf.io.gfile.stat(path).length for path in files]
+        header = json.dumps([[os.path.basename(p), n] for p, n in
+                             zip(files, sizes, strict=True)]).encode()
+        head = MAGIC + len(header).to_bytes(8, "little") + header
+        out = bytearray(len(head) + sum(sizes))
+        out[:len(head)] = head
+        at = len(head)
+        for path, size in zip(files, sizes, strict=True):
             with tf.io.gfile.GFile(path, "rb") as f:
-                datas.append(f.read())
+                for start in range(0, size, _PIECE):
+                    piece = f.read(_PIECE)
+                    out[at + start:at + start + len(piece)] = piece
+            tf.io.gfile.remove(path)
+            at += size
     finally:
         tf.io.gfile.rmtree(base)
-    header = json.dumps([[os.path.basename(p), len(d)] for p, d in
-                         zip(files, datas, strict=True)]).encode()
-    return b"".join([MAGIC, len(header).to_bytes(8, "little"), header, *datas])
+    return out
 
 
 def unpacked(blob: Any) -> str:

@@ -45,11 +45,17 @@ def ram_files() -> list:
     return tf.io.gfile.glob("ram://mpi_resolver/local_part*")
 
 
-def test_a_part_restores_every_value_and_leaves_nothing_in_memory() -> None:
+@pytest.mark.parametrize("piece", [None, 4099, 1000])  # the module's; pieces that divide none
+def test_a_part_restores_every_value_and_leaves_nothing_in_memory(
+        piece: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file is copied into the part in pieces: whole whatever their size."""
     import numpy as np
 
+    from mpi_resolver.tensorflow import local_parts
     from mpi_resolver.tensorflow.local_parts import MAGIC, restore_from, unpacked
 
+    if piece is not None:
+        monkeypatch.setattr(local_parts, "_PIECE", piece)
     ckpt = state()
     blob = part_of(ckpt)
     assert blob.startswith(MAGIC) and len(blob) > MIB * 2
