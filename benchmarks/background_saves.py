@@ -14,11 +14,11 @@ worker's) trained by steps that write every byte of it (as an optimizer's update
 a background save's snapshot, the first such write copies the buffer, and that copy is part
 of what the step pays), through SlurmTerminationConfig's handler: without saves, with a save
 every 'every' steps at once (checkpoint_async=False), and in the background; each --repeat
-times, medians. 'every' is --every, or more where a save at once takes longer than a third
-of that many steps ('auto' never saves sooner than a write takes). What the training paid
-per save (`*_paid_s`) is the save's step and the next one beyond the median step (the
-slower worker's); beside it
-the run's time over the run without saves, per save (`*_run_s`: also what the write took
+times, medians. 'every' is --every, or more where the first run's save at once took longer
+than a third of that many steps ('auto' never saves sooner than a write takes). What the
+training paid per save (`*_paid_s`) is the save's step and the next one beyond the median
+step (the slower worker's); beside it the run's time over the run without saves' steps of the
+same count, per save (`*_run_s`: also what the write took
 from the training's core, if anything); the package's own measures (Saver.seconds: the save
 at once, or the snapshot; the ledger's `write`). `dd bs=1M conv=fsync` copies the
 checkpoint's data file to the same directory. Goals: the background stall <= 0.1 x the save
@@ -32,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -147,9 +148,10 @@ def mpirun_env() -> Dict[str, str]:
     return env
 
 
-def one(mib: int, directory: str, steps: int, every: Optional[int],
-        background: bool, workers: int = 1) -> Dict[str, Any]:
-    """Returns one run's figures, in this process (``run``'s; one worker of ``workers``)."""
+def one(mib: int, directory: str, steps: int, every: Optional[int], background: bool,
+        workers: int = 1, local: str = "", shared_every: Optional[int] = None) -> Dict[str, Any]:
+    """Returns one run's figures, in this process (``run``'s; one worker of ``workers``;
+    ``local``, ``shared_every``: the node-local tier's, benchmarks/tf_tiers.py's)."""
     import tensorflow as tf
 
     from mpi_resolver import MPIClusterResolver, SlurmTerminationConfig
@@ -161,11 +163,12 @@ def one(mib: int, directory: str, steps: int, every: Optional[int],
     tf.config.threading.set_inter_op_parallelism_threads(1)
     resolver = strategy = None
     if workers > 1:
-        resolver = MPIClusterResolver()
+        resolver = MPIClusterResolver(port_base="auto", gpus_per_node=0)  # tensorflow-cpu
         strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
     checkpoint, step, train_step = build(tf, mib, strategy)
     config = SlurmTerminationConfig(requeue=False, checkpoint_every=every,
-                                    checkpoint_async=background)
+                                    checkpoint_async=background, local_dir=local or None,
+                                    shared_every=shared_every)
     handler = config.handler(resolver, checkpoint, directory)
     handler.run(train_step)  # traced outside the timing
     step.assign_add(1)
@@ -188,7 +191,9 @@ def one(mib: int, directory: str, steps: int, every: Optional[int],
     # write after a snapshot) beyond the usual step's time
     stalls = [sum(t - usual for t in times[i:i + 2]) for i in at]
     rank = int(resolver.task_id) if resolver is not None else 0
-    return {"rank": rank, "seconds": seconds, "saves": len(measured), "measured": measured,
+    return {"rank": rank, "seconds": seconds, "steps": steps, "step_s": usual,
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "saves": len(measured), "measured": measured,
             "stalls": stalls, "writes": [r["write"] for r in saves if "write" in r]}
 
 
@@ -208,35 +213,36 @@ def dd_seconds(directory: str) -> float:
     return took
 
 
-def interval(mib: int, least: int, workers: int) -> int:
-    """Returns the steps between two saves: ``least``, or more where a save at once takes
-    longer than a third of that many steps ('auto' never saves sooner than the write takes:
-    a save sooner would wait for it, and measure the write, not the stall)."""
-    with tempfile.TemporaryDirectory(dir=ROOT) as base:
-        plain = run(mib, base, 10, None, False, workers)
-    with tempfile.TemporaryDirectory(dir=ROOT) as base:
-        once = run(mib, base, least + 1, least, False, workers)
-    step = plain["seconds"] / 10
-    return max(least, math.ceil(3 * max(once["measured"] or [0.0]) / max(step, 1e-6)))
+def interval(first: Dict[str, Any], least: int) -> int:
+    """Returns the steps between two saves: ``least``, or more where a save at once
+    (``first``: a run's figures at once) took longer than a third of that many steps ('auto'
+    never saves sooner than the write takes: a save sooner would wait for it, and measure the
+    write, not the stall)."""
+    return max(least, math.ceil(3 * max(first["measured"] or [0.0]) /
+                                max(first["step_s"], 1e-6)))
 
 
 def measure(mib: int, args: argparse.Namespace) -> Dict[str, float]:
-    """Returns one state's figures: each run --repeat times, medians."""
-    every = interval(mib, args.every, args.workers)
-    steps = max(args.steps, 3 * every)  # two saves at least, a write's time after each
+    """Returns one state's figures: each run --repeat times, medians. The first run at once
+    (a save every --every steps) sets the interval of the others."""
+    every, steps = args.every, max(args.steps, 3 * args.every)
     runs: Dict[str, List[Dict[str, Any]]] = {"plain": [], "at_once": [], "background": []}
     dd: List[float] = []
     for _ in range(args.repeat):
-        for name, each, background in (("plain", None, False), ("at_once", every, False),
-                                       ("background", every, True)):
+        for name, each, background in (("at_once", True, False), ("plain", False, False),
+                                       ("background", True, True)):
             with tempfile.TemporaryDirectory(dir=ROOT) as base:
-                runs[name].append(run(mib, base, steps, each, background, args.workers))
+                runs[name].append(run(mib, base, steps, every if each else None, background,
+                                      args.workers))
                 if name == "at_once":
                     dd.append(dd_seconds(base))
-    plain = statistics.median(r["seconds"] for r in runs["plain"])
+            if name == "at_once" and len(runs[name]) == 1:
+                every = interval(runs[name][0], args.every)
+                steps = max(args.steps, 3 * every)  # two saves at least, a write after each
+    plain = statistics.median(r["seconds"] / r["steps"] for r in runs["plain"])
 
     def paid(name: str) -> float:
-        return statistics.median((r["seconds"] - plain) / max(r["saves"], 1)
+        return statistics.median((r["seconds"] - plain * r["steps"]) / max(r["saves"], 1)
                                  for r in runs[name])
 
     def median_of(name: str, key: str) -> float:
@@ -245,7 +251,7 @@ def measure(mib: int, args: argparse.Namespace) -> Dict[str, float]:
     at_once, stall = median_of("at_once", "stalls"), median_of("background", "stalls")
     write = median_of("background", "writes")
     return {"MiB": mib, "workers": args.workers, "every": every, "steps": steps,
-            "step_s": plain / steps,
+            "step_s": plain,
             "at_once_paid_s": at_once, "at_once_run_s": paid("at_once"),
             "at_once_save_s": median_of("at_once", "measured"),
             "background_paid_s": stall, "background_run_s": paid("background"),

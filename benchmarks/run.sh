@@ -7,7 +7,8 @@
 # (background_saves.py), a worker
 # killed and the step restarted (restart.py), a slow rank named (slow_rank.py), JAX's saves
 # to the shared directory through Orbax and to the node-local tier, side by side (tiers.py, in
-# .venv-jax: scripts/setup_jax.sh), and goodput at scale from them (goodput.py); figures also
+# .venv-jax: scripts/setup_jax.sh), TensorFlow's the same way (tf_tiers.py), and goodput at
+# scale from them (goodput.py); figures also
 # written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
 # --quick: smaller jobs; --skip-slurm: no throw-away Slurm cluster (no preemption.py either);
 # other arguments go to bench.py.
@@ -78,6 +79,12 @@ if [ "$skip_slurm" = 0 ]; then
   bash scripts/setup_jax.sh
   "${MPI_RESOLVER_JAX_VENV:-.venv-jax}/bin/python" benchmarks/tiers.py "${quick[@]}" \
     --json "$results/tiers.json"
+  echo
+  echo "TensorFlow's checkpoint tiers side by side: SlurmTerminationConfig's periodic saves to" \
+       "the checkpoint directory and to the node-local tier with a partner's copy, at once" \
+       "and in the background; the restores; a kill with and without the tier" \
+       "(benchmarks/tf_tiers.py)"
+  "$PY" benchmarks/tf_tiers.py "${quick[@]}" --json "$results/tf_tiers.json"
 fi
 echo
 # Goodput at scale: from the tiers' figures where the Slurm part measured them, else from the

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from jax_saves import SHARED_FIGURES, dd, shared_round, sharded_state
+from tier_common import kill_lines, lost_goals, restore_goal, tier_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Each process's line: its figures as JSON after this.
@@ -78,16 +79,8 @@ while kill_at and step < kill_at:
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--mib", type=int, nargs="+", default=[100, 1024],
-                   help="the states' sizes in MiB (default 100 1024)")
-    p.add_argument("--repeat", type=int, default=3, help="rounds of each size (medians)")
-    p.add_argument("--kill-at", type=int, default=80,
-                   help="the step after which process 1 is killed (default 80)")
-    p.add_argument("--node-mtbf-hours", type=float, default=0.01,
-                   help="a node's MTBF for the kill's 'auto' intervals (default 0.01: 36 s)")
-    p.add_argument("--quick", action="store_true",
-                   help="10 and 100 MiB, one round; the kill at 100 MiB alone")
-    p.add_argument("--json", help="also write the figures to this file")
+    tier_arguments(p, 80, 0.01, "10 and 100 MiB, one round; the kill at 100 MiB alone",
+                   "process 1")
     p.add_argument("--rank", nargs=4, metavar=("MIB", "REPEAT", "DIR", "LOCAL"),
                    help=argparse.SUPPRESS)  # one process of the step
     args = p.parse_args(argv)
@@ -241,28 +234,19 @@ def report(found: List[Dict[str, Any]], kills: List[Dict[str, Any]]) -> None:
               f"{f['local_write_s']:.3f} s ({f['local_of_dd']:.2f} of dd's speed); restore "
               f"{f['restore_local_s']:.3f} s from each node's own copy, "
               f"{f['restore_partner_s']:.3f} s with process 1's from its partner")
-    for k in kills:
-        way = "with the tier" if k["tiered"] else "shared only"
-        print(f"  kill at step {k['killed_at']} ({k['mib']} MiB, {way}): restored step "
-              f"{k['restored']}, {k['lost']} steps lost; 'auto' chose: "
-              + "; ".join(k["plans"][:1]))
+    for line in kill_lines(kills, "shared only", "first"):
+        print(line)
     for f in found:
         stall = "met" if f["stall_ratio"] <= STALL_GOAL else "not met"
         write = "met" if f["write_of_dd"] >= WRITE_GOAL else "not met"
         print(f"goal at {f['mib']} MiB: the stall <= {STALL_GOAL} x at once: {stall} "
               f"({f['stall_ratio']:.2f}); the write >= {WRITE_GOAL} of dd: {write} "
               f"({f['write_of_dd']:.2f})")
-        faster = f["restore_local_s"] < f["restore_s"]
-        print(f"goal at {f['mib']} MiB: the restore from the local tier faster than from the "
-              f"shared directory: {'met' if faster else 'not met'} ("
-              f"{f['restore_local_s']:.3f} s against {f['restore_s']:.3f} s; with a part from "
-              f"the partner's copy {f['restore_partner_s']:.3f} s)")
-    for mib in sorted({k["mib"] for k in kills}):
-        lost = {k["tiered"]: k["lost"] for k in kills if k["mib"] == mib}
-        if True in lost and False in lost:
-            print(f"goal at {mib} MiB: fewer steps lost with the tier: "
-                  f"{'met' if lost[True] < lost[False] else 'not met'} ({lost[True]} against "
-                  f"{lost[False]})")
+        print(restore_goal(f["mib"], f["restore_local_s"], f["restore_s"], "shared directory",
+                           f"; with a part from the partner's copy "
+                           f"{f['restore_partner_s']:.3f} s"))
+    for line in lost_goals(kills):
+        print(line)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -28,7 +28,8 @@ from typing import Dict, List, Sequence, Tuple
 WITH_JAX = ("tests/cluster/test_long_jobs.py", "tests/cluster/test_own_script.py",
             "tests/cluster/test_signals.py", "tests/cluster/test_stale_signal.py",
             "tests/cluster/test_bench_slow_rank.py", "tests/cluster/test_bench_restart.py",
-            "tests/cluster/test_bench_preemption.py", "tests/cluster/test_tf_local_tier.py")
+            "tests/cluster/test_bench_preemption.py", "tests/cluster/test_tf_local_tier.py",
+            "tests/cluster/test_bench_tf_tiers.py")
 #: The runs beside the rest, each its own pytest process: (the paths it runs, those it
 #: leaves out).
 BESIDE = ((("tests/cluster",), WITH_JAX), (("tests/jax", *WITH_JAX), ()))
