@@ -12,8 +12,8 @@ from typing import Any, List, Optional
 
 import jax
 
-from mpi_resolver.long_jobs.termination import (_EVENT, _EXIT, _SAVED, all_values,
-                                                chief_value)
+from mpi_resolver.long_jobs.agreement import LEAVE_WITHIN, all_values, chief_value, leave_last
+from mpi_resolver.long_jobs.termination import _EVENT, _EXIT, _SAVED
 
 __all__ = ["JaxCoordinator", "AGREE_WITHIN"]
 
@@ -89,6 +89,14 @@ class JaxCoordinator:
             return [value]
         return all_values(self.rank, self.size, self.client.key_value_set, self.get, key,
                           value, what=what, seconds=seconds, who="process")
+
+    def leave(self, key: str, seconds: float = LEAVE_WITHIN) -> None:
+        """Ends this process's part where every process ends right after an agreement: process 0,
+        whose process holds the coordination service, returns once every other said under
+        ``key`` that it read all it needs (within ``seconds``), the others at once
+        (agreement.leave_last)."""
+        if self.client is not None:
+            leave_last(self.rank, self.size, self.put, self.get, key, seconds=seconds)
 
     def put(self, key: str, value: str) -> None:
         """Sets ``key`` (a key is set once: a second set is passed over)."""

@@ -70,7 +70,8 @@ def restore_agreed(coord: JaxCoordinator, key: str, orbax: OrbaxCheckpoints,
         said, tree = _read(orbax, npz, name, template)
         heard = coord.gather(f"{key}_read_{name}", said, f"how it read {name}")
         for one in heard:
-            if one.startswith(_MISFIT):
+            if one.startswith(_MISFIT):  # every process raises: process 0 last
+                coord.leave(f"{key}_read_{name}_left")
                 raise DoesNotFit(one[len(_MISFIT):])
         torn = [(rank, one) for rank, one in enumerate(heard) if one != _WHOLE]
         if torn:

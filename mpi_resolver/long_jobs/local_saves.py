@@ -11,8 +11,8 @@ from __future__ import annotations
 import getpass
 import json
 import os
-from typing import (Any, Callable, Collection, Dict, List, Mapping, Optional, Protocol,
-                    Sequence, Tuple)
+from typing import (Any, Callable, Collection, Dict, List, Mapping, NoReturn, Optional,
+                    Protocol, Sequence, Tuple)
 
 from mpi_resolver.core.errors import ConfigurationError
 from mpi_resolver.core.logs import log_once
@@ -53,7 +53,8 @@ class World(Protocol):
 class Meeting(Protocol):
     """The processes' coordinator: this one's ``rank`` of ``size``, process 0 the ``chief``;
     ``gather`` returns every process's value of a key, in process order, ``agree`` process
-    0's."""
+    0's; ``leave`` before every process ends after one of them: process 0 (which holds the
+    meeting point) last (agreement.leave_last)."""
 
     rank: int
     size: int
@@ -62,6 +63,8 @@ class Meeting(Protocol):
     def gather(self, key: str, value: str, what: str) -> List[str]: ...
 
     def agree(self, key: str, value: str, what: str) -> str: ...
+
+    def leave(self, key: str) -> None: ...
 
 
 class LocalSaves:
@@ -99,10 +102,10 @@ class LocalSaves:
         markers = self._gathered("markers", self.tier.markers(), "its directory's markers")
         shared = seen_by_others(dict(zip(nodes, markers, strict=True)))
         if shared:
-            raise ConfigurationError(
+            self._refuse(ConfigurationError(
                 f"{self.name}={self.pattern!r}: {path} is one directory that nodes "
                 f"{', '.join(shared)} share, not each node's own: name the node in it (%N) or "
-                "give a directory on each node's own disk (/dev/shm, $TMPDIR)")
+                "give a directory on each node's own disk (/dev/shm, $TMPDIR)"))
         self.partners = partner_ranks(nodes)
         self.link = self._link([r for _, r in told])
 
@@ -207,7 +210,13 @@ class LocalSaves:
             why = str(e)
         said = [one for one in self.coord.gather(self._next(what), why, f"its {what}") if one]
         if said:
-            raise ConfigurationError(said[0])
+            self._refuse(ConfigurationError(said[0]))
+
+    def _refuse(self, error: ConfigurationError) -> NoReturn:
+        """Raises ``error``, which every process raises after an agreement: process 0 once
+        the others have read it (Meeting.leave: its end closes the meeting point)."""
+        self.coord.leave(self._next("left"))
+        raise error
 
     def _trouble(self, key: str, why: Optional[str], what: str) -> Optional[str]:
         """Gathers each process's ``why`` (None: all went well); returns the first one said,

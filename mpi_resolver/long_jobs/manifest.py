@@ -165,8 +165,9 @@ def completed(manifest: Mapping[str, Any], step: int) -> Dict[str, Any]:
 
 def finished_together(coord: Any, key: str, directory: str, job: Optional[str]) -> Optional[str]:
     """Worker 0 reads whether ``directory`` says this job's training completed and tells the
-    others over ``coord`` (``chief``, ``agree``); returns the one line to say and end with 0,
-    on every worker alike, or None where training is to run."""
+    others over ``coord`` (``chief``, ``agree``, ``leave``); returns the one line to say and
+    end with 0, on every worker alike (worker 0 once the others have read it), or None where
+    training is to run."""
     line = ""
     if coord.chief:
         manifest = read_manifest(directory)
@@ -175,6 +176,8 @@ def finished_together(coord: Any, key: str, directory: str, job: Optional[str]) 
             line = (f"job {job}'s training completed at step {manifest.get('step')} (the "
                     f"manifest in {directory}): nothing to train again; exit 0")
     told = coord.agree(f"{key}_completed", line, "whether the job's training completed")
+    if told:  # every worker ends: worker 0 last (agreement.leave_last)
+        coord.leave(f"{key}_completed_left")
     return told or None
 
 
@@ -239,7 +242,8 @@ def _unconfirmed(now: Optional[str], directory: str, manifest: Mapping[str, Any]
 def check_directory_together(coord: Any, key: str, directory: str, job: Optional[str]) -> None:
     """Worker 0 decides whether ``directory`` may be used (foreign_warning: its warning said
     once, or its refusal) and tells the others over ``coord`` (the framework's meeting point:
-    ``chief``, ``agree``), so that every worker goes on or every worker raises.
+    ``chief``, ``agree``, ``leave``), so that every worker goes on or every worker raises (worker
+    0 once the others have read its verdict).
 
     Raises:
       ConfigurationError: another job that has not ended, or whose end scontrol cannot
@@ -262,4 +266,5 @@ def check_directory_together(coord: Any, key: str, directory: str, job: Optional
     verdict = coord.agree(f"{key}_directory", verdict,
                           "whether the checkpoint directory may be used")
     if verdict:
+        coord.leave(f"{key}_directory_left")  # every worker raises: worker 0 last
         raise ConfigurationError(verdict)

@@ -10,7 +10,7 @@ import math
 import socket
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Protocol, Tuple
+from typing import Callable, Dict, Mapping, Optional, Protocol, Tuple
 
 from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.core.logs import log_once
@@ -22,7 +22,7 @@ from mpi_resolver.long_jobs.signals import SIGTERM, WarningSignal
 from mpi_resolver.long_jobs.watcher import Arrival, Displaced, SignalWatcher
 
 __all__ = ["Policy", "Coordinator", "Termination", "REQUEUE_EXIT_CODE", "TERMINATED_EXIT_CODE",
-           "slow_save", "chief_value", "all_values", "DEFAULT_WAIT"]
+           "slow_save", "DEFAULT_WAIT"]
 
 #: Exit code after a save where the job is to run again (requeued by worker 0, or by
 #: supervise): sysexits' EX_TEMPFAIL, "try again later" (exits.REQUEUE).
@@ -76,47 +76,9 @@ class Coordinator(Protocol):
     def read(self, seconds: float, tag: str = "") -> Optional[str]:
         """Returns worker 0's decision, None if it did not come within ``seconds``."""
 
-
-def chief_value(chief: bool, put: Callable[[str, str], None],
-                get: Callable[[str, float], Optional[str]], key: str, value: str, *,
-                what: str, seconds: float, who: str = "worker 0") -> str:
-    """Returns the chief's ``value`` for ``key`` on every worker: the chief ``put``s it and
-    keeps its own; another worker ``get``s it within ``seconds``. ``what`` and ``who`` (the
-    chief, in the framework's words) are for the message.
-
-    Raises:
-      ResolutionError: the chief's value did not come within ``seconds``.
-    """
-    if chief:
-        put(key, value)
-        return value
-    told = get(key, seconds)
-    if told is None:
-        raise ResolutionError(f"{who} did not say {what} within {seconds:g} s: is it still "
-                              "running? Its output says why it stopped.")
-    return told
-
-
-def all_values(rank: int, size: int, put: Callable[[str, str], None],
-               get: Callable[[str, float], Optional[str]], key: str, value: str, *,
-               what: str, seconds: float, who: str = "worker") -> List[str]:
-    """Returns every worker's ``value`` for ``key``, in rank order: this one (``rank`` of
-    ``size``) ``put``s its own under ``key``/``rank`` and ``get``s the others', all within
-    one bound of ``seconds``. ``what`` and ``who`` (a worker, in the framework's words) are
-    for the message.
-
-    Raises:
-      ResolutionError: a worker's value did not come within ``seconds``.
-    """
-    put(f"{key}/{rank}", value)
-    said, deadline = [], time.monotonic() + seconds
-    for other in range(size):
-        one = get(f"{key}/{other}", max(deadline - time.monotonic(), 0.001))
-        if one is None:
-            raise ResolutionError(f"{who} {other} did not say {what} within {seconds:.0f} s: "
-                                  "is it still running?")
-        said.append(one)
-    return said
+    def leave(self, key: str, seconds: float) -> None:
+        """Ends this worker's part before its exit: worker 0 (whose end closes the meeting
+        point) once every other said it read all (agreement.leave_last), within ``seconds``."""
 
 
 def slow_save(took: Optional[float], grace: Optional[float],
@@ -206,10 +168,12 @@ class Termination:
         if coord.chief:
             code, what = self._decide(event, saved, failed, advanced)
             coord.publish(f"{code} {what}", tag)
+            coord.leave(f"{_EXIT}{tag}_read", self._left())
             return code, what
         told = coord.read(self._left(), tag)
         if told is None:
             return self.default_code(event), "worker 0 did not say whether it requeued the job"
+        coord.leave(f"{_EXIT}{tag}_read", self._left())
         number, _, what = told.partition(" ")
         return int(number), what
 

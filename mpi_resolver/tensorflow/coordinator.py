@@ -10,8 +10,8 @@ from typing import List, Optional
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-from mpi_resolver.long_jobs.termination import (_EVENT, _EXIT, _SAVED, all_values,
-                                                chief_value)
+from mpi_resolver.long_jobs.agreement import LEAVE_WITHIN, all_values, chief_value, leave_last
+from mpi_resolver.long_jobs.termination import _EVENT, _EXIT, _SAVED
 
 __all__ = ["TfCoordinator", "AGREE_WITHIN"]
 
@@ -79,6 +79,14 @@ class TfCoordinator:
             return [value]
         return all_values(self.rank, self.size, context.context().set_config_key_value,
                           self.get, key, value, what=what, seconds=seconds)
+
+    def leave(self, key: str, seconds: float = LEAVE_WITHIN) -> None:
+        """Ends this worker's part where every worker ends right after an agreement: worker 0,
+        whose process holds the coordination service, returns once every other said under
+        ``key`` that it read all it needs (within ``seconds``), the others at once
+        (agreement.leave_last)."""
+        if self.multi:
+            leave_last(self.rank, self.size, self.put, self.get, key, seconds=seconds)
 
     def put(self, key: str, value: str) -> None:
         """Sets ``key`` (a key is set once: a second set is passed over)."""

@@ -11,6 +11,7 @@ import logging
 import math
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -28,12 +29,19 @@ WAIT = 10.0  # seconds a thread waits for the others (a bug, not a speed)
 
 
 class Room:
-    """The processes' meeting point and their link's mailbox, in memory."""
+    """The processes' meeting point and their link's mailbox, in memory; ``close`` stands for
+    process 0's end (its process holds the coordination service): every read fails after it."""
 
     def __init__(self, size: int, deaf: Tuple[int, ...] = ()) -> None:
         self.size, self.deaf = size, deaf
         self.values: Dict[Tuple[str, int], Any] = {}
         self.cond = threading.Condition()
+        self.closed = False
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
 
     def put(self, key: Tuple[str, int], value: Any) -> None:
         with self.cond:
@@ -42,25 +50,37 @@ class Room:
 
     def take(self, key: Tuple[str, int], seconds: float) -> Optional[Any]:
         with self.cond:
-            if not self.cond.wait_for(lambda: key in self.values, seconds):
+            if not self.cond.wait_for(lambda: key in self.values or self.closed, seconds):
                 return None
-            return self.values[key]
+            return None if self.closed else self.values[key]
 
 
 class Member:
-    """One process's coordinator (local_saves.Meeting)."""
+    """One process's coordinator (local_saves.Meeting); a ``late`` one reads the others'
+    values that many seconds after it said its own."""
 
-    def __init__(self, room: Room, rank: int) -> None:
+    def __init__(self, room: Room, rank: int, late: float = 0.0) -> None:
         self.room, self.rank, self.size, self.chief = room, rank, room.size, rank == 0
+        self.late = late
         self.asked: List[Tuple[str, str]] = []  # (key, what) of each gather, in order
+        self.left: List[str] = []  # the keys of each leave, in order
 
     def gather(self, key: str, value: str, what: str) -> List[str]:
         assert (key, self.rank) not in self.room.values, f"{key} set twice"
         self.asked.append((key, what))
         self.room.put((key, self.rank), value)
+        time.sleep(self.late)
         said = [self.room.take((key, r), WAIT) for r in range(self.size)]
         assert None not in said, f"a process did not say {what}"
         return [str(s) for s in said]
+
+    def leave(self, key: str) -> None:
+        self.left.append(key)
+        if not self.chief:
+            self.room.put((key, self.rank), "read")
+            return
+        missing = [r for r in range(1, self.size) if self.room.take((key, r), WAIT) is None]
+        assert not missing, f"{missing} did not say they read all"
 
 
 class Link:
@@ -101,9 +121,10 @@ class World:
         return self.threads
 
 
-def together(room: Room, act: Callable[[int], Any]) -> List[Any]:
+def together(room: Room, act: Callable[[int], Any], ends: bool = False) -> List[Any]:
     """Runs ``act(rank)`` for every rank of ``room`` in a thread each; returns each one's
-    result or the exception it raised, in rank order."""
+    result or the exception it raised, in rank order. Where every process ``ends`` after
+    ``act``, process 0's end closes the room."""
     out: List[Any] = [None] * room.size
 
     def one(rank: int) -> None:
@@ -111,6 +132,8 @@ def together(room: Room, act: Callable[[int], Any]) -> List[Any]:
             out[rank] = act(rank)
         except Exception as e:  # noqa: BLE001 - the test looks at it
             out[rank] = e
+        if ends and rank == 0:
+            room.close()
 
     threads = [threading.Thread(target=one, args=(r,)) for r in range(room.size)]
     for t in threads:
@@ -219,6 +242,7 @@ def test_the_agreements_are_numbered_and_say_what_they_are(tmp_path: Path) -> No
         ("test_local_4_saved_10", "its local save"),
         ("test_local_5_found", "the parts in its local directory"),
         ("test_local_6_read_10", "how it read its part")]
+    assert saves[0].coord.left == saves[1].coord.left == []  # nobody ends: nobody leaves
 
 
 def test_a_fresh_tier_has_no_directory_no_link_no_partners(monkeypatch) -> None:
@@ -357,12 +381,18 @@ def test_a_partner_that_does_not_send_its_copy_back_sends_all_to_the_shared_dire
 
 
 # ------------------------------------------------------------------------------ opening
+LATE = 0.3  # seconds process 1 takes to read the others' values: process 0 raised by then
+
+
 def test_one_directory_that_two_nodes_see_is_refused_on_every_process(tmp_path: Path) -> None:
+    """Every process raises, process 0 (whose end closes the meeting point) once process 1,
+    which reads late, has read all."""
     room = Room(2)
-    saves = [LocalSaves(f"{tmp_path}/local", Member(room, r), "test", NAME, World(room, r),
-                        node=f"node{r + 1}") for r in range(2)]
-    out = together(room, lambda r: saves[r].open())
+    saves = [LocalSaves(f"{tmp_path}/local", Member(room, r, LATE * r), "test", NAME,
+                        World(room, r), node=f"node{r + 1}") for r in range(2)]
+    out = together(room, lambda r: saves[r].open(), ends=True)
     assert all(isinstance(e, ConfigurationError) for e in out), out
+    assert saves[0].coord.left == saves[1].coord.left == ["test_local_4_left"]
     assert str(out[0]) == str(out[1]) == (
         f"{NAME}='{tmp_path}/local': {tmp_path}/local is one directory that nodes node1, "
         "node2 share, not each node's own: name the node in it (%N) or give a directory on "
@@ -372,11 +402,12 @@ def test_one_directory_that_two_nodes_see_is_refused_on_every_process(tmp_path: 
 def test_a_directory_one_node_cannot_make_is_refused_on_every_process(tmp_path: Path) -> None:
     (tmp_path / "node2").write_text("not a directory")
     room = Room(2)
-    saves = [LocalSaves(f"{tmp_path}/%N/local", Member(room, r), "test", NAME, World(room, r),
-                        node=f"node{r + 1}") for r in range(2)]
+    saves = [LocalSaves(f"{tmp_path}/%N/local", Member(room, r, LATE * r), "test", NAME,
+                        World(room, r), node=f"node{r + 1}") for r in range(2)]
     (tmp_path / "node1").mkdir()
-    out = together(room, lambda r: saves[r].open())
+    out = together(room, lambda r: saves[r].open(), ends=True)
     assert all(isinstance(e, ConfigurationError) for e in out), out
+    assert saves[0].coord.left == saves[1].coord.left == ["test_local_3_left"]
     assert str(out[0]) == str(out[1]) == (
         f"{NAME}: the node-local directory {tmp_path}/node2/local cannot be made on node2: "
         f"{tmp_path}/node2 is not there. Give a directory every node has (/dev/shm, $TMPDIR, a "

@@ -182,15 +182,19 @@ def test_a_job_slurm_has_forgotten(written_on, this_cluster, said):
 
 
 class Meeting:
-    """A coordinator as check_directory_together sees it: ``chief``, and ``agree`` that
-    returns the chief's value (its own as chief, ``told`` otherwise), noting each call."""
+    """A coordinator as check_directory_together sees it: ``chief``, ``agree`` that returns
+    the chief's value (its own as chief, ``told`` otherwise), and ``leave``, noting each call
+    (``left``: the keys left under)."""
 
     def __init__(self, chief: bool, told: str = "") -> None:
-        self.chief, self.told, self.calls = chief, told, []
+        self.chief, self.told, self.calls, self.left = chief, told, [], []
 
     def agree(self, key: str, value: str, what: str) -> str:
         self.calls.append((key, value, what))
         return value if self.chief else self.told
+
+    def leave(self, key: str) -> None:
+        self.left.append(key)
 
 
 WHAT = "whether the checkpoint directory may be used"
@@ -231,6 +235,7 @@ def test_check_directory_together(tmp_path, monkeypatch, caplog, chief, other, s
         m.check_directory_together(coord, "k", str(tmp_path), "12")
     (key, value, what), = coord.calls
     assert (key, what) == ("k_directory", WHAT)
+    assert coord.left == (["k_directory_left"] if refused else [])  # worker 0 ends last
     assert (value == "") == (not refused or not chief)
     assert asked == ([("11", 10.0)] if chief and other == "11" else [])
     warnings = [r.getMessage() for r in caplog.records if "takes the directory over" in
@@ -266,6 +271,7 @@ def test_a_manifest_that_cannot_be_read_is_refused_naming_it_and_nothing_deleted
     with pytest.raises(ConfigurationError) as e:
         m.check_directory_together(coord, "k", str(tmp_path), "12")
     assert str(e.value) == said and coord.calls == [("k_directory", said, WHAT)]
+    assert coord.left == ["k_directory_left"]
     assert path.exists() and (tmp_path / "ckpt-1.index").read_text() == "kept"
 
 
@@ -323,6 +329,7 @@ def test_finished_together(tmp_path, chief, manifest, told, line):
     assert said == (line.replace("DIR", str(tmp_path)) if line else None)
     sent = said if chief and said else ""  # the key-value store takes text: '' for nothing
     assert coord.calls == [("k_completed", sent, "whether the job's training completed")]
+    assert coord.left == (["k_completed_left"] if said else [])  # every worker ends: 0 last
 
 
 def test_claim_directory_refuses_one_that_cannot_be_written(tmp_path):

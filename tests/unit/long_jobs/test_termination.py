@@ -6,13 +6,11 @@ period."""
 from __future__ import annotations
 
 import subprocess
-from unittest import mock
 from typing import List, Optional
 
 import pytest
 
 from mpi_resolver.core import logs as _logs
-from mpi_resolver.core.errors import ResolutionError
 from mpi_resolver.long_jobs.signals import WarningSignal, parse_signal
 from mpi_resolver.long_jobs.termination import (DEFAULT_WAIT, REQUEUE_EXIT_CODE,
                                                  TERMINATED_EXIT_CODE, Policy, Termination,
@@ -68,6 +66,9 @@ class Coordinator:
     def read(self, seconds, tag=""):
         self.calls.append(("read", seconds) + ((tag,) if tag else ()))
         return self.told
+
+    def leave(self, key, seconds):
+        self.calls.append(("leave", key, seconds))
 
 
 class Scontrol:
@@ -168,7 +169,8 @@ def test_worker_0_decides(sig, warning, requeue, on_time_limit, slurm, code, wha
                            run=slurm)
     assert t.finish() == (code, what)
     assert slurm.calls == calls
-    assert coord.calls == [("barrier", LEFT), ("publish", f"{code} {what}")]
+    assert coord.calls == [("barrier", LEFT), ("publish", f"{code} {what}"),
+                           ("leave", "mpi_resolver_exit_read", LEFT)]
     assert slurm.timeouts == [LEFT] * len(calls)
 
 
@@ -213,7 +215,8 @@ def test_under_supervise_the_code_alone_and_no_scontrol(sig, requeue, on_time_li
                            env=SUPERVISED, also=also)
     assert t.finish() == (code, what)
     assert slurm.calls == []
-    assert coord.calls == [("barrier", LEFT), ("publish", f"{code} {what}")]
+    assert coord.calls == [("barrier", LEFT), ("publish", f"{code} {what}"),
+                           ("leave", "mpi_resolver_exit_read", LEFT)]
 
 
 @pytest.mark.parametrize("value", ["0", "", "yes"])
@@ -257,13 +260,15 @@ def test_other_workers_take_worker_0_s_code(told, expected):
     t, coord = termination(coordinator=Coordinator(chief=False, told=told), run=run)
     assert t.finish() == expected
     assert run.calls == []  # only worker 0 requeues
-    assert coord.calls == [("barrier", LEFT), ("read", LEFT)]
+    assert coord.calls == [("barrier", LEFT), ("read", LEFT),
+                           ("leave", "mpi_resolver_exit_read", LEFT)]
 
 
 @pytest.mark.parametrize("sig, code", [(USR1, REQUEUE_EXIT_CODE), (TERM, TERMINATED_EXIT_CODE)])
 def test_without_worker_0_s_word_the_signal_decides(sig, code):
-    t, _ = termination(sig, coordinator=Coordinator(chief=False, told=None))
+    t, coord = termination(sig, coordinator=Coordinator(chief=False, told=None))
     assert t.finish() == (code, "worker 0 did not say whether it requeued the job")
+    assert coord.calls == [("barrier", LEFT), ("read", LEFT)]  # worker 0 is gone: no word
 
 
 @pytest.mark.parametrize("announced, what", [
@@ -371,7 +376,8 @@ def test_a_worker_waits_for_worker_0_s_word_as_long_as_the_grace_period_leaves()
     t, coord = termination(coordinator=Coordinator(chief=False, told="75 x"), grace=120,
                            now=101.5)
     assert t.finish() == (75, "x")
-    assert coord.calls == [("barrier", 118.5), ("read", 118.5)]
+    assert coord.calls == [("barrier", 118.5), ("read", 118.5),
+                           ("leave", "mpi_resolver_exit_read", 118.5)]
 
 
 def test_watch_warns_once_per_signal_whoever_took_it_next(caplog):
@@ -456,7 +462,7 @@ def test_a_failed_save_is_requeued_only_where_a_checkpoint_advanced(caplog):
     assert t.finish(40, "Read-only file system", advanced=False) == (74, (
         "the save on SIGUSR1 failed (Read-only file system) and no checkpoint advanced in this "
         "run: not requeued (a requeue would redo the run and fail the same save)"))
-    assert coord.calls[-1][0] == "publish"
+    assert [c[0] for c in coord.calls[-2:]] == ["publish", "leave"]
     t, coord = termination(USR1, grace=12.0, now=105.0)  # a caller that cannot tell: resumed
     assert t.finish(40, "No space left on device")[0] == REQUEUE_EXIT_CODE
 
@@ -478,10 +484,12 @@ def test_the_manifest_carries_the_requeue_choices_for_supervise():
 def test_each_save_meets_under_its_own_step():
     t, coord = termination(coordinator=Coordinator(chief=False, told="75 x"))
     t.finish(40)
-    assert coord.calls == [("barrier", LEFT, "_40"), ("read", LEFT, "_40")]
+    assert coord.calls == [("barrier", LEFT, "_40"), ("read", LEFT, "_40"),
+                           ("leave", "mpi_resolver_exit_40_read", LEFT)]
     t, coord = termination()
     code, what = t.finish(7)
-    assert coord.calls[-1] == ("publish", f"{code} {what}", "_7")
+    assert coord.calls[-2:] == [("publish", f"{code} {what}", "_7"),
+                                ("leave", "mpi_resolver_exit_7_read", LEFT)]
 
 
 def test_every_wait_shares_one_deadline():
@@ -494,60 +502,3 @@ def test_every_wait_shares_one_deadline():
     waits = [c[1] for c in coord.calls if c[0] == "barrier"] + slurm.timeouts
     assert waits == sorted(waits, reverse=True) and len(set(waits)) == len(waits)
     assert len(waits) == 3 and waits[0] < DEFAULT_WAIT - 1
-
-
-@pytest.mark.parametrize("chief, stored, who, expected", [
-    (True, {}, "worker 0", "mine"),
-    (False, {"k": "chief's"}, "worker 0", "chief's"),
-    (False, {}, "worker 0", "worker 0 did not say the plan within 2.5 s: is it still running?"),
-    (False, {}, "process 0", "process 0 did not say the plan within 2.5 s"),
-])
-def test_chief_value(chief: bool, stored: dict, who: str, expected: str) -> None:
-    from mpi_resolver.long_jobs.termination import chief_value
-
-    put, asked = {}, []
-
-    def get(key: str, seconds: float):
-        asked.append((key, seconds))
-        return stored.get(key)
-
-    try:
-        got = chief_value(chief, put.__setitem__, get, "k", "mine", what="the plan",
-                          seconds=2.5, who=who)
-    except ResolutionError as e:
-        got = str(e)
-    assert got.startswith(expected), got
-    assert put == ({"k": "mine"} if chief else {})
-    assert asked == ([] if chief else [("k", 2.5)])
-
-
-@pytest.mark.parametrize("rank, stored, who, expected, waits", [
-    (0, {"k/1": "b", "k/2": "c"}, "worker", ["mine", "b", "c"], [2.0, 1.0, 0.001]),
-    (2, {"k/0": "a", "k/1": "b"}, "worker", ["a", "b", "mine"], [2.0, 1.0, 0.001]),
-    (0, {"k/2": "c"}, "worker",
-     "worker 1 did not say their steps within 3 s: is it still running?", [2.0, 1.0]),
-    (1, {"k/0": "a"}, "process", "process 2 did not say their steps within 3 s: is it still "
-                                 "running?", [2.0, 1.0, 0.001]),
-])
-def test_all_values(rank: int, stored: dict, who: str, expected, waits: list) -> None:
-    """Every worker's value in rank order, its own put first; one bound for them all, each
-    wait what is left of it (a clock that moves 1 s per reading; at least 1 ms)."""
-    from mpi_resolver.long_jobs import termination
-
-    clock = iter(range(100))
-    put, asked = dict(stored), []
-
-    def get(key: str, seconds: float):
-        asked.append((key, seconds))
-        return put.get(key)
-
-    with mock.patch.object(termination.time, "monotonic", lambda: float(next(clock))):
-        try:
-            got = termination.all_values(rank, 3, put.__setitem__, get, "k", "mine",
-                                         what="their steps", seconds=3.0,
-                                         **({} if who == "worker" else {"who": who}))
-        except ResolutionError as e:
-            got = str(e)
-    assert got == expected
-    assert put[f"k/{rank}"] == "mine"
-    assert asked == [(f"k/{r}", w) for r, w in enumerate(waits)]
