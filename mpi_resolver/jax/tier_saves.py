@@ -73,9 +73,10 @@ class TierSaves:
         self._alone = not shared
         stall = time.monotonic() - start
         if self.writes is not None:
-            self.writes.start(step, stall, lambda: self.local.write(step, packed(arrays)))
+            self.writes.start(step, stall,
+                              lambda: self.local.write(step, lambda: packed(arrays)))
             return stall, shared
-        why = self.local.write(step, packed(arrays))
+        why = self.local.write(step, lambda: packed(arrays))
         took = time.monotonic() - start
         if why is not None:
             log_once(f"the node-local save at step {step} is not whole ({why}): saved to "

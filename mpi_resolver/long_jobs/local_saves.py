@@ -109,29 +109,32 @@ class LocalSaves:
         self.partners = partner_ranks(nodes)
         self.link = self._link([r for _, r in told])
 
-    def write(self, step: int, blob: Blob) -> Optional[str]:
-        """Writes this process's part of ``step`` (``blob``) here and at its partner (every
-        process; from a thread of its own where saves are in the background); returns None
-        where every part and copy is whole, else why not (the same on every process, naming
-        the process)."""
+    def write(self, step: int, pack: Callable[[], Blob]) -> Optional[str]:
+        """Writes this process's part of ``step`` (what ``pack`` returns; an OSError it
+        raises: no part) here and at its partner (every process; from a thread of its own
+        where saves are in the background); returns None where every part and copy is whole,
+        else why not (the same on every process, naming the process)."""
         tier = self.tier
         assert tier is not None  # open() first
-        why: Optional[str]
+        blob: Blob = b""
+        why: Optional[str] = None
         free = tier.free()
         if not room_for(free, self.last_bytes):
             why = f"{tier.directory} has {free} bytes free, too few for {self.last_bytes}"
         else:
-            why = _attempt(tier.write, step, self.coord.rank, blob)
+            blob, why = _packed(pack)
+            why = why or _attempt(tier.write, step, self.coord.rank, blob)
         partner = self.partners[self.coord.rank]  # (open() made one per process)
-        if self.link is not None:
+        if self.link is not None:  # no bytes: no part (its process says why)
             sends = {partner: blob} if partner is not None else {}
             received, late = self.link.transfer(sends, self._senders(), PARTNER_WITHIN)
             for origin, data in received.items():
-                why = why or _attempt(tier.write, step, origin, data)
+                if data:
+                    why = why or _attempt(tier.write, step, origin, data)
             if late:
                 why = why or (f"process {', '.join(map(str, late))} took no copy within "
                               f"{PARTNER_WITHIN:g} s")
-        self.last_bytes = len(blob)
+        self.last_bytes = len(blob) or self.last_bytes
         failed = self._trouble(f"saved_{step}", why, "its local save")
         if failed:
             return failed
@@ -248,6 +251,14 @@ class LocalSaves:
                          "shared directory's checkpoint")
             return None
         return self.world.link(PARTNER_WITHIN)
+
+
+def _packed(pack: Callable[[], Blob]) -> Tuple[Blob, Optional[str]]:
+    """Returns (``pack()``, None), or (no bytes, why) where it raised an OSError."""
+    try:
+        return pack(), None
+    except OSError as e:
+        return b"", first_line(e)
 
 
 def _attempt(act: Any, *args: Any) -> Optional[str]:

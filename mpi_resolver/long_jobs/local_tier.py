@@ -5,11 +5,15 @@ its partner's copies), the parts found, the older steps removed, and each node's
 which a directory that two nodes see is told apart from a node's own (framework-free: the
 parts' bytes are the edge's).
 
-The layout: ``<directory>/<step>/part-<rank>``, ``<directory>/node-<name>``.
+The layout: ``<directory>/<step>/part-<rank>``, ``<directory>/node-<name>``, and a process's
+scratch directories while it packs or unpacks a part (``<directory>/scratch-<pid>-<n>``: its
+edge's files, on the node's own disk or memory; one a killed process left is removed at the
+next ``open``).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -24,6 +28,8 @@ Blob = Union[bytes, bytearray]
 
 _PART = re.compile(r"part-(\d+)")
 _MARKER = "node-"
+_SCRATCH = "scratch-"
+_COUNT = itertools.count()
 
 
 class LocalTier:
@@ -34,7 +40,8 @@ class LocalTier:
         self.directory, self.node, self.name = directory, node, name
 
     def open(self) -> None:
-        """Makes the directory (its parent must be there) and leaves this node's marker.
+        """Makes the directory (its parent must be there), leaves this node's marker, and
+        removes the scratch directories a killed process left.
 
         Raises:
           ConfigurationError: the parent is not there, or the directory cannot be written,
@@ -50,6 +57,9 @@ class LocalTier:
             os.makedirs(self.directory, exist_ok=True)
             with open(os.path.join(self.directory, _MARKER + self.node), "w"):
                 pass
+            for name in os.listdir(self.directory):  # no process of the job packs yet
+                if name.startswith(_SCRATCH):
+                    shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
         except OSError as e:
             raise ConfigurationError(
                 f"{self.name}: the node-local directory {self.directory} cannot be written "
@@ -64,6 +74,11 @@ class LocalTier:
     def free(self) -> int:
         """Returns the bytes free in the directory's file system."""
         return shutil.disk_usage(self.directory).free
+
+    def scratch(self) -> str:
+        """Returns a directory in this one that no other pack or unpack uses (not made: its
+        user makes it, and removes it)."""
+        return os.path.join(self.directory, f"{_SCRATCH}{os.getpid()}-{next(_COUNT)}")
 
     def path(self, step: int, rank: int) -> str:
         """Returns the file of ``rank``'s part of ``step``."""

@@ -1,9 +1,9 @@
 """A TensorFlow worker's part of the node-local tier as bytes, and back (the TensorFlow edge;
 importing this module imports TensorFlow): a snapshot's checkpoint files, in TensorFlow's own
-format (snapshot.write, into this process's memory: TensorFlow's ram:// file system), packed
-one after the other; read back into ram://, every tensor read before anything is restored
-(a part cut short is refused whole), then restored from there as the shared directory's
-checkpoints are.
+format (snapshot.write, into a scratch directory the tier gives: the node's own disk or
+memory), read into the part one after the other; a part's files written back there, every
+tensor read before anything is restored (a part cut short is refused whole), then restored
+from there as the shared directory's checkpoints are.
 
 Under MultiWorkerMirroredStrategy every worker holds the whole state, so a worker's part is
 a whole checkpoint. The bytes: MAGIC, the header's length (8 bytes, little-endian), the
@@ -11,9 +11,9 @@ header (JSON: each file's name and length), then the files' bytes one after the 
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
+import shutil
 from typing import Any
 
 import tensorflow as tf
@@ -25,55 +25,76 @@ __all__ = ["packed", "unpacked", "restore_from", "PartMisfit", "MAGIC"]
 
 #: A part's first bytes.
 MAGIC = b"mpi_resolver tensorflow part 1\n"
-#: Where parts are put together and taken apart: this process's memory.
-_RAM = "ram://mpi_resolver/local_part"
-_COUNT = itertools.count()
-#: The bytes of a checkpoint file copied into a part at a time.
-_PIECE = 64 * 2 ** 20
 
 
 class PartMisfit(ValueError):
     """Bytes that are not a whole part (not one, cut short, or its tensors unreadable)."""
 
 
-def _fresh() -> str:
-    """Returns a ram:// directory of this process's that no other part uses."""
-    return f"{_RAM}_{os.getpid()}_{next(_COUNT)}"
+def packed(snap: snapshots.Snapshot, scratch: str) -> bytearray:
+    """Returns ``snap``'s checkpoint files as a part's bytes (see the module): written in
+    ``scratch`` (a directory not there yet, removed after), each file read straight into the
+    part and removed once read (the files and the part at once: a state's size twice).
 
-
-def packed(snap: snapshots.Snapshot) -> bytearray:
-    """Returns ``snap``'s checkpoint files as a part's bytes (see the module): each file
-    copied in pieces into the part, and removed once copied (at most the files and the part
-    in memory at once: a state's size twice, not three times)."""
-    base = _fresh()
-    prefix = snapshots.write(snapshots.Snapshot(f"{base}/ckpt", snap.tensors))
+    Raises:
+      OSError: ``scratch`` cannot be written, or a file changed while read.
+    """
     try:
-        files = sorted(tf.io.gfile.glob(prefix + ".*"))
-        sizes = [tf.io.gfile.stat(path).length for path in files]
+        _write(snap, f"{scratch}/ckpt")
+        files = sorted(os.path.join(scratch, n) for n in os.listdir(scratch)
+                       if n.startswith("ckpt."))
+        sizes = [os.path.getsize(path) for path in files]
         header = json.dumps([[os.path.basename(p), n] for p, n in
                              zip(files, sizes, strict=True)]).encode()
         head = MAGIC + len(header).to_bytes(8, "little") + header
         out = bytearray(len(head) + sum(sizes))
         out[:len(head)] = head
-        at = len(head)
+        view, at = memoryview(out), len(head)
         for path, size in zip(files, sizes, strict=True):
-            with tf.io.gfile.GFile(path, "rb") as f:
-                for start in range(0, size, _PIECE):
-                    piece = f.read(_PIECE)
-                    out[at + start:at + start + len(piece)] = piece
-            tf.io.gfile.remove(path)
+            _read_into(path, view[at:at + size])
+            os.remove(path)
             at += size
     finally:
-        tf.io.gfile.rmtree(base)
+        shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 
-def unpacked(blob: Any) -> str:
-    """Returns the prefix of the checkpoint ``blob`` (a part's bytes) holds, its files put in
-    this process's memory and every tensor read (restore_from next, which removes them).
+def _write(snap: snapshots.Snapshot, prefix: str) -> None:
+    """Writes ``snap``'s checkpoint files at ``prefix``.
+
+    Raises:
+      OSError: TensorFlow could not write it (its error's message).
+    """
+    try:
+        snapshots.write(snapshots.Snapshot(prefix, snap.tensors))
+    except tf.errors.OpError as e:
+        raise OSError(f"{os.path.dirname(prefix)}: {e.message}") from e
+
+
+def _read_into(path: str, view: memoryview) -> None:
+    """Fills ``view`` with file ``path``'s bytes.
+
+    Raises:
+      OSError: the file is shorter or longer than ``view`` (it changed), or cannot be read.
+    """
+    with open(path, "rb", buffering=0) as f:
+        got = 0
+        while got < len(view):
+            n = f.readinto(view[got:])
+            if not n:
+                break
+            got += n
+        if got != len(view) or f.read(1):
+            raise OSError(f"{path} changed while it was read into the part")
+
+
+def unpacked(blob: Any, scratch: str) -> str:
+    """Returns the prefix of the checkpoint ``blob`` (a part's bytes) holds, its files written
+    in ``scratch`` (a directory not there yet; restore_from removes it) and every tensor read.
 
     Raises:
       PartMisfit: ``blob`` is not a whole part, naming what is wrong.
+      OSError: ``scratch`` cannot be written.
     """
     view = memoryview(blob)
     start = len(MAGIC) + 8
@@ -88,21 +109,22 @@ def unpacked(blob: Any) -> str:
     if offset + sum(n for _, n in files) != len(view):
         raise PartMisfit(f"a part of {len(view)} bytes where its header says "
                          f"{offset + sum(n for _, n in files)}")
-    base = _fresh()
-    tf.io.gfile.makedirs(base)
-    for name, length in files:
-        with tf.io.gfile.GFile(f"{base}/{name}", "wb") as f:
-            f.write(bytes(view[offset:offset + length]))
-        offset += length
-    prefix = f"{base}/ckpt"
     try:
-        # (tf.train.load_checkpoint takes a ram:// prefix of files for a directory)
+        os.makedirs(scratch)
+        for name, length in files:
+            with open(os.path.join(scratch, os.path.basename(name)), "wb") as f:
+                f.write(view[offset:offset + length])
+            offset += length
+        prefix = os.path.join(scratch, "ckpt")
         reader = py_checkpoint_reader.NewCheckpointReader(prefix)
         for name in reader.get_variable_to_shape_map():
             reader.get_tensor(name)
     except (tf.errors.OpError, ValueError) as e:
-        tf.io.gfile.rmtree(base)
+        shutil.rmtree(scratch, ignore_errors=True)
         raise PartMisfit(f"a part whose checkpoint cannot be read ({type(e).__name__})") from e
+    except OSError:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     return prefix
 
 
@@ -112,4 +134,4 @@ def restore_from(checkpoint: Any, prefix: str) -> None:
     try:
         checkpoint.restore(prefix).expect_partial()
     finally:
-        tf.io.gfile.rmtree(os.path.dirname(prefix))
+        shutil.rmtree(os.path.dirname(prefix), ignore_errors=True)

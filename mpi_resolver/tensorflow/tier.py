@@ -1,9 +1,10 @@
 """The node-local tier of a TensorFlow job's periodic saves (the TensorFlow edge; importing this
-module imports TensorFlow): each periodic save's snapshot, packed as a part (local_parts), goes
-to every worker's node-local directory and a copy to its partner on the next node
-(long_jobs.local_saves); every ``shared_every``-th save, and the one after a save the tier did
-not take whole, goes to the shared directory too; a restore takes the tier's newest step where
-it is the newest whole across the tiers, every worker the same one.
+module imports TensorFlow): each periodic save's snapshot, packed as a part (local_parts, in a
+scratch directory of the node-local directory's), goes to every worker's node-local directory
+and a copy to its partner on the next node (long_jobs.local_saves); every ``shared_every``-th
+save, and the one after a save the tier did not take whole, goes to the shared directory too;
+a restore takes the tier's newest step where it is the newest whole across the tiers, every
+worker the same one.
 
 Under MultiWorkerMirroredStrategy every worker holds the whole state: its part is a whole
 checkpoint, and the shared directory's steps are read from TensorFlow's own record in each
@@ -63,7 +64,10 @@ class TfTier:
         steps = [checkpoint_step(p) for p in listed()] if coord.chief else []
         told = coord.agree(f"{self.key}_shared", ",".join(str(s) for s in steps if s is not None),
                            "which checkpoints there are")
-        found = self.local.restore([int(s) for s in told.split(",") if s], unpacked)
+        tier = self.local.tier
+        assert tier is not None  # (open)
+        found = self.local.restore([int(s) for s in told.split(",") if s],
+                                   lambda blob: unpacked(blob, tier.scratch()))
         if found is None:
             return None
         step, prefix, where = found
@@ -80,7 +84,9 @@ class TfTier:
         ``shared()`` where given (the chief's write to the shared directory)."""
         if self.local.tier is None:  # no restore first (a script's own loop)
             self.local.open()
-        why = self.local.write(step, packed(snap))
+        tier = self.local.tier
+        assert tier is not None  # (open)
+        why = self.local.write(step, lambda: packed(snap, tier.scratch()))
         return TierWritten(why, shared() if shared is not None else None)
 
     def ended(self, step: int, why: Optional[str]) -> None:

@@ -1,9 +1,12 @@
 """A TensorFlow worker's part of the node-local tier (tensorflow/local_parts) with the installed
-TensorFlow: a snapshot packed as bytes and restored from them, every value back, nothing left
-in the process's memory file system; bytes that are not a whole part refused, naming why."""
+TensorFlow: a snapshot packed as bytes (in a scratch directory) and restored from them, every
+value back, no scratch left; bytes that are not a whole part refused, naming why; a scratch
+that cannot be written, and a file that changes while read, an OSError naming it."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -32,43 +35,60 @@ def state() -> Any:
     return tf.train.Checkpoint(big=big, small=small, step=tf.Variable(7, dtype=tf.int64))
 
 
-def part_of(checkpoint: Any) -> bytes:
+def part_of(checkpoint: Any, scratch: Path) -> bytes:
     from mpi_resolver.tensorflow import snapshot
     from mpi_resolver.tensorflow.local_parts import packed
 
-    return packed(snapshot.take(checkpoint, "unused", snapshot.HostBuffers()))
+    return packed(snapshot.take(checkpoint, "unused", snapshot.HostBuffers()), str(scratch))
 
 
-def ram_files() -> list:
-    import tensorflow as tf
-
-    return tf.io.gfile.glob("ram://mpi_resolver/local_part*")
-
-
-@pytest.mark.parametrize("piece", [None, 4099, 1000])  # the module's; pieces that divide none
-def test_a_part_restores_every_value_and_leaves_nothing_in_memory(
-        piece: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each file is copied into the part in pieces: whole whatever their size."""
+def test_a_part_restores_every_value_and_leaves_no_scratch(tmp_path: Path) -> None:
     import numpy as np
 
-    from mpi_resolver.tensorflow import local_parts
     from mpi_resolver.tensorflow.local_parts import MAGIC, restore_from, unpacked
 
-    if piece is not None:
-        monkeypatch.setattr(local_parts, "_PIECE", piece)
     ckpt = state()
-    blob = part_of(ckpt)
+    blob = part_of(ckpt, tmp_path / "pack")
     assert blob.startswith(MAGIC) and len(blob) > MIB * 2
-    assert ram_files() == []
+    assert os.listdir(tmp_path) == []
     ckpt.big.assign(ckpt.big * 0)  # the training goes on
     ckpt.small.assign([0, 0, 0])
     ckpt.step.assign(99)
-    prefix = unpacked(blob)
-    assert prefix.startswith("ram://mpi_resolver/local_part") and ram_files() != []
+    prefix = unpacked(blob, str(tmp_path / "unpack"))
+    assert prefix == str(tmp_path / "unpack" / "ckpt")
+    assert sorted(os.listdir(tmp_path / "unpack")) == ["ckpt.data-00000-of-00001",
+                                                       "ckpt.index"]
     restore_from(ckpt, prefix)
     assert np.array_equal(ckpt.big.numpy(), np.arange(MIB // 2, dtype=np.float32))
     assert ckpt.small.numpy().tolist() == [1, 2, 3] and int(ckpt.step.numpy()) == 7
-    assert ram_files() == []
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_scratch_that_cannot_be_written_is_an_os_error_naming_it(tmp_path: Path) -> None:
+    from mpi_resolver.tensorflow.local_parts import unpacked
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError) as e:
+        part_of(state(), tmp_path / "file" / "pack")
+    assert str(tmp_path / "file" / "pack") in str(e.value)
+    blob = part_of(state(), tmp_path / "pack")
+    with pytest.raises(OSError):
+        unpacked(blob, str(tmp_path / "file" / "unpack"))
+    assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+@pytest.mark.parametrize("grown", [-1, 1])
+def test_a_file_that_changes_while_read_is_an_os_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grown: int) -> None:
+    """A file shorter or longer than it was when the part was sized."""
+    from mpi_resolver.tensorflow import local_parts
+
+    real = os.path.getsize
+    monkeypatch.setattr(local_parts.os.path, "getsize", lambda p: real(p) + grown)
+    with pytest.raises(OSError) as e:
+        part_of(state(), tmp_path / "pack")
+    assert "changed while it was read into the part" in str(e.value)
+    assert os.listdir(tmp_path) == []
 
 
 def flipped(blob: bytes) -> bytes:
@@ -86,12 +106,12 @@ def flipped(blob: bytes) -> bytes:
     (flipped, "a part whose checkpoint cannot be read"),
 ])
 def test_bytes_that_are_not_a_whole_part_are_refused(spoil: Callable[[bytes], bytes],
-                                                     says: str) -> None:
+                                                     says: str, tmp_path: Path) -> None:
     from mpi_resolver.tensorflow.local_parts import PartMisfit, unpacked
 
-    blob = part_of(state())
+    blob = part_of(state(), tmp_path / "pack")
     bad = spoil(blob)
     with pytest.raises(PartMisfit) as e:
-        unpacked(bad)
+        unpacked(bad, str(tmp_path / "unpack"))
     assert str(e.value).startswith(says.format(n=len(bad), m=len(blob))), str(e.value)
-    assert ram_files() == []
+    assert os.listdir(tmp_path) == []

@@ -161,8 +161,11 @@ def blob(rank: int, step: int) -> bytes:
     return f"part of process {rank} at step {step}".encode()
 
 
-def save(room: Room, saves: List[LocalSaves], step: int) -> List[Optional[str]]:
-    return together(room, lambda r: saves[r].write(step, blob(r, step)))
+def save(room: Room, saves: List[LocalSaves], step: int,
+         pack: Optional[Callable[[int], bytes]] = None) -> List[Optional[str]]:
+    """Every process's write of ``step``: its part ``pack(rank)`` (else ``blob``'s)."""
+    return together(room, lambda r: saves[r].write(
+        step, lambda: (pack or (lambda rank: blob(rank, step)))(r)))
 
 
 def restore(room: Room, saves: List[LocalSaves], shared: List[int] = (),  # type: ignore
@@ -220,6 +223,27 @@ def test_a_node_without_room_for_the_next_save_says_so(
     want = (f"process 1: {saves[1].tier.directory} has {free} bytes free, "  # type: ignore
             f"too few for {size}")
     assert said == [want, want]
+
+
+def test_a_part_that_cannot_be_packed_is_named_on_every_process_and_copied_nowhere(
+        tmp_path: Path) -> None:
+    """Its process sends no bytes: the partner writes no copy, and waits for none."""
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    assert save(room, saves, 10) == [None, None]
+
+    def pack(rank: int) -> bytes:
+        if rank == 1:
+            raise OSError(28, "No space left on device")
+        return blob(rank, 20)
+
+    said = save(room, saves, 20, pack)
+    want = "process 1: [Errno 28] No space left on device"
+    assert said == [want, want]
+    assert sorted(p.name for p in (tmp_path / "local-node1" / "20").iterdir()) == ["part-0"]
+    assert not (tmp_path / "local-node2" / "20").exists()  # a failed save writes no more
+    assert saves[1].last_bytes == len(blob(1, 10))  # the last part's size stays the guide
+    assert save(room, saves, 30) == [None, None]  # the next save is whole again
 
 
 def test_a_part_that_cannot_be_written_is_named_on_every_process(tmp_path: Path) -> None:

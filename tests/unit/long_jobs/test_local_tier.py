@@ -1,6 +1,7 @@
 """long_jobs.local_tier, a node's local directory of parts, on real files: made where its
 parent is there (refused, naming the path, where it is not or cannot be written), each node's
-marker, a part whole or not there, the parts found, the older steps removed."""
+marker, a part whole or not there, the parts found, the older steps removed, the scratch
+directories of a process's own and those a killed one left removed."""
 
 from __future__ import annotations
 
@@ -29,6 +30,24 @@ def test_open_makes_the_directory_and_leaves_the_node_s_marker(tmp_path: Path) -
     tier(tmp_path / "local", "node2")  # the same path on another node: both markers seen
     assert one.markers() == ["node1", "node2"]
     assert one.free() > 0
+
+
+def test_each_scratch_is_its_own_and_open_removes_those_left(tmp_path: Path) -> None:
+    """A scratch is this process's, named anew each time, not made; the next open removes
+    the scratch directories left (a process killed while packing), and nothing else."""
+    t = tier(tmp_path / "local")
+    first, second = t.scratch(), t.scratch()
+    assert first != second and not os.path.exists(first)
+    assert os.path.dirname(first) == str(tmp_path / "local")
+    assert os.path.basename(first).startswith(f"scratch-{os.getpid()}-")
+    os.makedirs(os.path.join(first, "inside"))
+    os.makedirs(tmp_path / "local" / "scratch-1-1")  # another process's, killed
+    (tmp_path / "local" / "scratch-1-1" / "ckpt.index").write_text("left")
+    t.write(4, 0, b"mine")
+    (tmp_path / "local" / "notes").mkdir()
+    tier(tmp_path / "local")
+    assert sorted(os.listdir(tmp_path / "local")) == ["4", "node-node1", "notes"]
+    assert t.found() == {0: [4]}
 
 
 @pytest.mark.parametrize("where, says", [
