@@ -26,6 +26,7 @@ ring = (rank + 1) % size, (rank - 1) % size
 show("ring", *link.transfer({ring[0]: b"part of %d" % rank}, [ring[1]], 30.0))
 show("big", *link.transfer({ring[0]: b"%d" % rank * big}, [ring[1]], 30.0))
 show("none", *link.transfer({}, [], 30.0))
+show("empty", *link.transfer({ring[0]: b""}, [ring[1]], 30.0))  # a rank with no part to give
 if rank == 2:  # late past the others' deadline
     time.sleep(4.0)
 show("late", *link.transfer({ring[0]: b"L" * big}, [ring[1]], 1.0))
