@@ -137,6 +137,14 @@ def pytest_make_collect_report(collector):
     _fail_instead_of_skip(outcome.get_result())
 
 
+def pytest_configure(config):
+    """With MPI_RESOLVER_CPU_LOG set, each test's CPU is measured (tests/harness/cpu_usage.py)."""
+    if os.environ.get("MPI_RESOLVER_CPU_LOG"):
+        from tests.harness.cpu_usage import register
+
+        register(config)
+
+
 def pytest_terminal_summary(terminalreporter):
     skipped = terminalreporter.stats.get("skipped", [])
     if not _skips_allowed():

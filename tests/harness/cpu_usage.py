@@ -3,7 +3,8 @@ start (Slurm's daemons and steps, mpirun's ranks, TensorFlow) included, where a 
 would count the waits and the other runs beside it: the suite is CPU-bound on 2 cores, so its
 time is cut where its CPU is.
 
-    PYTEST_ADDOPTS="-p tests.harness.cpu_usage" MPI_RESOLVER_CPU_LOG=/tmp/cpu bash .ci/run
+    MPI_RESOLVER_CPU_LOG=/tmp/cpu bash scripts/test.sh     # tests/conftest.py loads it
+    python -m pytest -p tests.harness.cpu_usage ...          # elsewhere
 
 The pytest process moves into a cgroup of its own (cgroup v1's cpuacct; every process it
 starts from then on is counted there), and each test's CPU seconds are its cgroup's usage
@@ -26,6 +27,8 @@ import pytest
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 #: Lines of the report printed at the end of the run.
 SHOWN = 25
+#: The plugin's name in pytest's plugin manager.
+NAME = "mpi_resolver_cpu_usage"
 
 
 class Lane:
@@ -105,5 +108,11 @@ class CpuUsage:
             self.lane.leave()
 
 
+def register(config: Any) -> None:
+    """Measures this run's tests (once, however many ways it was asked for)."""
+    if not config.pluginmanager.has_plugin(NAME):
+        config.pluginmanager.register(CpuUsage(Lane()), NAME)
+
+
 def pytest_configure(config: Any) -> None:
-    config.pluginmanager.register(CpuUsage(Lane()), "mpi_resolver_cpu_usage")
+    register(config)  # as -p tests.harness.cpu_usage

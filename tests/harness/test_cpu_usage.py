@@ -67,10 +67,14 @@ def test_the_report_is_the_total_then_most_cpu_first() -> None:
                      "      0.0 s CPU      2.0 s wall  c"]
 
 
-def test_a_run_with_the_plugin_measures_a_child_s_cpu_or_says_why_not(tmp_path: Path) -> None:
+@pytest.mark.parametrize("plugins", [("tests.harness.cpu_usage",),
+                                     ("tests.conftest",),  # the suite's: MPI_RESOLVER_CPU_LOG
+                                     ("tests.conftest", "tests.harness.cpu_usage")])
+def test_a_run_with_the_plugin_measures_a_child_s_cpu_or_says_why_not(tmp_path: Path,
+                                                                      plugins: tuple) -> None:
     """A test whose child process burns CPU: where this machine has cgroup v1's cpuacct (and
     this run is not measured itself), the report gives it that CPU; elsewhere the run says why
-    it did not measure, and passes."""
+    it did not measure, and passes. Asked for both ways at once, it measures once."""
     (tmp_path / "test_burn.py").write_text(
         "import subprocess, sys\n"
         "def test_burn():\n"
@@ -80,10 +84,12 @@ def test_a_run_with_the_plugin_measures_a_child_s_cpu_or_says_why_not(tmp_path: 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPI_RESOLVER_CPU_LOG": str(tmp_path / "cpu"),
            "PYTEST_ADDOPTS": ""}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "tests.harness.cpu_usage", "--rootdir", str(tmp_path),
+                           *(a for p in plugins for a in ("-p", p)),
+                           "--rootdir", str(tmp_path),
                            str(tmp_path / "test_burn.py")], capture_output=True, text=True,
                           timeout=120, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("cpu usage") == 1, proc.stdout
     if "cpu usage: not measured:" in proc.stdout:
         assert not list(tmp_path.glob("cpu-*.txt")), proc.stdout
         return
