@@ -137,7 +137,7 @@ def tier_round(local: Any, state: Any, own: int, round_: int) -> Dict[str, float
         figures[key] = time.monotonic() - began
         return out
 
-    assert timed("local_at_once_s", lambda: local.write(step, part_bytes(state))) is None
+    assert timed("local_at_once_s", lambda: local.write(step, lambda: part_bytes(state))) is None
     saves = TierSaves(local, 2 ** 30, True, "(none)", lambda *whole: None)
     multihost_utils.sync_global_devices(f"local_stall_s {round_}")
     figures["local_stall_s"], _ = saves.save(step + 1, state)

@@ -290,16 +290,23 @@ class Driver:
         self._warn(job)
 
     def _read_only(self, job: Job) -> None:
-        """Makes the job's checkpoint directory read-only on every node (and here), undone
-        when the Driver ends (Job.cleanups)."""
+        """Makes the job's checkpoint directory read-only on every node (and here) at once,
+        undone when the Driver ends (Job.cleanups): a read-only view of it (a bind mount
+        nothing writes through, remounted read-only) mounted over it. Remounting a bind
+        mount of the directory itself read-only fails (EBUSY) where the training opened a
+        file for writing through it in between, as a save does."""
         directory = job.env["CHECKPOINT_DIR"]
-        for prefix in [[], *(self.cluster.on_node(n) for n in self.cluster.node_names)]:
-            for args in (["mount", "--bind", directory, directory],
-                         ["mount", "-o", "remount,ro,bind", directory]):
+        for i, prefix in enumerate([[], *(self.cluster.on_node(n)
+                                          for n in self.cluster.node_names)]):
+            view = f"{directory}.read-only-{i}"
+            os.makedirs(view, exist_ok=True)
+            for args in (["mount", "--bind", directory, view],
+                         ["mount", "-o", "remount,ro,bind", view],
+                         ["mount", "--bind", view, directory]):
                 r = subprocess.run([*prefix, *args], capture_output=True, text=True, timeout=30)
                 if r.returncode != 0:
                     raise RuntimeError(f"{' '.join(args)} failed: {r.stderr}")
-            job.cleanups.append([*prefix, "umount", directory])
+            job.cleanups += [[*prefix, "umount", directory], [*prefix, "umount", view]]
 
     def _ended(self, job: Job) -> bool:
         return show(self.cluster, job.target).get("JobState") in _FINAL
