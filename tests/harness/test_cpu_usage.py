@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.blocks import command
 from tests.harness.cpu_usage import Lane, report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,3 +101,13 @@ def test_a_run_with_the_plugin_measures_a_child_s_cpu_or_says_why_not(tmp_path: 
     assert lines[1].endswith("test_burn.py::test_burn") and burn >= 0.1, lines
     assert lines[2].endswith("test_burn.py::test_idle") and float(lines[2].split()[0]) < burn
     assert f"cpu usage (the whole list: {log}):" in proc.stdout
+
+
+def test_the_docs_command_is_the_suite_s_with_the_variable_the_plugin_reads() -> None:
+    """docs/development.md's command: the suite's own (README's), MPI_RESOLVER_CPU_LOG set
+    (the variable tests/conftest.py and the plugin read: the real runs above set it)."""
+    variable, suite = command("cpu-usage", "MPI_RESOLVER_CPU_LOG=").split(" ", 1)
+    assert suite == command("setup", "bash scripts/test.sh")
+    assert variable.split("=", 1) == ["MPI_RESOLVER_CPU_LOG", "/tmp/cpu"]
+    conftest = (ROOT / "tests" / "conftest.py").read_text()
+    assert 'os.environ.get("MPI_RESOLVER_CPU_LOG")' in conftest
