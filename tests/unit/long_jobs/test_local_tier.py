@@ -48,6 +48,9 @@ def test_each_scratch_is_its_own_and_open_removes_those_left(tmp_path: Path) -> 
     tier(tmp_path / "local")
     assert sorted(os.listdir(tmp_path / "local")) == ["4", "node-node1", "notes"]
     assert t.found() == {0: [4]}
+    (tmp_path / "local" / "scratch-2-2").write_text("not ours: a file")  # cannot be removed
+    tier(tmp_path / "local")  # as a scratch: passed over, the open goes on
+    assert "scratch-2-2" in os.listdir(tmp_path / "local")
 
 
 @pytest.mark.parametrize("where, says", [
