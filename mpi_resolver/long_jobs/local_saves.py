@@ -116,8 +116,8 @@ class LocalSaves:
         else why not (the same on every process, naming the process)."""
         tier = self.tier
         assert tier is not None  # open() first
-        blob: Blob = b""
-        why: Optional[str] = None
+        blob: Blob = b""  # none to give where there is no room for it
+        why: Optional[str]
         free = tier.free()
         if not room_for(free, self.last_bytes):
             why = f"{tier.directory} has {free} bytes free, too few for {self.last_bytes}"

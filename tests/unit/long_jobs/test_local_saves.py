@@ -223,6 +223,8 @@ def test_a_node_without_room_for_the_next_save_says_so(
     want = (f"process 1: {saves[1].tier.directory} has {free} bytes free, "  # type: ignore
             f"too few for {size}")
     assert said == [want, want]
+    assert not (tmp_path / "local-node1" / "30" / "part-1").exists()  # no part: no copy
+    assert saves[1].last_bytes == size
 
 
 def test_a_part_that_cannot_be_packed_is_named_on_every_process_and_copied_nowhere(
