@@ -119,12 +119,11 @@ def unpacked(blob: Any, scratch: str) -> str:
         reader = py_checkpoint_reader.NewCheckpointReader(prefix)
         for name in reader.get_variable_to_shape_map():
             reader.get_tensor(name)
-    except (tf.errors.OpError, ValueError) as e:
+    except (tf.errors.OpError, ValueError, OSError) as e:
         shutil.rmtree(scratch, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise
         raise PartMisfit(f"a part whose checkpoint cannot be read ({type(e).__name__})") from e
-    except OSError:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
     return prefix
 
 

@@ -64,10 +64,8 @@ class TfTier:
         steps = [checkpoint_step(p) for p in listed()] if coord.chief else []
         told = coord.agree(f"{self.key}_shared", ",".join(str(s) for s in steps if s is not None),
                            "which checkpoints there are")
-        tier = self.local.tier
-        assert tier is not None  # (open)
         found = self.local.restore([int(s) for s in told.split(",") if s],
-                                   lambda blob: unpacked(blob, tier.scratch()))
+                                   lambda blob: unpacked(blob, self._scratch()))
         if found is None:
             return None
         step, prefix, where = found
@@ -84,10 +82,13 @@ class TfTier:
         ``shared()`` where given (the chief's write to the shared directory)."""
         if self.local.tier is None:  # no restore first (a script's own loop)
             self.local.open()
-        tier = self.local.tier
-        assert tier is not None  # (open)
-        why = self.local.write(step, lambda: packed(snap, tier.scratch()))
+        why = self.local.write(step, lambda: packed(snap, self._scratch()))
         return TierWritten(why, shared() if shared is not None else None)
+
+    def _scratch(self) -> str:
+        """Returns a fresh scratch directory of this node's tier (open)."""
+        assert self.local.tier is not None  # (open)
+        return self.local.tier.scratch()
 
     def ended(self, step: int, why: Optional[str]) -> None:
         """Notes a local save that was not whole (``why``): the next save goes to the
