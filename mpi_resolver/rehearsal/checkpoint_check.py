@@ -196,18 +196,27 @@ def _classes(hosts: Sequence[str], pairs: Iterable[Tuple[str, str]]) -> List[Lis
     return list(classes.values())
 
 
-def _visibility(fine: Sequence[str], reads: Sequence[Read], host: Mapping[int, str],
-                fstype: Mapping[str, Optional[str]], path: str) -> List[Problem]:
-    """Returns the rows of the nodes (of ``fine``, those that wrote) whose files the others do
-    not see: all of them where none sees another's (node-local), else the nodes outside the
-    largest group that see each other, and the readers of that group that lag."""
-    among = [r for r in reads if host[r.reader] in fine and host[r.writer] in fine]
-    absent = [r for r in among if r.state == ABSENT]
+def _sharing(fine: Sequence[str], reads: Sequence[Read], host: Mapping[int, str]
+             ) -> List[List[str]]:
+    """Returns the nodes of ``fine`` (those that wrote) parted into the groups that see each
+    other's files: one file system each."""
+    return _classes(fine, [(host[r.reader], host[r.writer]) for r in reads
+                           if r.state in (SEEN, WRONG)
+                           and host[r.reader] in fine and host[r.writer] in fine])
+
+
+def _visibility(fine: Sequence[str], classes: Sequence[List[str]], reads: Sequence[Read],
+                host: Mapping[int, str], fstype: Mapping[str, Optional[str]], path: str
+                ) -> List[Problem]:
+    """Returns the rows of the nodes (of ``fine``, those that wrote, parted into ``classes``
+    that see each other's files) whose files the others do not see: all of them where none
+    sees another's (node-local), else the nodes outside the largest class, and the readers of
+    that class that lag."""
+    absent = [r for r in reads if r.state == ABSENT
+              and host[r.reader] in fine and host[r.writer] in fine]
     if not absent:
         return []
     waited = f"waited {max(r.waited for r in absent):.1f} s"
-    pairs = [(host[r.reader], host[r.writer]) for r in among if r.state in (SEEN, WRONG)]
-    classes = _classes(fine, pairs)
     if len(classes) == len(fine):
         types = ", ".join(sorted({fstype[h] or "?" for h in fine}))
         return [Problem(list(fine), NODE_LOCAL, "each node has its own: no node sees the files "
@@ -239,16 +248,20 @@ def _grouped(rows: Sequence[Problem]) -> List[Problem]:
     return [Problem(hosts, kind, seen, fix) for (kind, seen, fix), hosts in groups.items()]
 
 
-def _spaces(nodes: Mapping[str, List[Written]]) -> List[Space]:
-    """Returns the free space of each node (its first rank that knows it), nodes with the same
-    figures (as printed) together."""
-    groups: Dict[str, Space] = {}
-    for host, ranks in nodes.items():
-        known = [(w.free, w.total) for w in ranks if w.free is not None and w.total is not None]
+def _spaces(nodes: Mapping[str, List[Written]], sharing: Sequence[List[str]]) -> List[Space]:
+    """Returns the free space of each node, in node order: one figure for each group of nodes
+    that see each other's files (one file system, read at different moments: its first rank
+    that knows it), the figure of its own first rank that knows it for any other node; nodes
+    with the same figures (as printed) together."""
+    group = {h: hosts for hosts in sharing for h in hosts}
+    figures: Dict[str, Space] = {}
+    for host in nodes:
+        known = [(w.free, w.total) for h in group.get(host, [host]) for w in nodes[h]
+                 if w.free is not None and w.total is not None]
         if known:
             free, total = known[0]
-            groups.setdefault(space_text(free, total), Space(free, total, [])).hosts.append(host)
-    return list(groups.values())
+            figures.setdefault(space_text(free, total), Space(free, total, [])).hosts.append(host)
+    return list(figures.values())
 
 
 @dataclass(frozen=True)
@@ -337,7 +350,8 @@ def judge(written: Sequence[Written], reads: Sequence[Read],
     host = {w.rank: w.host for w in written}
     fstypes = {h: ranks[0].fstype for h, ranks in nodes.items()}
     rows, fine = _local_problems(nodes, first)
-    rows += _visibility(fine, reads, host, fstypes, first.path)
+    sharing = _sharing(fine, reads, host)
+    rows += _visibility(fine, sharing, reads, host, fstypes, first.path)
     rows += _read_errors(reads, host, first.path)
-    return CheckpointReport(first.path, list(nodes), _grouped(rows), _spaces(nodes), fstypes,
-                            gathered, seconds, _notes(written, removals, nodes, gathered))
+    return CheckpointReport(first.path, list(nodes), _grouped(rows), _spaces(nodes, sharing),
+                            fstypes, gathered, seconds, _notes(written, removals, nodes, gathered))

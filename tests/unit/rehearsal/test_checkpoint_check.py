@@ -26,7 +26,8 @@ from mpi_resolver.rehearsal import checkpoint_probe as probe
 from mpi_resolver.rehearsal.checkpoint_check import (ABSENT, ERROR, LAGGING, MISSING, NO_ACCESS,
                                             NO_SPACE, NODE_LOCAL, NOT_DIR, NOT_SHARED, OK,
                                             OTHER_PATH, READ_ONLY, SEEN, STUCK, UNREADABLE,
-                                            WRONG, Read, Written, judge, kind_of, read_targets)
+                                            WRONG, Read, Space, Written, judge, kind_of,
+                                            read_targets)
 from mpi_resolver.rehearsal.checkpoint_files import (checkpoint_dir, content_problem, error_detail,
                                             file_name, file_text, hosts_text, job_step,
                                             mount_type, size_text, space_text)
@@ -253,13 +254,33 @@ def test_the_table_shows_100_rows(nodes, last):
     assert lines[-1] == "free space: unknown"
 
 
-def test_free_space_per_node_grouped_as_printed():
-    written = [ok(0, "a"), ok(1, "b", free=52 * GIB + 1), ok(2, "c", free=GIB, total=2 * GIB),
-               Written(3, "d", P, OK, None, ".f3", "n3", None, None, "nfs4")]
-    text = report(written, [seen(r, w) for r in range(4) for w in range(4) if r != w]).text()
-    assert text.endswith("free space: 52.0 GiB of 252 GiB (a, b alike); 1.00 GiB of 2.00 GiB "
-                         "(c)"), text
-    assert "seen and written by all 4 nodes" in text  # d's space unknown, d shown anyway
+ALL_SEE = [seen(r, w) for r in range(4) for w in range(4) if r != w]
+NONE_SEES = [seen(r, w, ABSENT) for r in range(4) for w in range(4) if r != w]
+UNKNOWN_D = Written(3, "d", P, OK, None, ".f3", "n3", None, None, "nfs4")
+
+
+@pytest.mark.parametrize("reads, space", [
+    pytest.param(ALL_SEE, "52.0 GiB of 252 GiB (a, b, c, d alike)",
+                 id="nodes that see each other's files: one file system, the first node's "
+                    "figure (a write between two reads moved the others'), d's unknown too"),
+    pytest.param(NONE_SEES, "52.0 GiB of 252 GiB (a); 52.1 GiB of 252 GiB (b); 1.00 GiB of "
+                 "2.00 GiB (c)", id="node-local: each node's own figure, d's unknown left out"),
+    pytest.param([seen(0, 1), seen(1, 0), seen(2, 3), seen(3, 2)],
+                 "52.0 GiB of 252 GiB (a, b alike); 1.00 GiB of 2.00 GiB (c, d alike)",
+                 id="two file systems: one figure each"),
+])
+def test_free_space_one_figure_per_file_system(reads, space):
+    written = [ok(0, "a"), ok(1, "b", free=52 * GIB + 60 * (1 << 20)),
+               ok(2, "c", free=GIB, total=2 * GIB), UNKNOWN_D]
+    assert report(written, reads).text().splitlines()[-1].endswith(f"free space: {space}")
+
+
+def test_a_node_that_could_not_write_keeps_its_own_figure():
+    written = [ok(0, "a"), ok(1, "b"), Written(2, "c", P, NO_ACCESS, "denied", None, "n2",
+                                               GIB, 2 * GIB, "nfs4")]
+    reads = [seen(0, 1), seen(1, 0)]
+    assert report(written, reads).space == [Space(52 * GIB, 252 * GIB, ["a", "b"]),
+                                            Space(GIB, 2 * GIB, ["c"])]
 
 
 def test_a_node_s_space_comes_from_its_first_rank_that_knows_it():
