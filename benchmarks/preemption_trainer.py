@@ -8,7 +8,7 @@ dir)`` and ``handler.run(train_step, iterator)``), writing a timeline for the be
 
 --model example: examples/train.py's model (Dense 64 relu, Dense 10 on 64 inputs, Adam);
 --model large: two hidden Dense layers as wide as makes about --mib MiB of variables.
-Both train on train.py's data (sklearn's digits, train.py's load_data), global batch 32 x
+Both train on train.py's data (examples/digits.py's load_data), global batch 32 x
 workers. A fresh run trains up to --steps; a resumed run (restored from a checkpoint) trains
 --steps-after-resume steps more and ends, so that the benchmark's second run is short.
 

@@ -1,4 +1,4 @@
-"""Multi-worker training with MPIClusterResolver: a small Keras classifier on sklearn's digits.
+"""Multi-worker training with MPIClusterResolver: a small Keras classifier on handwritten digits.
 
 Run it the way you run any MPI job; every process is one TensorFlow worker:
 
@@ -33,7 +33,7 @@ What it shows:
     job, and the next run resumes at that step and stops at the planned total. Every run
     ends with the chief's line ``steps done: N (resumed from K)``.
 
-The data set (1797 8x8 images of digits) ships with scikit-learn: no download. Runs are
+The data set (1797 8x8 images of digits, examples/digits.py) ships beside it: no download. Runs are
 seeded and repeatable. On a machine shared by several workers, give each TensorFlow a few
 threads only (--threads, default $OMP_NUM_THREADS, else 1), or they fight over the cores.
 """
@@ -46,6 +46,9 @@ import shutil
 import sys
 import tempfile
 import time
+
+# examples/digits.py, beside this script (its directory is on sys.path when it runs).
+from digits import load_data
 
 SEED = 1234
 
@@ -132,24 +135,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
-
-
-def load_data(seed: int):
-    """Returns (x_train, y_train, x_test, y_test): digits scaled to [0, 1], a 20 % test split.
-
-    The split is the same on every worker (a fixed seed), so the shards below partition one
-    training set and the test set is held out on all of them.
-    """
-    import numpy as np
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    x = (digits.data / 16.0).astype(np.float32)
-    y = digits.target.astype(np.int32)
-    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=seed,
-                                                        stratify=y)
-    return x_train, y_train, x_test, y_test
 
 
 def emit(line: str) -> None:

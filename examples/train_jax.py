@@ -38,7 +38,9 @@ import os
 import sys
 import time
 
-# examples/long_jobs.py, beside this script (its directory is on sys.path when it runs).
+# examples/digits.py and long_jobs.py, beside this script (its directory is on sys.path when it
+# runs).
+from digits import load_data
 from long_jobs import add_long_job_options, check_long_job_options
 
 SEED = 1234
@@ -76,20 +78,6 @@ def emit(line: str) -> None:
     """Prints ``line`` in one write (launchers forward each write as it comes)."""
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
-
-
-def load_data(seed: int):
-    """train.py's data: sklearn's digits scaled to [0, 1], the same 20 % test split."""
-    import numpy as np
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    x = (digits.data / 16.0).astype(np.float32)
-    y = digits.target.astype(np.int32)
-    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=seed,
-                                                        stratify=y)
-    return x_train, y_train, x_test, y_test
 
 
 def shard(x, y, index: int, count: int, rows: int):

@@ -7,7 +7,7 @@ then the requeue) and the resume.
     mpirun -n 4 python examples/train_jax_loop.py --steps 300
 
 What it shows:
-  * train.py's model and data (sklearn's digits, a 64-64-10 network) in plain JAX: Adam by
+  * train.py's model and data (the digits, a 64-64-10 network) in plain JAX: Adam by
     hand, so that the optimizer's state is part of the training state (no optax needed).
   * Data parallelism the way JAX does it across processes: a Mesh over ``jax.devices()``,
     the parameters replicated (``PartitionSpec()``), each process's own rows of the global

@@ -1,4 +1,4 @@
-"""Parameter-server training with MPIClusterResolver: sklearn's digits, one Slurm step.
+"""Parameter-server training with MPIClusterResolver: the digits data set, one Slurm step.
 
 Every task of the step is one TensorFlow task. The resolver gives the job names in sorted
 order to consecutive ranks: with 4 tasks (``srun -N2 -n4``), rank 0 is the chief (the
@@ -64,9 +64,9 @@ without a seed, and a resumed run draws new orders), nor is anything a worker ho
 calls. Training is asynchronous: "the step" is the chief's count of the steps its calls ran,
 not a moment at which the workers stood still together.
 
-Keras 3 (``import keras``) with a custom training loop; the data set ships with scikit-learn
-(no download). Asynchronous training is not bit-for-bit repeatable: the order in which the
-workers' updates reach the ps varies from run to run.
+Keras 3 (``import keras``) with a custom training loop; the data set ships beside it
+(examples/digits.py: no download). Asynchronous training is not bit-for-bit repeatable: the
+order in which the workers' updates reach the ps varies from run to run.
 """
 
 from __future__ import annotations
@@ -78,6 +78,9 @@ import threading
 import time
 import traceback
 from array import array
+
+# examples/digits.py, beside this script (its directory is on sys.path when it runs).
+from digits import load_data
 
 SEED = 1234
 #: Calls the chief schedules ahead per worker: enough to keep every worker busy, few enough
@@ -142,20 +145,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.timeout <= 0:
         p.error("--timeout must be positive")
     return args
-
-
-def load_data(seed: int):
-    """(x_train, y_train, x_test, y_test): as examples/train.py (digits, 20 % test split)."""
-    import numpy as np
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    x = (digits.data / 16.0).astype(np.float32)
-    y = digits.target.astype(np.int32)
-    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=seed,
-                                                        stratify=y)
-    return x_train, y_train, x_test, y_test
 
 
 def build_model(keras):

@@ -41,7 +41,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # which would unpack over tensorflow-cpu (both are the `tensorflow` module).
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "tf-keras~=2.21.0" \
     2>&1 | grep -v "^WARNING: Location" || true
-  "$VENV/bin/python" -c "import mpi_resolver, tensorflow, mpi4py, pytest, sklearn, matplotlib, tf_keras, build, twine, ruff, mypy, importlinter, sphinx, myst_parser, furo" \
+  # No scikit-learn (the examples' digits ship in examples/data): Keras imports it wherever it is
+  # installed, about 2 s of a core in every TensorFlow process. An older setup installed it.
+  "$VENV/bin/pip" uninstall -q -y scikit-learn 2>&1 | grep -v "^WARNING: Skipping" || true
+  "$VENV/bin/python" -c "import sys, mpi_resolver, tensorflow, mpi4py, pytest, matplotlib, tf_keras, build, twine, ruff, mypy, importlinter, sphinx, myst_parser, furo; assert 'sklearn' not in sys.modules, 'scikit-learn is installed'" \
     || { echo "setup: the Python packages did not install" >&2; exit 1; }
   "$VENV/bin/python" -c "import tensorflow as tf; assert not tf.test.is_built_with_cuda()" \
     || { echo "setup: $VENV has a GPU build of TensorFlow; the tests need tensorflow-cpu" >&2

@@ -2,8 +2,8 @@
 # The JAX edge's virtualenv, beside .venv (TensorFlow) and apart from it: .venv-jax with JAX (CPU),
 # Keras 3, mpi4py (Debian's Open MPI, as in .venv), NumPy, the test tools and mpi_resolver itself
 # (editable, without its extras' dependencies: TensorFlow is not wanted here).
-# scikit-learn: the examples' data set (its digits), for examples/train_jax.py. Orbax: LongJob's
-# checkpoints (mpi_resolver/jax/orbax_checkpoints.py).
+# Orbax: LongJob's checkpoints (mpi_resolver/jax/orbax_checkpoints.py). No scikit-learn (the
+# examples' digits ship in examples/data): Keras imports it wherever it is installed.
 #
 #   bash scripts/setup_jax.sh          # then: .venv-jax/bin/python -m pytest tests/jax
 #
@@ -17,8 +17,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${MPI_RESOLVER_JAX_VENV:-.venv-jax}
 PYTHON=${PYTHON:-python3}
-PACKAGES=(jax==0.10.2 jaxlib==0.10.2 keras==3.15.1 mpi4py==4.1.2 orbax-checkpoint==0.12.8 numpy
-          scikit-learn)
+PACKAGES=(jax==0.10.2 jaxlib==0.10.2 keras==3.15.1 mpi4py==4.1.2 orbax-checkpoint==0.12.8 numpy)
 TOOLS=(pytest pytest-mpi)
 
 # The stamp (stamp_value, stamp_matches, stamp_write) and quietly.
@@ -35,11 +34,13 @@ if ! stamp_matches "$VENV" "$want"; then
   quietly "$VENV/bin/pip" install -q --disable-pip-version-check "${PACKAGES[@]}" "${TOOLS[@]}"
   # The package itself, editable; --no-deps: its extras would bring TensorFlow.
   quietly "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e .
+  quietly "$VENV/bin/pip" uninstall -q -y scikit-learn  # an older setup installed it
   KERAS_BACKEND=jax "$VENV/bin/python" - "${PACKAGES[@]}" <<'EOF' \
     || { echo "setup_jax: the Python packages did not install" >&2; exit 1; }
 import sys
 from importlib.metadata import version
 import jax, keras, mpi_resolver, orbax.checkpoint, pytest, pytest_mpi  # noqa: F401
+assert "sklearn" not in sys.modules, "scikit-learn is installed: Keras imports it (seconds a process)"
 for pin in sys.argv[1:]:
     if "==" in pin:
         name, wanted = pin.split("==")

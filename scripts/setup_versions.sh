@@ -21,7 +21,7 @@ VENV=${MPI_RESOLVER_OLDEST_VENV:-.venv-tf215}
 PYTHON=${PYTHON:-python3}
 # Keep these equal to the floors in pyproject.toml (tf/tf-cpu: tensorflow>=2.15.1, mpi: mpi4py>=...).
 OLDEST=(tensorflow-cpu==2.15.1 mpi4py==4.1.0)
-TOOLS=(pytest pytest-mpi hypothesis scikit-learn matplotlib)  # matplotlib: report --plot's tests
+TOOLS=(pytest pytest-mpi hypothesis matplotlib)  # matplotlib: report --plot's tests
 
 # The stamp (stamp_value, stamp_matches, stamp_write) and quietly.
 source scripts/venv_stamp.sh
@@ -43,11 +43,12 @@ if ! stamp_matches "$VENV" "$want"; then
     --disable-pip-version-check "${OLDEST[@]}" "${TOOLS[@]}"
   # The package itself, editable; --no-deps: its extras must not upgrade TensorFlow or mpi4py.
   quietly "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e .
+  quietly "$VENV/bin/pip" uninstall -q -y scikit-learn  # an older setup installed it
   TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/python" - "${OLDEST[@]}" <<'EOF' \
     || { echo "setup_versions: the Python packages did not install" >&2; exit 1; }
 import sys
 from importlib.metadata import version
-import mpi_resolver, pytest, sklearn, hypothesis, pytest_mpi, matplotlib  # noqa: F401
+import mpi_resolver, pytest, hypothesis, pytest_mpi, matplotlib  # noqa: F401
 for pin in sys.argv[1:]:
     name, wanted = pin.split("==")
     got = version(name)

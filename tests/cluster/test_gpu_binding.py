@@ -23,8 +23,7 @@ also spells out its literal answer, measured on Slurm 22.05):
   run where Slurm's variables say (the fake one counts its calls).
 
 Each rank imports TensorFlow (3-6 s on 2 cores), so the probe runs only where the resolver's
-answer is new; the command line (no TensorFlow) runs every case. The ranks run with
-``sklearn`` hidden: Keras imports it when present, about 1 s per rank, and nothing here uses it.
+answer is new; the command line (no TensorFlow) runs every case.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import pytest
 
-from tests.cluster.conftest import GRES_GPUS, PY, hiding
+from tests.cluster.conftest import GRES_GPUS, PY, ROOT
 from tests.cluster.test_scenarios import Run, launch, parse_lines, probe_argv, short, wait_for_job
 from tests.harness.slurm_cluster import SlurmCluster
 
@@ -415,8 +414,8 @@ def test_cpu_only_nodes(cpu_cluster: SlurmCluster) -> None:
     rank, {"GPU": 0}, and a note that says the job runs on CPU."""
     assert not any(os.path.exists(f"/dev/nvidia{i}") for i in range(8)), \
         "this machine has /dev/nvidia*: the CPU-only case cannot be made here"
-    env = hiding(cpu_cluster, "sklearn", "sklearn hidden from the probe ranks (test speed)")
-    run = launch(cpu_cluster, [*SRUN, "-N2", "-n3", *probe_argv(VARIANTS)], env=env)
+    run = launch(cpu_cluster, [*SRUN, "-N2", "-n3", *probe_argv(VARIANTS)],
+                 env={"PYTHONPATH": str(ROOT)})
     assert run.returncode == 0, run.context()
     for variant in (0, 1):
         lines = run.variant(variant)

@@ -595,13 +595,14 @@ def test_examples_md_describes_the_template_s_two_steps():
 
 def test_the_install_lines_name_extras_that_exist():
     """Every `pip install ".[a,b]"` of the docs and README names extras of pyproject.toml;
-    the examples' extra brings scikit-learn (their data), and jax.md's install says
-    KERAS_BACKEND=jax."""
+    the examples' extra brings nothing (their data ships with them: no scikit-learn, which
+    Keras would import in every process), and jax.md's install says KERAS_BACKEND=jax."""
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
-    assert any(d.startswith("scikit-learn") for d in extras["examples"])
+    assert extras["examples"] == [] and not any("scikit-learn" in d for e in extras.values()
+                                                 for d in e)
     assert any(d.startswith("matplotlib") for d in extras["plot"])
     texts = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     named = [(p.name, m) for p in texts
@@ -610,7 +611,7 @@ def test_the_install_lines_name_extras_that_exist():
     for where, names in named:
         assert set(names.split(",")) <= set(extras), (where, names, sorted(extras))
     install = block("jax-install")
-    assert 'pip install ".[jax,examples]"' in install and "export KERAS_BACKEND=jax" in install
+    assert 'pip install ".[jax]"' in install and "export KERAS_BACKEND=jax" in install
 
 
 def test_jax_md_s_fit_resume_is_train_jax_s():
