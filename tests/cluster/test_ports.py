@@ -14,7 +14,7 @@ import re
 import shlex
 import subprocess
 import time
-from typing import List
+from typing import List, Optional
 
 import pytest
 
@@ -34,13 +34,25 @@ START_WITHIN = 300
 
 def train_on_node1(cluster: SlurmCluster, *args: str, steps: int = 20, epochs: int = 1,
                    timeout: float = 150, kill_on_bad_exit: bool = True,
-                   name: str = "mpir-train") -> subprocess.CompletedProcess:
-    """Runs a step of two train.py workers on node1 (srun --mpi=pmix) and waits for it."""
+                   name: str = "mpir-train", output: Optional[str] = None
+                   ) -> subprocess.CompletedProcess:
+    """Runs a step of two train.py workers on node1 (srun --mpi=pmix; its output to the file
+    ``output`` where given) and waits for it."""
     kill = ["--kill-on-bad-exit=1"] if kill_on_bad_exit else []
-    return cluster.run(["srun", "-w", "node1", "-N1", "-n2", "--mpi=pmix", "--label",
+    to_file = [] if output is None else [f"--output={output}"]
+    return cluster.run(["srun", "-w", "node1", "-N1", "-n2", "--mpi=pmix", "--label", *to_file,
                         f"--job-name={name}", *kill, PY, str(TRAIN), "--epochs", str(epochs),
                         "--steps-per-epoch", str(steps), *args],
                        env=task_env(cluster), timeout=timeout)
+
+
+def read(path: str) -> str:
+    """Returns the file's text so far ('' before it exists)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
 
 
 def listening(cluster: SlurmCluster, node: str, port: int) -> bool:
@@ -59,24 +71,32 @@ def test_default_port_taken_by_a_training_on_the_node_is_reported_with_the_fix(
         cluster: SlurmCluster) -> None:
     """A second step with the default 8888 while one trains on node1: each of its ranks stops
     at once, naming the port, the node and port_base='auto'. The first one, which would train
-    for minutes, is still training then; the test cancels it."""
+    for minutes, has trained an epoch and holds its ports, stopped (`scancel --signal=STOP`)
+    while the second starts: training on, it took the cores the second's TensorFlow imports
+    needed (226 s of CPU for this test in the suite, 2026-11-29). The test ends it."""
     # The bounds catch a hang, not a slow start: under the suite's load (two lanes beside
     # this one, the first training running) the second step's two TensorFlow imports took
     # over 120 s once, and its kill at 120 s failed the test. The first step outlives them.
+    log = os.path.join(cluster.workdir, f"mpir-first-{os.getpid()}.out")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         first = pool.submit(train_on_node1, cluster, epochs=1000, timeout=3 * START_WITHIN,
-                            name="mpir-first")
+                            name="mpir-first", output=log)
         try:
             deadline = time.monotonic() + START_WITHIN
-            while not listening(cluster, "node1", 8889):
-                assert not first.done(), first.result().stdout + first.result().stderr[-3000:]
-                assert time.monotonic() < deadline, "the first training never listened on 8889"
+            while not re.search(r"^ *0: epoch 1/1000: loss", read(log), re.M):
+                assert not first.done(), first.result().stderr[-3000:] + read(log)[-3000:]
+                assert time.monotonic() < deadline, "the first training never ended an epoch"
                 time.sleep(0.5)
+            stop = cluster.run(["scancel", "--signal=STOP", "--name=mpir-first"], timeout=30)
+            assert stop.returncode == 0, stop.stderr
+            assert listening(cluster, "node1", 8888) and listening(cluster, "node1", 8889)
             second = train_on_node1(cluster, timeout=START_WITHIN, kill_on_bad_exit=False)
-            assert not first.done(), first.result().stdout + first.result().stderr[-3000:]
-        finally:
-            cluster.run(["scancel", "--name=mpir-first"], timeout=30)  # this test's own job
-        text = "\n".join(line for task, line in labelled(first.result().stdout) if task == 0)
+            assert not first.done(), first.result().stderr[-3000:] + read(log)[-3000:]
+        finally:  # this test's own job
+            cluster.run(["scancel", "--signal=KILL", "--name=mpir-first"], timeout=30)
+            cluster.run(["scancel", "--name=mpir-first"], timeout=30)
+        first.result()
+        text = "\n".join(line for task, line in labelled(read(log)) if task == 0)
         deadline = time.monotonic() + 60  # the next tests need 8888 and 8889 on node1 again
         while listening(cluster, "node1", 8888) or listening(cluster, "node1", 8889):
             assert time.monotonic() < deadline, "the cancelled training still listens"

@@ -57,9 +57,9 @@ def load_and_evaluate(path: Path, keras2: bool = False) -> float:
     keras2: the model was saved by Keras 2 (train.py --fit): load it with tf_keras.
     """
     keras = "tf_keras as keras" if keras2 else "keras"
-    code = (f"import importlib.util, sys, numpy as np, {keras}\n"
-            f"spec = importlib.util.spec_from_file_location('train', {str(TRAIN)!r})\n"
-            "train = importlib.util.module_from_spec(spec); spec.loader.exec_module(train)\n"
+    code = (f"import sys, numpy as np, {keras}\n"
+            f"sys.path.insert(0, {str(TRAIN.parent)!r})  # train.py and digits.py beside it\n"
+            "import train\n"
             "_, _, x, y = train.load_data(train.SEED)\n"
             "model = keras.models.load_model(sys.argv[1])\n"
             "print(float(np.mean(np.argmax(model.predict(x, verbose=0), axis=1) == y)))\n")
