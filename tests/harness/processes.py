@@ -13,7 +13,7 @@ import time
 from typing import Any, Sequence
 
 __all__ = ["ClusterError", "sh", "stat_fields", "starttime", "alive", "kill_all", "GARBLED",
-           "PmiGarbled", "Output", "stop_group"]
+           "PmiGarbled", "Output", "group_members", "stop_group"]
 
 
 class ClusterError(RuntimeError):
@@ -130,13 +130,33 @@ class Output:
         return "".join(self.out), "".join(self.err)
 
 
+def group_members(pgid: int) -> list[int]:
+    """Returns the PIDs of the live (not zombie) processes of process group ``pgid``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = stat_fields(f.read())
+        except (OSError, ValueError):
+            continue
+        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            found.append(int(entry.name))
+    return found
+
+
 def stop_group(p: subprocess.Popen, grace: float = 3.0) -> None:
-    """SIGTERM to p's process group, SIGKILL after ``grace`` s if p has not exited; reaps p."""
+    """SIGTERM to p's process group, SIGKILL after ``grace`` s if p or another process of the
+    group is still there; returns once p is reaped and none of its group lives (a child of
+    p's killed with it may outlive p's exit by as long as the machine takes to schedule it)."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, sig)
-        try:
+        deadline = time.monotonic() + wait
+        with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=wait)
+        while group_members(p.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if p.returncode is not None and not group_members(p.pid):
             return
-        except subprocess.TimeoutExpired:
-            continue

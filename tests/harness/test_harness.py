@@ -14,7 +14,7 @@ from typing import Dict, Iterator, Optional, Tuple
 import pytest
 
 from . import host_network, slurm_cluster
-from .processes import starttime
+from .processes import group_members, starttime
 from .slurm_cluster import ClusterError, SlurmCluster
 
 PY = sys.executable
@@ -186,13 +186,18 @@ def test_run_timeout_kills_group(cluster: SlurmCluster, tmp_path) -> None:
     assert [p for p in map(int, pids.read_text().split()) if starttime(p) is not None] == []
 
 
-@pytest.mark.parametrize("script, grace, signalled", [
-    pytest.param("sleep 30", 5.0, -15, id="ends on SIGTERM: at once"),
-    pytest.param("trap '' TERM; sleep 30", 1.5, -9, id="ignores SIGTERM: SIGKILL after grace"),
+@pytest.mark.parametrize("script, grace, signalled, after_grace", [
+    pytest.param("sleep 30", 5.0, -15, False, id="ends on SIGTERM: at once"),
+    pytest.param("trap '' TERM; sleep 30", 1.5, -9, True,
+                 id="ignores SIGTERM: SIGKILL after grace"),
+    pytest.param("(trap '' TERM; sleep 30)", 1.5, -15, True,
+                 id="the shell ends on SIGTERM, its child ignores it: SIGKILL after grace"),
 ])
-def test_stop_group_gives_sigterm_its_grace(script: str, grace: float, signalled: int) -> None:
+def test_stop_group_gives_sigterm_its_grace(script: str, grace: float, signalled: int,
+                                            after_grace: bool) -> None:
     """stop_group: SIGTERM to the group; SIGKILL only once ``grace`` s have passed (an srun
-    killed sooner leaves its job allocated)."""
+    killed sooner leaves its job allocated), to whatever of the group is left, not only to
+    the process it started; it returns once none of the group lives."""
     p = subprocess.Popen(["sh", "-c", f"{script.replace('sleep', 'echo ready; sleep')} & wait"],
                          start_new_session=True, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline() == "ready\n"  # the trap is set
@@ -201,7 +206,8 @@ def test_stop_group_gives_sigterm_its_grace(script: str, grace: float, signalled
     took = time.monotonic() - t
     p.stdout.close()
     assert p.returncode in (signalled, 128 - signalled), p.returncode
-    assert (took >= grace) if signalled == -9 else (took < grace), took
+    assert (took >= grace) if after_grace else (took < grace), took
+    assert group_members(p.pid) == []
 
 
 def test_a_timed_out_step_says_what_its_processes_were_doing(cluster: SlurmCluster) -> None:

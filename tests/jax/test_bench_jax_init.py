@@ -19,6 +19,8 @@ from tests.jax.test_edge import clean_env
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 BENCH = str(ROOT / "benchmarks" / "jax_init.py")
+VERDICT = (r"^goal: initialize\(\) within 1\.2x of JAX's own detection: "
+           r"(met|not met|borderline \([12] of the 3 figures within\)) \(x\d+\.\d\d of medians")
 
 
 def test_the_quick_benchmark_measures_and_judges(jax_python: str, tmp_path: Path) -> None:
@@ -31,8 +33,7 @@ def test_the_quick_benchmark_measures_and_judges(jax_python: str, tmp_path: Path
     text = p.stdout
     for mode in ("package", "package-slurm", "jax-own"):
         assert re.search(rf"^  {mode} +initialised \d+\.\d\d s \[", text, re.M), text
-    assert re.search(r"^goal: initialize\(\) within 1\.2x of JAX's own detection: "
-                     r"(met|not met|borderline) \(x\d+\.\d\d of medians", text, re.M), text
+    assert re.search(VERDICT, text, re.M), text
     assert re.search(r"Keras 3 fit on JAX \d+\.\d .*TensorFlow custom loop \d+\.\d", text), text
     found = json.loads(out.read_text())
     assert {"package", "package-slurm", "jax-own", "steps_per_second"} <= set(found)
@@ -50,6 +51,27 @@ def test_arguments_that_measure_nothing_are_refused(jax_python: str, args: list,
     p = subprocess.run([jax_python, BENCH, *args], capture_output=True, text=True,
                        timeout=60, env=clean_env())
     assert p.returncode == 2 and says in p.stderr, p.stderr
+
+
+def jax_init():
+    """Returns benchmarks/jax_init.py as a module (its verdict is pure)."""
+    spec = importlib.util.spec_from_file_location("jax_init_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("figures, said", [
+    ((1.2, 1.2, 1.2), "met"),                                    # the limit is within
+    ((1.21, 1.2, 1.0), "borderline (2 of the 3 figures within)"),
+    ((1.23, 1.23, 1.07), "borderline (1 of the 3 figures within)"),  # CI's run of stop 48
+    ((1.21, 1.3, 2.0), "not met"),
+])
+def test_the_verdict_counts_the_figures_within_the_goal(figures, said: str) -> None:
+    """The line the quick run's regex reads, for each count of figures within 1.2x."""
+    assert jax_init().verdict(figures) == said
+    line = f"goal: initialize() within 1.2x of JAX's own detection: {said} (x1.00 of medians"
+    assert re.search(VERDICT, line)
 
 
 def fit_rate():
