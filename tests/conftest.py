@@ -95,7 +95,7 @@ def _all_ports_free(request, monkeypatch):
 @pytest.fixture(autouse=True)
 def _fresh_resolver_state():
     """Forgets what earlier tests' resolvers wrote to CUDA_VISIBLE_DEVICES."""
-    module = sys.modules.get("mpi_resolver.resolve.tf_resolver")
+    module = sys.modules.get("mpi_resolver.resolve.this_process")
     if module is not None:
         module._narrowed.clear()
     yield

@@ -218,7 +218,7 @@ def observe(cls, env: Dict[str, str], kwargs: Dict[str, Any], smi_path: Optional
     mpi_resolver's notes, ``with_notes``); or, where it refuses with a RuntimeError (as both
     resolvers do), {'error': 'RuntimeError', 'message': its message}."""
     # Each case stands for a new process: forget what earlier cases' resolvers narrowed.
-    narrowed = getattr(sys.modules.get("mpi_resolver.resolve.tf_resolver"), "_narrowed", {})
+    narrowed = getattr(sys.modules.get("mpi_resolver.resolve.this_process"), "_narrowed", {})
     narrowed.clear()
     full = dict(env)
     full["PATH"] = (smi_path + os.pathsep if smi_path else "") + "/usr/bin:/bin"

@@ -14,13 +14,12 @@ from dataclasses import dataclass, fields
 from typing import Any, Dict, Optional
 
 from mpi_resolver.core.errors import MissingDependencyError, ResolutionError
-from mpi_resolver.core.logs import log_each
 from mpi_resolver.jax.arguments import JaxArguments, check_rpc_layer, jax_arguments
 from mpi_resolver.options import (DEFAULT_SOURCE, DEFAULT_TIMEOUT, DEFAULT_VERIFY, Options,
                                   make_options)
 from mpi_resolver.placement.addresses import DEFAULT_ADDRESS
-from mpi_resolver.resolve.environment import snapshot
-from mpi_resolver.resolve.resolution import Resolution, resolve_job
+from mpi_resolver.resolve.resolution import Resolution
+from mpi_resolver.resolve.this_process import resolve_process
 
 try:
     import jax
@@ -49,13 +48,7 @@ def resolve_for_jax(opts: Options, *, auto_set_gpu: bool = True, comm: Any = Non
     Raises:
       ResolutionError, FormatError, MismatchError: as MPIClusterResolver.
     """
-    from mpi_resolver.exchange.transport import (MpiTransport, mpi_initialized, mpi_library,
-                                                 world)
-
-    res = resolve_job(opts, snapshot(), library=mpi_library, have_comm=comm is not None,
-                      mpi_running=mpi_initialized(), warn=log_each,
-                      transport=lambda: MpiTransport(world(comm)[0], opts.timeout))
-    log_each(res.notes)
+    res = resolve_process(opts, comm=comm, auto_set_gpu=False)  # jax_arguments sets the GPUs
     args = jax_arguments(addresses=res.layout.addresses, rank=res.rank, own_gpus=res.own_gpus,
                          visible=os.environ.get("CUDA_VISIBLE_DEVICES"),
                          timeout=opts.timeout, auto_set_gpu=auto_set_gpu)

@@ -7,18 +7,14 @@ module the first time ``mpi_resolver.MPIClusterResolver`` is asked for).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Union
 
 from mpi_resolver.placement.addresses import DEFAULT_ADDRESS
-from mpi_resolver.gpus.cuda_state import cuda_loaded, too_early
-from mpi_resolver.resolve.environment import snapshot
 from mpi_resolver.core.errors import MissingDependencyError
-from mpi_resolver.gpus.lists import narrowing_changes
-from mpi_resolver.core.logs import log_each
-from mpi_resolver.exchange.transport import MpiTransport, mpi_initialized, mpi_library, world
 from mpi_resolver.options import DEFAULT_SOURCE, DEFAULT_TIMEOUT, DEFAULT_VERIFY
 from mpi_resolver.options import make_options
-from mpi_resolver.resolve.resolution import Resolution, resolve_job
+from mpi_resolver.resolve.resolution import Resolution
+from mpi_resolver.resolve.this_process import cuda_started, narrow, resolve_process
 
 try:
     import tensorflow as tf
@@ -28,48 +24,15 @@ except ImportError as e:  # pragma: no cover - exercised only without TensorFlow
         "(or tensorflow-cpu). The command line `mpi-resolver` works without it.") from e
 
 
-_CVD = "CUDA_VISIBLE_DEVICES"
-# What this process's resolvers wrote to CUDA_VISIBLE_DEVICES, and what was there before, so
-# that a second resolver allocates from the node's GPUs and not from the narrowed list.
-_narrowed: Dict[str, Optional[str]] = {}
-
-
-def _environment() -> Dict[str, str]:
-    """Returns the variables mpi_resolver reads, with CUDA_VISIBLE_DEVICES as it was before
-    this process's resolvers narrowed it."""
-    env = snapshot()
-    if _narrowed and env.get(_CVD) == _narrowed["written"]:
-        if _narrowed["original"] is None:
-            env.pop(_CVD, None)
-        else:
-            env[_CVD] = _narrowed["original"]
-    else:
-        _narrowed.clear()  # never narrowed, or the user set it since: theirs is the original
-    return env
-
-
-def _set_visible_devices(value: str) -> None:
-    """Sets CUDA_VISIBLE_DEVICES, remembering the value it replaces the first time."""
-    if not _narrowed:
-        _narrowed["original"] = os.environ.get(_CVD)
-    os.environ[_CVD] = value
-    _narrowed["written"] = value
-
-
-def _set_before_mpi(gpus: Tuple[str, ...]) -> None:
-    """Sets CUDA_VISIBLE_DEVICES to this rank's GPUs as Slurm's variables give them, before
-    MPI_Init (a CUDA-aware MPI may start CUDA there); not where CUDA started already, so that
-    the check in MPIClusterResolver._narrow compares with what CUDA saw."""
-    if not (_tf_listed_devices() or cuda_loaded()):
-        _set_visible_devices(",".join(gpus))
-
-
-def _tf_listed_devices() -> bool:
-    """Returns True when TensorFlow has already listed this process's physical devices (its
-    CUDA then started with CUDA_VISIBLE_DEVICES as it was)."""
+def _cuda_started() -> Optional[str]:
+    """Returns why CUDA has started in this process: TensorFlow listed its physical devices
+    (its CUDA then started with CUDA_VISIBLE_DEVICES as it was), or libcuda is loaded; None
+    where it has not."""
     from tensorflow.python.eager import context
 
-    return getattr(context.context(), "_physical_devices", None) is not None
+    if getattr(context.context(), "_physical_devices", None) is not None:
+        return "TensorFlow already listed this process's devices"
+    return cuda_started()
 
 
 def _make_cluster_spec(cluster: Dict[str, List[str]]) -> "tf.train.ClusterSpec":
@@ -132,13 +95,8 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
                             gpus_per_task=gpus_per_task, tasks_per_node=tasks_per_node,
                             source=source, verify=verify, timeout=timeout,
                             uneven_gpus=uneven_gpus, address=address, env=os.environ)
-        self._resolution = resolve_job(
-            opts, _environment(), library=mpi_library, have_comm=comm is not None,
-            mpi_running=mpi_initialized(),
-            warn=log_each,  # the plan's warnings, before MPI starts
-            transport=lambda: MpiTransport(world(comm)[0], opts.timeout),
-            before_mpi=_set_before_mpi if auto_set_gpu else None)
-        log_each(self._resolution.notes)
+        self._resolution = resolve_process(opts, comm=comm, auto_set_gpu=auto_set_gpu,
+                                           started=_cuda_started)
         self._cluster_spec = None
         # TensorFlow's own GPU arithmetic is not used (cluster_spec and num_accelerators are
         # ours); give it numbers that pass its check (tasks x GPUs per task <= GPUs per node).
@@ -147,27 +105,6 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
                          gpus_per_node=own * max(self._resolution.task_configuration.values()),
                          gpus_per_task=own, tasks_per_node=None,
                          auto_set_gpu=auto_set_gpu, rpc_layer=rpc_layer)
-        if auto_set_gpu:
-            self._narrow()  # now, as well as in cluster_spec(): before anything starts CUDA
-
-    def _narrow(self) -> None:
-        """Sets CUDA_VISIBLE_DEVICES to this rank's GPUs.
-
-        Raises:
-          ResolutionError: CUDA already started (TensorFlow listed its devices, or libcuda is
-            loaded) and the setting would change the GPUs this process uses.
-        """
-        res = self._resolution
-        wanted = res.visible_devices
-        node = res.gpus.node_gpus(res.layout.host_of(res.rank)[0])
-        if narrowing_changes(os.environ.get(_CVD), node, res.own_gpus):
-            if _tf_listed_devices():
-                raise too_early("TensorFlow already listed this process's devices", wanted)
-            if cuda_loaded():
-                raise too_early("CUDA is already loaded in this process (libcuda.so in "
-                                "/proc/self/maps: a CUDA-aware MPI's MPI_Init, or an earlier "
-                                "import)", wanted)
-        _set_visible_devices(wanted)
 
     @property
     def resolution(self) -> Resolution:
@@ -194,7 +131,7 @@ class MPIClusterResolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
         """Returns the ClusterSpec; sets task_type, task_id and CUDA_VISIBLE_DEVICES as TF does."""
         self.task_type, self.task_id = self._resolution.task
         if self._auto_set_gpu:
-            self._narrow()
+            narrow(self._resolution, _cuda_started)
         if self._cluster_spec is None:
             self._cluster_spec = _make_cluster_spec(self._resolution.cluster())
         return self._cluster_spec

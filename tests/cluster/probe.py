@@ -4,7 +4,7 @@ Usage (under srun, sbatch, salloc or mpirun)::
 
     python probe.py '{"verify": true}'                     # one MPIClusterResolver(**kwargs)
     python probe.py '[{"source": "slurm"}, {}]'             # several, in order, in one process
-    python probe.py '{}' --no-tf                            # without TensorFlow's resolver
+    python probe.py '{}' --no-tf                            # without TensorFlow at all
 
 For each set of kwargs, every rank writes ONE line of JSON to stdout, in one write call (print
 interleaves under mpirun)::
@@ -23,6 +23,9 @@ them (SLURM_GPU_KEYS; null where unset).
 ``tf`` holds the same fields from TensorFlow's own SlurmClusterResolver with the same
 arguments, in the same process and from the same environment, when mpi_resolver resolved from
 Slurm's variables (source 'slurm'); TensorFlow's exception is recorded as {"error": ...}.
+With ``--no-tf`` the probe imports no TensorFlow (6-7 s of CPU in each rank): the same
+resolution comes from resolve_process (MPIClusterResolver's, without its TensorFlow class), its
+fields computed as the class does, and ``tf`` is null.
 
 On an exception the line is {"variant", "kwargs", "rank", "host", "mpi_size", "mpi_rank",
 "slurm", "original_cvd", "slurm_gpu", "error_type", "error"}; the probe goes on with the next
@@ -97,12 +100,13 @@ def describe(resolver):
             "num_accelerators": resolver.num_accelerators(), "stable": stable}
 
 
-def tensorflow_view(kwargs):
-    """Returns what TensorFlow's SlurmClusterResolver says with the same arguments."""
+def tensorflow_view(kwargs, original=ORIGINAL_CVD):
+    """Returns what TensorFlow's SlurmClusterResolver says with the same arguments, with
+    CUDA_VISIBLE_DEVICES ``original`` (as launched)."""
     import tensorflow as tf
 
     ours = os.environ.get(CVD)
-    set_cvd(ORIGINAL_CVD)  # TensorFlow counts GPUs from CUDA_VISIBLE_DEVICES: the job's own
+    set_cvd(original)  # TensorFlow counts GPUs from CUDA_VISIBLE_DEVICES: the job's own
     try:
         resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
             **{k: v for k, v in kwargs.items() if k in TF_ARGS})
@@ -141,15 +145,20 @@ def report(base, make_line, extra=None):
 
 
 def resolve(variant, kwargs, with_tf):
-    """Emits this rank's line for one MPIClusterResolver(**kwargs); returns the exit status."""
-    import mpi_resolver
+    """Emits this rank's line for one resolution with ``kwargs``: MPIClusterResolver(**kwargs)
+    and TensorFlow's own view ``with_tf``, else the same resolution without TensorFlow
+    (resolve_process, as the resolver makes it); returns the exit status."""
 
     def make_line():
-        resolver = mpi_resolver.MPIClusterResolver(**kwargs)
-        view = describe(resolver)
-        res = resolver.resolution
+        if with_tf:
+            import mpi_resolver
+
+            resolver = mpi_resolver.MPIClusterResolver(**kwargs)
+            view, res = describe(resolver), resolver.resolution
+        else:
+            view, res = resolved_without_tf(kwargs)
         line = dict(source=res.source, verified=res.verified, **view,
-                    tf_config=resolver.tf_config(), notes=list(res.notes),
+                    tf_config=res.tf_config(), notes=list(res.notes),
                     resolved_rank=res.rank, tf=None)
         if with_tf and res.source == "slurm":
             line["tf"] = tensorflow_view(kwargs)
@@ -157,6 +166,31 @@ def resolve(variant, kwargs, with_tf):
 
     return report({"variant": variant, "kwargs": kwargs, "rank": launcher_rank(),
                    "host": socket.gethostname()}, make_line)
+
+
+def resolved_without_tf(kwargs):
+    """Returns (describe()'s fields, the resolution) of resolve_process with the resolver's
+    arguments ``kwargs``: what MPIClusterResolver gives, without importing TensorFlow."""
+    from mpi_resolver.options import make_options
+    from mpi_resolver.resolve.this_process import narrow, resolve_process
+
+    args = dict(kwargs)
+    set_gpu, rpc_layer = args.pop("auto_set_gpu", True), args.pop("rpc_layer", "grpc")
+    res = resolve_process(make_options(**args, env=os.environ), auto_set_gpu=set_gpu)
+
+    def spec_and_visible():
+        if set_gpu:
+            narrow(res)  # as each cluster_spec() call does
+        return res.cluster(), os.environ.get(CVD)
+
+    (spec, visible), again = spec_and_visible(), spec_and_visible()
+    task_type, task_id = res.task
+    address = spec[task_type][task_id]
+    return {"task_type": task_type, "task_id": task_id, "cluster": spec, "address": address,
+            "cuda_visible_devices": visible,
+            "master": f"{rpc_layer}://{address}" if rpc_layer else address,
+            "num_accelerators": {"GPU": len(res.own_gpus)},
+            "stable": again == (spec, visible)}, res
 
 
 _SEQUENCE = itertools.count()

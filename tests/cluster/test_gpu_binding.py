@@ -22,8 +22,10 @@ also spells out its literal answer, measured on Slurm 22.05):
 - num_accelerators() == {"GPU": entries of its CUDA_VISIBLE_DEVICES}; nvidia-smi is never
   run where Slurm's variables say (the fake one counts its calls).
 
-Each rank imports TensorFlow (3-6 s on 2 cores), so the probe runs only where the resolver's
-answer is new; the command line (no TensorFlow) runs every case.
+The probe resolves as MPIClusterResolver does without importing TensorFlow (probe.py --no-tf;
+6-7 s of CPU a rank saved); where TensorFlow's own resolver is compared (``tf_parity``), it is
+replayed in this process from what each rank saw (tf_replay.py). The probe runs only where the
+resolver's answer is new; the command line runs every case.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import pytest
 
 from tests.cluster.conftest import GRES_GPUS, PY, ROOT
+from tests.cluster.tf_replay import tensorflow_view
 from tests.cluster.test_scenarios import Run, launch, parse_lines, probe_argv, short, wait_for_job
 from tests.harness.slurm_cluster import SlurmCluster
 
@@ -67,9 +70,8 @@ class Case:
     shared: Tuple[int, ...] = ()
     #: run the probe (TensorFlow in every rank), not only the command line
     probe: bool = True
-    #: the probe also asks TensorFlow's resolver (it runs nvidia-smi where CVD is unset)
-    tf: bool = True
-    #: TensorFlow's resolver must give the same CUDA_VISIBLE_DEVICES and ClusterSpec
+    #: TensorFlow's resolver, from what each rank saw, must give the same CUDA_VISIBLE_DEVICES
+    #: and ClusterSpec
     tf_parity: bool = False
     #: source='slurm' must give ``want`` too; False where a rank alone cannot know the other
     #: ranks' lists (nodes that differ): then only the rule's invariants are checked
@@ -108,7 +110,7 @@ ONE_NODE = [
          probe=False),
     # CUDA_VISIBLE_DEVICES unset, SLURM_GPUS_ON_NODE=4: no nvidia-smi, not even TensorFlow's
     Case("-w node1 -n4 --gpus-per-task=1 --gpu-bind=none", ranks(None, None, None, None),
-         "1111", ("0", "1", "2", "3"), tf=False),
+         "1111", ("0", "1", "2", "3")),
 ]
 
 TWO_NODES = [
@@ -208,7 +210,8 @@ def probe_runs(gres_cluster: SlurmCluster, gres_rank_env: Dict[str, str]):
         if case.options not in done:
             gres_cluster.reset_nvidia_smi_calls()
             r = launch(gres_cluster, [*SRUN, *case.options.split(),
-                                      *probe_argv(VARIANTS, tf=case.tf)], env=gres_rank_env)
+                                      *probe_argv(VARIANTS, tf=False)],
+                       env=gres_rank_env)
             done[case.options] = Probed(r, {n: gres_cluster.nvidia_smi_calls(n)
                                             for n in gres_cluster.node_names})
         return done[case.options]
@@ -279,8 +282,8 @@ def assert_tf_parity(lines: List[Dict[str, Any]], run: Run) -> None:
     """Asserts that TensorFlow's resolver on the same rank gives the same GPUs and spec."""
     where = run.context()
     for line in lines:
-        theirs = line["tf"]
-        assert theirs is not None and "error" not in theirs, \
+        theirs = line["tf"] or tensorflow_view(line, GRES_GPUS[short(line["host"])])
+        assert "error" not in theirs, \
             f"rank {line['rank']}: TensorFlow's resolver: {theirs}{where}"
         for key in ("cuda_visible_devices", "num_accelerators", "cluster", "task_id"):
             assert theirs[key] == line[key], \
@@ -320,7 +323,8 @@ def test_probe_srun_mpi_none_source_slurm(gres_cluster: SlurmCluster, gres_rank_
     """srun --mpi=none OPTIONS probe, source='slurm': no MPI at all, the same GPUs."""
     gres_cluster.reset_nvidia_smi_calls()
     run = launch(gres_cluster, ["srun", "--mpi=none", *case.options.split(),
-                                *probe_argv([{"source": "slurm"}], tf=case.tf)], env=gres_rank_env)
+                                *probe_argv([{"source": "slurm"}], tf=False)],
+                 env=gres_rank_env)
     assert run.returncode == 0, run.context()
     lines = run.variant(0)
     assert_slurm_gave(lines, case, run)
@@ -342,7 +346,7 @@ def test_sbatch_gpus_per_task(gres_cluster: SlurmCluster, gres_rank_env) -> None
                 "#SBATCH -w node1\n#SBATCH -n2\n#SBATCH --gpus-per-task=2\n"
                 "#SBATCH --job-name=mpir-gpu-probe\n"
                 f"#SBATCH --output={out}\n#SBATCH --time=2\n"
-                f"srun --mpi=pmix {shlex.join(probe_argv(VARIANTS))}\n")
+                f"srun --mpi=pmix {shlex.join(probe_argv(VARIANTS, tf=False))}\n")
     c.reset_nvidia_smi_calls()
     try:
         sub = launch(c, ["sbatch", "--parsable", script], env=gres_rank_env, timeout=30,
@@ -414,7 +418,7 @@ def test_cpu_only_nodes(cpu_cluster: SlurmCluster) -> None:
     rank, {"GPU": 0}, and a note that says the job runs on CPU."""
     assert not any(os.path.exists(f"/dev/nvidia{i}") for i in range(8)), \
         "this machine has /dev/nvidia*: the CPU-only case cannot be made here"
-    run = launch(cpu_cluster, [*SRUN, "-N2", "-n3", *probe_argv(VARIANTS)],
+    run = launch(cpu_cluster, [*SRUN, "-N2", "-n3", *probe_argv(VARIANTS, tf=False)],
                  env={"PYTHONPATH": str(ROOT)})
     assert run.returncode == 0, run.context()
     for variant in (0, 1):

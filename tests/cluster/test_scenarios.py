@@ -3,7 +3,10 @@
 Every rank runs tests/cluster/probe.py (or the command line) and reports what it resolved;
 each scenario asserts on every rank's line, not only on the exit status. The common checks
 are in ``assert_sound``. One launch serves several assertions where it can (the probe takes a
-list of resolver arguments and resolves each in turn), since each rank imports TensorFlow.
+list of resolver arguments and resolves each in turn). The ranks resolve as MPIClusterResolver
+does without importing TensorFlow (probe.py --no-tf; 6-7 s of CPU a rank saved), but for
+``block_run``'s, which run the class and TensorFlow's own resolver in every rank; elsewhere
+TensorFlow's answer is replayed in this process from what each rank saw (tf_replay.py).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import pytest
 
 from tests.cluster.conftest import GPUS_PER_NODE, PROBE, PY, RANK_ENV, hiding
+from tests.cluster.tf_replay import tensorflow_view
 from tests.harness.slurm_cluster import PmiGarbled, SlurmCluster
 from tests.docs.blocks import assert_sample, block
 
@@ -120,9 +124,11 @@ def probe_argv(variants: Any, *, tf: bool = True) -> List[str]:
     return [PY, PROBE, json.dumps(variants)] + ([] if tf else ["--no-tf"])
 
 
-def probe(cluster: SlurmCluster, launcher: Sequence[str], variants: Any, *, tf: bool = True,
+def probe(cluster: SlurmCluster, launcher: Sequence[str], variants: Any, *, tf: bool = False,
           **kw) -> Run:
-    """Runs the probe under ``launcher`` (srun ..., mpirun ..., salloc ... mpirun ...)."""
+    """Runs the probe under ``launcher`` (srun ..., mpirun ..., salloc ... mpirun ...); with
+    ``tf``, every rank runs MPIClusterResolver and TensorFlow's own resolver (else neither:
+    assert_sound replays TensorFlow's here where it is compared)."""
     return launch(cluster, [*launcher, *probe_argv(variants, tf=tf)], **kw)
 
 
@@ -202,7 +208,9 @@ def assert_sound(lines: List[Dict[str, Any]], *, n: int, run: Run,
                 assert line["mpi_size"] == int(slurm["SLURM_STEP_NUM_TASKS"]), where
         else:
             assert line["tf"] is None, where
-        # TensorFlow's resolver on the same rank
+        # TensorFlow's resolver on the same rank (in it, or replayed here from what it saw)
+        if tf is not None and line["tf"] is None:
+            line["tf"] = tensorflow_view(line, gpus_per_node)
         if tf == "same":
             theirs = line["tf"]
             assert theirs is not None and "error" not in theirs, \
@@ -278,8 +286,10 @@ CYCLIC_3_1 = {0: "node1", 1: "node2", 2: "node1", 3: "node1"}
 # ------------------------------------------------------------------------------ shared runs
 @pytest.fixture(scope="module")
 def block_run(cluster: SlurmCluster) -> Run:
-    """srun -N2 -n4 --mpi=pmix (tasks 3,1): served to scenario 2 and the tf-config check."""
-    return probe(cluster, ["srun", "-N2", "-n4", "--mpi=pmix"], [{}])
+    """srun -N2 -n4 --mpi=pmix (tasks 3,1): served to scenario 2 and the tf-config check.
+    Its ranks run MPIClusterResolver and TensorFlow's resolver themselves (the other scenarios
+    resolve without TensorFlow, and TensorFlow's answer is replayed in this process)."""
+    return probe(cluster, ["srun", "-N2", "-n4", "--mpi=pmix"], [{}], tf=True)
 
 
 # ------------------------------------------------------------------------------ 1-3: block
@@ -304,6 +314,9 @@ def test_2a_two_nodes_block_tasks_3_1(cluster: SlurmCluster, block_run: Run) -> 
                         cvd={0: "0", 1: "1", 2: "2", 3: "0"})
     assert spec == {"worker": ["node1:8888", "node1:8889", "node1:8890", "node2:8888"]}
     assert all(line["notes"] == [] for line in lines), run.context()
+    for line in lines:  # the other scenarios' replay gives what TensorFlow said in the rank
+        assert line["tf"] is not None, run.context()
+        assert tensorflow_view(line, GPUS_PER_NODE) == line["tf"], run.context()
 
 
 def test_2b_ntasks_per_node_2_with_cuda_visible_devices(cluster: SlurmCluster) -> None:

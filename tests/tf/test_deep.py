@@ -118,9 +118,9 @@ def test_the_rehearsal_s_resolver_takes_every_option_of_the_command_line():
     from mpi_resolver.rehearsal.deep_tf import TfRehearsal
     from mpi_resolver.options import make_options, parse_jobs
 
-    from mpi_resolver.resolve import tf_resolver as _tf_resolver
+    from mpi_resolver.resolve import this_process
 
-    _tf_resolver._narrowed.clear()  # as in a new process
+    this_process._narrowed.clear()  # as in a new process
     port = free_port()
     opts = make_options(jobs=parse_jobs("chief=1,worker=1"), port_base=port, gpus_per_node=0,
                         source="slurm", verify=False, timeout=7.0, uneven_gpus=True,

@@ -102,11 +102,14 @@ def test_cuda_started_before_the_narrowing(libcuda, env, order, expected):
 ])
 def test_gpus_set_before_mpi_only_where_cuda_has_not_started(monkeypatch, tf_listed, cuda,
                                                              expected):
-    from mpi_resolver.resolve import tf_resolver as _tf_resolver
+    from tensorflow.python.eager import context
 
-    monkeypatch.setattr(_tf_resolver, "_tf_listed_devices", lambda: tf_listed)
-    monkeypatch.setattr(_tf_resolver, "cuda_loaded", lambda: cuda)
+    from mpi_resolver.resolve import this_process, tf_resolver
+
+    monkeypatch.setattr(context.context(), "_physical_devices",
+                        [] if tf_listed else None, raising=False)
+    monkeypatch.setattr(this_process, "cuda_loaded", lambda: cuda)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
-    monkeypatch.setattr(_tf_resolver, "_narrowed", {})
-    _tf_resolver._set_before_mpi(("1",))
+    monkeypatch.setattr(this_process, "_narrowed", {})
+    this_process._set_before_mpi(("1",), tf_resolver._cuda_started)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == expected
