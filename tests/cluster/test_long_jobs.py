@@ -126,9 +126,9 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     template("read-only", [READ_ONLY, NONE], "--port-base", "25200", "--checkpoint-every",
              "50").progress = "  step 100: "  # the save at step 50 made: progress in run 1
     template("twice in a row", [USR1_TWICE, NONE], "--port-base", "25100")
-    template("scontrol requeue", [REQUEUE, NONE], "--port-base", "25110")
+    # scontrol requeue, then the warning signal in the next run: one job for both tests
+    template("requeued, then warned", [REQUEUE, USR1, NONE], "--port-base", "25110")
     template("fit", [USR1, NONE], "--fit", "--port-base", "25120")
-    template("interrupted twice", [USR1, USR1, NONE], "--port-base", "25130")
     template("TensorFlow 2.15.1", [USR1, NONE], "--port-base", "25150", python=str(OLDEST))
     (tmp / "no-scontrol.py").write_text(NO_SCONTROL.format(train=TRAIN))
     template("no scontrol", [USR1, NONE], "--port-base", "25160",
@@ -196,13 +196,13 @@ def test_usr1_saves_requeues_and_the_next_run_finishes(jobs):
 def test_scontrol_requeue_saves_on_sigterm_and_slurm_requeues(jobs):
     """`scontrol requeue`: SIGTERM to every task; the save, exit 143 (Slurm requeues the job
     itself, worker 0 does not), and the next run resumes."""
-    job = jobs["scontrol requeue"]
+    job = jobs["requeued, then warned"]
     assert job.error is None, job.context()
-    resumed_runs(job, 2)
+    resumed_runs(job, 3)
     first = job.runs()[0]
     assert "checkpoint saved on SIGTERM; not requeued: SIGTERM ends the job" in first, first
     assert "Exited with exit code 143" in first, job.context()
-    assert job.states[-1] == "COMPLETED None Restarts=1", job.context()
+    assert "resumed from the checkpoint in" in job.runs()[1], job.context()
 
 
 def test_fit_saves_and_resumes_at_the_next_batch(jobs):
@@ -214,10 +214,13 @@ def test_fit_saves_and_resumes_at_the_next_batch(jobs):
 
 
 def test_a_job_interrupted_twice_resumes_from_the_second_checkpoint(jobs):
-    job = jobs["interrupted twice"]
+    """Requeued by scontrol, then warned in its second run: the third run resumes from the
+    second run's checkpoint."""
+    job = jobs["requeued, then warned"]
     assert job.error is None, job.context()
     steps = resumed_runs(job, 3)
     assert steps[0][0] < steps[1][0], job.context()
+    assert "checkpoint saved on SIGUSR1" in job.runs()[1], job.context()
     assert job.states[-1] == "COMPLETED None Restarts=2", job.context()
 
 
