@@ -74,6 +74,37 @@ def test_the_verdict_counts_the_figures_within_the_goal(figures, said: str) -> N
     assert re.search(VERDICT, line)
 
 
+def step(ready: float, backoff: bool = False, **parts: float) -> dict:
+    """One step's record of the last rank, as rank_main reports it."""
+    return {"ready": ready, "imported": 1.0, "arrived": 1.0, "backoff": backoff, **parts}
+
+
+def test_the_report_prints_each_mode_the_parts_and_the_verdict(capsys) -> None:
+    """report(), from two repetitions' records: each mode's line with its ratio to JAX's own,
+    the parts' table, the difference part by part and the verdict, as the figures say."""
+    found = {"package": [step(2.2, package_import=0.1, mpi_init=0.3, resolve=0.1,
+                              jax_start=0.5), step(2.4, package_import=0.1, mpi_init=0.3,
+                                                   resolve=0.1, jax_start=0.5)],
+             "package-slurm": [step(1.9, package_import=0.1, resolve=0.05, jax_start=0.5)] * 2,
+             "jax-own": [step(2.0, jax_start=0.9, backoff=True), step(2.0, jax_start=0.4)]}
+    summary = jax_init().report(found, 2, [1.0, 2.0])
+    out = capsys.readouterr().out
+    assert summary["package"]["ratio"] == pytest.approx(1.15)
+    assert summary["package"]["paired"] == pytest.approx([1.1, 1.2])
+    assert summary["package"]["within"] == 2
+    assert summary["difference"]["total"] == pytest.approx(0.3)
+    assert summary["difference"]["mpi_init"] == pytest.approx(0.3)
+    # the parts in place of JAX's own start (0.65): 2.0 - 0.65 + 1.0 = 2.35; against its start
+    # without the backoff (0.4): 2.35 / 1.75
+    assert summary["ratio_from_parts"]["package"] == pytest.approx(2.35 / 2.0)
+    assert summary["ratio_from_parts_against_jax_without_backoff"]["package"] == \
+        pytest.approx(2.35 / 1.75)
+    assert "  package        initialised " in out and "x1.15 of JAX's own" in out
+    assert "jax-own 1/2" in out  # the steps that met the backoff
+    assert re.search(VERDICT, out, re.M), out
+    assert "borderline (2 of the 3 figures within) (x1.15 of medians" in out, out
+
+
 def fit_rate():
     """Returns benchmarks/fit_rate.py as a module (pure, but for epoch_times)."""
     spec = importlib.util.spec_from_file_location("fit_rate_bench",
