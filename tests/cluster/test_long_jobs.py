@@ -128,10 +128,10 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     template("twice in a row", [USR1_TWICE, NONE], "--port-base", "25100")
     # scontrol requeue, then the warning signal in the next run: one job for both tests
     template("requeued, then warned", [REQUEUE, USR1, NONE], "--port-base", "25110")
-    template("fit", [USR1, NONE], "--fit", "--port-base", "25120")
     template("TensorFlow 2.15.1", [USR1, NONE], "--port-base", "25150", python=str(OLDEST))
+    # Keras's fit, in a step without scontrol: one job for both tests
     (tmp / "no-scontrol.py").write_text(NO_SCONTROL.format(train=TRAIN))
-    template("no scontrol", [USR1, NONE], "--port-base", "25160",
+    template("fit, no scontrol", [USR1, NONE], "--fit", "--port-base", "25160",
              TRAIN=str(tmp / "no-scontrol.py"))
     template("node-local", [NONE], "--port-base", "25180",
              CHECKPOINT_DIR=f"/dev/shm/mpir-test-{uuid.uuid4().hex[:8]}")
@@ -206,7 +206,7 @@ def test_scontrol_requeue_saves_on_sigterm_and_slurm_requeues(jobs):
 
 
 def test_fit_saves_and_resumes_at_the_next_batch(jobs):
-    job = jobs["fit"]
+    job = jobs["fit, no scontrol"]
     assert job.error is None, job.context()
     resumed_runs(job, 2)
     the_last_line_of_each_run_is_the_chief_s_steps_line(job)
@@ -235,7 +235,7 @@ def test_tensorflow_2_15_1(jobs):
 def test_without_scontrol_in_the_step_supervise_requeues(jobs):
     """The tasks have no scontrol (as in a container) and need none: they save and exit 75,
     and supervise, in the batch step, requeues the job."""
-    job = jobs["no scontrol"]
+    job = jobs["fit, no scontrol"]
     assert job.error is None, job.context()
     resumed_runs(job, 2)
     first = job.runs()[0]
