@@ -69,6 +69,9 @@ class Job:
     #: ends at a short time limit: the next run's start (imports, the strategy: seconds, but a
     #: minute on a loaded 2-core machine) must not race the same limit.
     later_time_limit: Optional[int] = None
+    #: Seconds a run may take to end once interrupted (or, uninterrupted, to complete): a
+    #: hang's bound, which a job of more steps than the others raises with them.
+    run_seconds: float = 300.0
     job_id: str = ""
     error: Optional[str] = None
     states: List[str] = field(default_factory=list)  #: the job's state after each run
@@ -206,7 +209,7 @@ class Driver:
         if interrupt not in (NONE, TIME_LIMIT):
             wait_for(lambda: job.progress in job.runs()[-1], 300, f"run {number}'s training")
             self._interrupt(job, interrupt)
-        wait_for(lambda: self._between_runs(job), 300, f"run {number}'s end")
+        wait_for(lambda: self._between_runs(job), job.run_seconds, f"run {number}'s end")
         state = show(self.cluster, job.target)
         job.states.append(f"{state.get('JobState')} {state.get('Reason')} "
                           f"Restarts={state.get('Restarts')}")
