@@ -44,6 +44,8 @@ import sys
 import time
 import traceback
 
+from tests.harness import chunked
+
 CVD = "CUDA_VISIBLE_DEVICES"
 SLURM_KEYS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURMD_NODENAME", "SLURM_STEP_NODELIST",
               "SLURM_STEP_TASKS_PER_NODE", "SLURM_DISTRIBUTION", "SLURM_GTIDS")
@@ -194,17 +196,12 @@ def resolved_without_tf(kwargs):
 
 
 _SEQUENCE = itertools.count()
-CHUNK = 700  # srun forwards long lines in pieces that other ranks' output can split
 
 
 def emit(text: str) -> None:
-    """Writes ``text`` as lines '@<id> <k>/<n> <piece>' of at most CHUNK characters each,
-    one write per line; parse_lines() puts them back together."""
-    ident = f"{os.getpid()}-{next(_SEQUENCE)}"
-    pieces = [text[i:i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
-    for k, piece in enumerate(pieces):
-        sys.stdout.write(f"@{ident} {k}/{len(pieces)} {piece}\n")
-        sys.stdout.flush()
+    """Writes ``text`` as lines '@<id> <k>/<n> <piece>' (tests.harness.chunked), which
+    parse_lines() puts back together."""
+    chunked.write(text, "@", f"{os.getpid()}-{next(_SEQUENCE)}")
 
 
 def wait_for_others(timeout=20.0):

@@ -25,6 +25,7 @@ import pytest
 
 from tests.cluster.conftest import GPUS_PER_NODE, PROBE, PY, RANK_ENV, hiding
 from tests.cluster.tf_replay import tensorflow_view
+from tests.harness import chunked
 from tests.harness.slurm_cluster import PmiGarbled, SlurmCluster
 from tests.docs.blocks import assert_sample, block
 
@@ -93,30 +94,10 @@ def launch(cluster: SlurmCluster, argv: Sequence[str], *, env: Optional[Mapping]
 
 def parse_lines(stdout: str) -> List[Dict[str, Any]]:
     """Returns the probe's JSON lines, put together from its '@id k/n piece' chunks."""
-    parts: Dict[str, Dict[int, str]] = {}
-    sizes: Dict[str, int] = {}
-    order: List[str] = []
-    for text in stdout.splitlines():
-        if not text.startswith("@"):
-            continue
-        ident, kn, piece = (text[1:].split(" ", 2) + [""])[:3]
-        k, n = (int(v) for v in kn.split("/"))
-        if ident not in parts:
-            order.append(ident)
-            parts[ident] = {}
-        parts[ident][k] = piece
-        sizes[ident] = n
-    lines = []
-    for ident in order:
-        if len(parts[ident]) != sizes[ident]:
-            pytest.fail(f"a rank's output is incomplete (chunks {sorted(parts[ident])} of "
-                        f"{sizes[ident]}):\n{stdout[-3000:]}")
-        text = "".join(parts[ident][k] for k in range(sizes[ident]))
-        try:
-            lines.append(json.loads(text))
-        except ValueError:
-            pytest.fail(f"a rank's line is not JSON: {text[:500]!r}")
-    return lines
+    try:
+        return chunked.read(stdout, "@")
+    except chunked.TornRecord as e:
+        pytest.fail(f"{e}\n{stdout[-3000:]}")
 
 
 def probe_argv(variants: Any, *, tf: bool = True) -> List[str]:

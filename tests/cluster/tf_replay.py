@@ -13,6 +13,7 @@ from typing import Any, Dict
 from unittest import mock
 
 from tests.cluster import probe
+from tests.harness.slurm_files import fake_nvidia_smi
 
 
 def tensorflow_view(line: Dict[str, Any], gpus_per_node: int) -> Dict[str, Any]:
@@ -25,8 +26,7 @@ def tensorflow_view(line: Dict[str, Any], gpus_per_node: int) -> Dict[str, Any]:
     with tempfile.TemporaryDirectory() as bin_dir:
         smi = os.path.join(bin_dir, "nvidia-smi")
         with open(smi, "w") as f:
-            f.write("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake GPU (UUID: GPU-{i})'\n"
-                                             for i in range(gpus_per_node)))
+            f.write(fake_nvidia_smi(line["host"], 0, gpus_per_node, os.devnull))
         os.chmod(smi, 0o755)
         env["PATH"] = f"{bin_dir}:/usr/bin:/bin"
         with mock.patch.dict(os.environ, env, clear=True):

@@ -28,16 +28,13 @@ import time
 import traceback
 from typing import Any, Dict
 
+from tests.harness import chunked
 
-def emit(record: Dict[str, Any], piece: int = 700) -> None:
-    """Prints ``record`` as JSON in lines ``JAXPROBE <id> k/n <text>`` of at most ``piece``
-    characters of text, each in one write (srun cuts lines past 1024 bytes)."""
-    text = json.dumps(record, default=str)
-    parts = [text[i:i + piece] for i in range(0, len(text), piece)]
-    ident = f"{os.uname().nodename}-{os.getpid()}"
-    for k, part in enumerate(parts):
-        sys.stdout.write(f"JAXPROBE {ident} {k}/{len(parts)} {part}\n")
-        sys.stdout.flush()
+
+def emit(record: Dict[str, Any]) -> None:
+    """Prints ``record`` as JSON in lines ``JAXPROBE <id> k/n <text>`` (tests.harness.chunked)."""
+    chunked.write(json.dumps(record, default=str), "JAXPROBE ",
+                  f"{os.uname().nodename}-{os.getpid()}")
 
 
 def jax_own_guess() -> Dict[str, Any]:

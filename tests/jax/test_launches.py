@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Sequence
 import pytest
 
 from tests.cluster.test_scenarios import launch
+from tests.harness import chunked
 from tests.harness.slurm_cluster import SlurmCluster
 from tests.jax.conftest import JAX_ENV, PROBE
 
@@ -33,14 +34,10 @@ def probe_argv(python: str, mode: str, options: Dict[str, Any]) -> List[str]:
 def reports(stdout: str) -> List[Dict[str, Any]]:
     """Returns the ranks' JAXPROBE records, in the order of JAX's process index (or of
     SLURM_PROCID / the MPI rank where JAX did not start)."""
-    pieces: Dict[str, Dict[int, str]] = {}
-    for line in stdout.splitlines():
-        if line.startswith("JAXPROBE "):
-            _, ident, kn, text = (line.split(" ", 3) + [""])[:4]
-            k, n = (int(v) for v in kn.split("/"))
-            pieces.setdefault(ident, {})[k] = text
-            assert all(k < n for k in pieces[ident]), stdout
-    found = [json.loads("".join(parts[k] for k in sorted(parts))) for parts in pieces.values()]
+    try:
+        found = chunked.read(stdout, "JAXPROBE ")
+    except chunked.TornRecord as e:
+        raise AssertionError(f"{e}\n{stdout[-3000:]}") from None
 
     def key(r: Dict[str, Any]) -> int:
         for name in ("index", "procid", "mpi_rank"):
