@@ -11,7 +11,7 @@ import sys
 from dataclasses import asdict
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from mpi_resolver.rehearsal.checkpoint_check import CheckpointReport
+from mpi_resolver.rehearsal.checkpoint_report import CheckpointReport
 from mpi_resolver.rehearsal.checkpoint_probe import run_checkpoint
 from mpi_resolver.cli.args import parse_args
 from mpi_resolver.cli.deep import end_after_deep, end_lost, run_deep_check

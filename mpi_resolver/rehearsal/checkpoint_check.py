@@ -1,6 +1,6 @@
 """`mpi-resolver check --checkpoint-dir DIR`, the pure parts: what each rank wrote and read,
-which files each node reads back, the verdict and its report (the file system and MPI edge is
-_checkpoint_probe; file names, contents and sizes are _checkpoint_files).
+which files each node reads back, and the verdict (its report is checkpoint_report; the file
+system and MPI edge is checkpoint_probe; file names, contents and sizes are checkpoint_files).
 
 A checkpoint saved on Slurm's warning signal is found by the requeued run only where DIR is
 one directory that every node sees. Every rank writes a file there; the first rank of each
@@ -13,12 +13,12 @@ others do not, the others lack the shared mount.
 from __future__ import annotations
 
 import errno
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from mpi_resolver.rehearsal.checkpoint_files import LOCAL_TYPES, hosts_text, space_text
+from mpi_resolver.rehearsal.checkpoint_report import CheckpointReport, Problem, Space
 from mpi_resolver.rehearsal.connect_pairs import node_dials
-from mpi_resolver.core.tables import text_table
 
 #: A rank's own write went well (its ``state``); else one of the kinds below.
 OK = "ok"
@@ -112,25 +112,6 @@ class Read:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Read:
         return cls(**data)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A row of the report: the nodes, the problem's kind, what was seen, the likely fix."""
-
-    hosts: List[str]
-    kind: str
-    seen: Optional[str]
-    fix: str
-
-
-@dataclass(frozen=True)
-class Space:
-    """The free and total bytes at DIR, alike on ``hosts``."""
-
-    free: int
-    total: int
-    hosts: List[str]
 
 
 def usable(w: Written, first: Written) -> bool:
@@ -262,58 +243,6 @@ def _spaces(nodes: Mapping[str, List[Written]], sharing: Sequence[List[str]]) ->
             free, total = known[0]
             figures.setdefault(space_text(free, total), Space(free, total, [])).hosts.append(host)
     return list(figures.values())
-
-
-@dataclass(frozen=True)
-class CheckpointReport:
-    """What --checkpoint-dir found: rank 0's absolute path, the job's nodes (this rank's alone
-    without MPI), the problems, the free space, each node's file system, notes, the seconds
-    it took."""
-
-    path: str
-    nodes: List[str]
-    problems: List[Problem]
-    space: List[Space]
-    fstypes: Dict[str, Optional[str]]
-    gathered: bool
-    seconds: float
-    notes: List[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when every node shown could write DIR and saw the others' files."""
-        return not self.problems
-
-    def text(self) -> str:
-        """Returns the report rank 0 prints (or each rank without MPI)."""
-        n = len(self.nodes)
-        space = "; ".join(f"{space_text(s.free, s.total)} ({hosts_text(s.hosts)}"
-                          f"{' alike' if len(s.hosts) > 1 else ''})" for s in self.space)
-        space = f"free space: {space or 'unknown'}"
-        where = "" if self.gathered else " on this rank's node"
-        if self.ok:
-            one = ", the job's one node" if self.gathered else ""
-            done = (f"seen and written by all {n} nodes" if n > 1 else
-                    f"written and read back on {self.nodes[0]}{one}")
-            lines = [f"CHECKPOINT DIR OK{where}: {self.path} {done}; {space}"]
-        else:
-            failing = len({h for p in self.problems for h in p.hosts})
-            rows = [{"nodes": hosts_text(p.hosts), "problem": p.kind, "seen": p.seen,
-                     "likely fix": p.fix} for p in self.problems]
-            lines = [f"CHECKPOINT DIR FAILED{where}: {self.path}: {failing} of {n} "
-                     f"node{'s' if n > 1 else ''} cannot use it as the job's shared checkpoint "
-                     "directory:", text_table(rows, ("nodes", "problem", "seen", "likely fix"),
-                                              100), space]
-        return "\n".join(lines + [f"note: {note}" for note in self.notes])
-
-    def as_json(self) -> Dict[str, Any]:
-        """Returns the report for `check --json`."""
-        return {"ok": self.ok, "path": self.path, "nodes": self.nodes,
-                "gathered": self.gathered, "seconds": round(self.seconds, 3),
-                "problems": [{"hosts": p.hosts, "problem": p.kind, "seen": p.seen,
-                              "fix": p.fix} for p in self.problems],
-                "space": [asdict(s) for s in self.space], "fstypes": self.fstypes,
-                "notes": self.notes}
 
 
 def _notes(written: Sequence[Written], removals: Sequence[Optional[str]],

@@ -58,6 +58,7 @@ ELSEWHERE = {
     "jax/local_parts.py": "tests/jax/test_local_parts.py",
     "jax/tier_saves.py": "tests/jax/test_local_tier_alone.py",
     "rehearsal/jax_deep.py": "tests/jax/test_deep.py",
+    "rehearsal/checkpoint_report.py": "tests/unit/rehearsal/test_checkpoint_check.py",
     "cli/args.py": "tests/unit/cli/test_main.py",
     "cli/step_run.py": "tests/unit/cli/test_supervise.py",
     "cli/supervise_requeue.py": "tests/unit/cli/test_supervise.py",

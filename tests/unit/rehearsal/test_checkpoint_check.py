@@ -26,8 +26,9 @@ from mpi_resolver.rehearsal import checkpoint_probe as probe
 from mpi_resolver.rehearsal.checkpoint_check import (ABSENT, ERROR, LAGGING, MISSING, NO_ACCESS,
                                             NO_SPACE, NODE_LOCAL, NOT_DIR, NOT_SHARED, OK,
                                             OTHER_PATH, READ_ONLY, SEEN, STUCK, UNREADABLE,
-                                            WRONG, Read, Space, Written, judge, kind_of,
+                                            WRONG, Read, Written, judge, kind_of,
                                             read_targets)
+from mpi_resolver.rehearsal.checkpoint_report import Space
 from mpi_resolver.rehearsal.checkpoint_files import (checkpoint_dir, content_problem, error_detail,
                                             file_name, file_text, hosts_text, job_step,
                                             mount_type, size_text, space_text)
