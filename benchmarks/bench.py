@@ -205,10 +205,10 @@ def machine() -> Dict[str, Any]:
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
 
 
-def table(results: Dict[str, Any]) -> str:
-    """Returns the results as a Markdown table with targets."""
-    rows = ["| measure | mpi_resolver | TensorFlow | ratio | target | met |",
-            "|---|---|---|---|---|---|"]
+def _resolution_rows(results: Dict[str, Any]) -> List[str]:
+    """Returns the table's rows of the resolutions: from Slurm's variables at each size, the
+    CLI's path, under mpirun, and the nvidia-smi count."""
+    rows = []
     for r in results["slurm_sizes"]:
         target = "<= 0.6" if (r["nodes"], r["tasks_per_node"]) == (10000, 4) else "<= 1.0"
         limit = 0.6 if target == "<= 0.6" else 1.0
@@ -231,13 +231,18 @@ def table(results: Dict[str, Any]) -> str:
     rows.append(f"| nvidia-smi runs, 4 ranks on 1 node | {g['mpi_resolver_calls']} | "
                 f"{g['tensorflow_calls']} | {probe_ratio:.2f}"
                 f" | once per node | {'yes' if g['mpi_resolver_calls'] == 1 else 'NO'} |")
+    return rows
+
+
+def _process_rows(results: Dict[str, Any]) -> List[str]:
+    """Returns the table's rows of the imports, srun's start-up and the memory."""
     s = results["startup"]
     no_tf = not s["imports_tensorflow"]
-    rows.append(f"| import mpi_resolver | {1000 * s['import_mpi_resolver_s']:.1f} ms, "
-                f"{'no TF' if no_tf else 'imports TF'} | "
-                f"{1000 * s['import_tf_resolver_s']:.0f} ms | "
-                f"{s['import_mpi_resolver_s'] / s['import_tf_resolver_s']:.4f} | no TF import | "
-                f"{'yes' if no_tf else 'NO'} |")
+    rows = [f"| import mpi_resolver | {1000 * s['import_mpi_resolver_s']:.1f} ms, "
+            f"{'no TF' if no_tf else 'imports TF'} | "
+            f"{1000 * s['import_tf_resolver_s']:.0f} ms | "
+            f"{s['import_mpi_resolver_s'] / s['import_tf_resolver_s']:.4f} | no TF import | "
+            f"{'yes' if no_tf else 'NO'} |"]
     if "srun_check_s" in s:
         rows.append(f"| srun -n4 --mpi=pmix: mpi-resolver check | {s['srun_check_s']:.2f} s | "
                     f"{s['srun_mpi4py_import_s']:.2f} s (mpi4py import) | "
@@ -253,7 +258,14 @@ def table(results: Dict[str, Any]) -> str:
         rows.append(f"| process peak RSS (TensorFlow imported), same job | "
                     f"{ours_rss:.0f} MiB | {tf_rss:.0f} MiB | {ours_rss / tf_rss:.2f}"
                     f" | reported | - |")
-    return "\n".join(rows)
+    return rows
+
+
+def table(results: Dict[str, Any]) -> str:
+    """Returns the results as a Markdown table with targets."""
+    return "\n".join(["| measure | mpi_resolver | TensorFlow | ratio | target | met |",
+                      "|---|---|---|---|---|---|", *_resolution_rows(results),
+                      *_process_rows(results)])
 
 
 def main() -> int:

@@ -64,7 +64,9 @@ if rank == 0:
 '''
 
 
-def _mpirun_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def mpirun_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """Returns the environment of a benchmark's `mpirun` without Slurm: this one without Slurm's
+    and MPI's variables, QUIET, Open MPI as root and oversubscribed, ``extra`` last."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "SLURMD_", "PMI_", "PMIX_", "OMPI_COMM"))}
     env.update(QUIET)
@@ -94,7 +96,7 @@ def bench_mpi(quick: bool) -> List[Dict[str, Any]]:
     """2. The MPI path under a real mpirun: time to ClusterSpec and collective calls."""
     rows = []
     for n in (2,) if quick else (2, 4, 8):  # --quick: each rank imports TensorFlow
-        env = _mpirun_env({"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(n)))})
+        env = mpirun_env({"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(n)))})
         ours = _mpi_run(n, "ours", env)
         theirs = _mpi_run(n, "tf", env)
         rows.append({"ranks": n, "mpi_resolver_ms": ours["median_ms"],
@@ -121,7 +123,7 @@ def bench_gpu_probes() -> Dict[str, Any]:
                            "".join(f"echo 'GPU {i}: Fake GPU (UUID: GPU-{i})'\n"
                                    for i in range(4)))
             smi.chmod(0o755)
-            env = _mpirun_env({"PATH": f"{tmp}:{os.environ['PATH']}"})
+            env = mpirun_env({"PATH": f"{tmp}:{os.environ['PATH']}"})
             env.pop("CUDA_VISIBLE_DEVICES", None)
             out[mode] = _mpi_run(4, mode, env, str(calls))["nvidia_smi_calls"]
     print(f"  4 ranks on 1 node: nvidia-smi ran {out['resolution']} time(s) for mpi_resolver, "

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import _mpirun_env  # noqa: E402 - benchmarks/ is this script's directory
+from bench_mpi import mpirun_env  # noqa: E402 - benchmarks/ is this script's directory
 from mpi_resolver.rehearsal.connect_pairs import (ALL_PAIRS_NODES, connections_per_rank,  # noqa: E402
                                                   node_offsets, pattern_of, peers_of)
 
@@ -108,7 +108,7 @@ def _yes(value: Optional[bool]) -> str:
 
 def real_run(n: int) -> Dict[str, Any]:
     """Returns rank 0's --connect report of `mpirun -n n`, and the command's wall time."""
-    env = _mpirun_env()  # bench.py's: no Slurm or MPI variables, as root, oversubscribed
+    env = mpirun_env()  # bench_mpi's: no Slurm or MPI variables, as root, oversubscribed
     argv = ["mpirun", "-n", str(n), sys.executable, "-m", "mpi_resolver", "check", "--connect",
             "--json", "--timeout", "30", "--port-base", "auto", "--gpus-per-node", "0"]
     start = time.perf_counter()

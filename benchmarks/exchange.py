@@ -115,24 +115,11 @@ class _AllFree:
         return False
 
 
-def simulate(n: int, mode: str) -> Dict[str, Any]:
-    """Returns time, bytes and peak memory of one rank's resolution in ``mode``."""
-    source = "mpi" if mode == "mpi" else "slurm" if mode == "slurm" else "auto"
-    opts = make_options(source=source, timeout=60.0,
-                        port_base="auto" if mode == "auto" else 8888)
-    env = job_env(n, RANK, mpi=mode != "slurm")
-    if mode == "mpi":
-        env = {"OMPI_COMM_WORLD_RANK": str(RANK), "OMPI_COMM_WORLD_LOCAL_RANK": str(RANK % 4),
-               "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
-    plan = make_plan(opts, env)
-    host_of = (lambda r: f"nid{r // PER_NODE:06d}")  # noqa: E731
-    records: Dict[int, bytes] = {}
-
-    def record(r: int) -> bytes:
-        if r not in records:
-            records[r] = _record_of(n, r, opts, plan.uses, host_of(r))
-        return records[r]
-
+def _replies(n: int, mode: str, record: Callable[[int], bytes],
+             host_of: Callable[[int], str]) -> Callable[[str, Any], Any]:
+    """Returns what the other ranks answer this rank's collectives with in ``mode``: every
+    rank's record, as the gather brings them ('before'), the hash table and node names
+    ('mpi'), else the records of the ranks asked."""
     prepared: Dict[str, Any] = {}
     if mode == "before":  # every rank's record, as the gather brings them
         prepared["all"] = [record(r) for r in range(n)]
@@ -151,7 +138,28 @@ def simulate(n: int, mode: str) -> Dict[str, Any]:
         if kind == "allgatherv":
             return prepared["names"]
         return record(arg)
+    return others
 
+
+def simulate(n: int, mode: str) -> Dict[str, Any]:
+    """Returns time, bytes and peak memory of one rank's resolution in ``mode``."""
+    source = "mpi" if mode == "mpi" else "slurm" if mode == "slurm" else "auto"
+    opts = make_options(source=source, timeout=60.0,
+                        port_base="auto" if mode == "auto" else 8888)
+    env = job_env(n, RANK, mpi=mode != "slurm")
+    if mode == "mpi":
+        env = {"OMPI_COMM_WORLD_RANK": str(RANK), "OMPI_COMM_WORLD_LOCAL_RANK": str(RANK % 4),
+               "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    plan = make_plan(opts, env)
+    host_of = (lambda r: f"nid{r // PER_NODE:06d}")  # noqa: E731
+    records: Dict[int, bytes] = {}
+
+    def record(r: int) -> bytes:
+        if r not in records:
+            records[r] = _record_of(n, r, opts, plan.uses, host_of(r))
+        return records[r]
+
+    others = _replies(n, mode, record, host_of)
     for r in range(RANK - RANK % PER_NODE, RANK - RANK % PER_NODE + PER_NODE):
         record(r)  # node peers: prepared before timing, as they arrive over the network
     gc.collect()
@@ -240,6 +248,63 @@ def _mib(b: float) -> str:
     return f"{b / 2**20:.2f} MiB" if b >= 2**20 else f"{b / 1024:.1f} KiB"
 
 
+def _simulation_line(n: int, s: Dict[str, Dict[str, Any]]) -> str:
+    """Returns the simulation table's row of ``n`` ranks from each mode's figures ``s``."""
+    ratio = s["after"]["seconds"] / s["slurm"]["seconds"]
+    slurm_ms = 1000 * s["slurm"]["seconds"]
+    if n <= 1000:
+        target, met = "<= 1.2x + 1 ms", 1000 * s["after"]["seconds"] <= 1.2 * slurm_ms + 1
+    else:
+        target, met = "<= 1.5x", ratio <= 1.5
+    nodes = n // PER_NODE
+    mpi_ms, mpi_peak = 1000 * s["mpi"]["seconds"], s["mpi"]["peak"]
+    mpi_target = "<= 200 ms, <= 20 MiB" if n == 100000 else "-"
+    mpi_met = ("yes" if mpi_ms <= 200 and mpi_peak <= 20 * 2**20 else "NO") \
+        if n == 100000 else "-"
+    bytes_ok = s["after"]["received"] <= 64 * nodes + 4096
+    return (f"| {n:,} | {slurm_ms:.1f} ms | {1000 * s['before']['seconds']:.1f} ms | "
+            f"{1000 * s['after']['seconds']:.1f} ms | {ratio:.2f} | {target} | "
+            f"{'yes' if met else 'NO'} | {_mib(s['before']['received'])} | "
+            f"{_mib(s['after']['received'])} ({'<=' if bytes_ok else '>'} 64 B x "
+            f"{nodes:,} nodes + 4 KiB) | {mpi_ms:.1f} ms | {_mib(mpi_peak)} | "
+            f"{mpi_target} | {mpi_met} | {1000 * s['auto']['seconds']:.1f} ms | "
+            f"{s['auto']['collectives']} (fixed port: {s['after']['collectives']}) |")
+
+
+def simulation_table(sizes: Sequence[int]) -> List[Dict[str, Any]]:
+    """Prints the simulation's table, a row per size as measured; returns the figures."""
+    rows = []
+    print("| ranks | Slurm only | verified, before | verified, after | after / Slurm "
+          "| target | met | received before | received after | source='mpi' "
+          "| its peak | target | met | verified, port_base='auto' | its collectives |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        s = {mode: simulate(n, mode) for mode in ("slurm", "before", "after", "mpi", "auto")}
+        print(_simulation_line(n, s), flush=True)
+        rows.append(s)
+    return rows
+
+
+def mpirun_table(sizes: Sequence[int]) -> List[Dict[str, Any]]:
+    """Prints the real mpirun runs' table and whether each mode's collectives stay flat;
+    returns the runs."""
+    print("\n| mode | mpirun -n | collectives per rank | messages per rank (max) | "
+          "bytes received per rank (max) | seconds (slowest rank) |")
+    print("|---|---|---|---|---|---|")
+    runs = []
+    for mode in ("verified", "mpi", "auto"):
+        for r in real_runs(sizes, mode):
+            print(f"| {mode} | {r['n']} | {r['collectives']} ({', '.join(r['names'])}) | "
+                  f"{r['messages']} | {r['received']:,} | {r['seconds']:.3f} |", flush=True)
+            runs.append(r)
+    for mode in ("verified", "mpi", "auto"):
+        mine = [r for r in runs if r["mode"] == mode]
+        flat = len({r["collectives"] for r in mine}) == 1
+        print(f"{mode}: collectives per rank {'flat' if flat else 'NOT flat'} from "
+              f"-n {mine[0]['n']} to -n {mine[-1]['n']}")
+    return runs
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--simulate", action="store_true")
@@ -254,54 +319,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     both = not (args.simulate or args.mpirun)
     results: Dict[str, Any] = {"host": socket.gethostname()}
     if args.simulate or both:
-        sizes = (1000, 10000) if args.quick else (1000, 10000, 100000)
-        rows = []
-        print("| ranks | Slurm only | verified, before | verified, after | after / Slurm "
-              "| target | met | received before | received after | source='mpi' "
-              "| its peak | target | met | verified, port_base='auto' | its collectives |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for n in sizes:
-            s = {mode: simulate(n, mode) for mode in ("slurm", "before", "after", "mpi", "auto")}
-            ratio = s["after"]["seconds"] / s["slurm"]["seconds"]
-            slurm_ms = 1000 * s["slurm"]["seconds"]
-            if n <= 1000:
-                target, met = "<= 1.2x + 1 ms", 1000 * s["after"]["seconds"] <= 1.2 * slurm_ms + 1
-            else:
-                target, met = "<= 1.5x", ratio <= 1.5
-            nodes = n // PER_NODE
-            mpi_ms, mpi_peak = 1000 * s["mpi"]["seconds"], s["mpi"]["peak"]
-            mpi_target = "<= 200 ms, <= 20 MiB" if n == 100000 else "-"
-            mpi_met = ("yes" if mpi_ms <= 200 and mpi_peak <= 20 * 2**20 else "NO") \
-                if n == 100000 else "-"
-            bytes_ok = s["after"]["received"] <= 64 * nodes + 4096
-            print(f"| {n:,} | {slurm_ms:.1f} ms | {1000 * s['before']['seconds']:.1f} ms | "
-                  f"{1000 * s['after']['seconds']:.1f} ms | {ratio:.2f} | {target} | "
-                  f"{'yes' if met else 'NO'} | {_mib(s['before']['received'])} | "
-                  f"{_mib(s['after']['received'])} ({'<=' if bytes_ok else '>'} 64 B x "
-                  f"{nodes:,} nodes + 4 KiB) | {mpi_ms:.1f} ms | {_mib(mpi_peak)} | "
-                  f"{mpi_target} | {mpi_met} | {1000 * s['auto']['seconds']:.1f} ms | "
-                  f"{s['auto']['collectives']} (fixed port: {s['after']['collectives']}) |",
-                  flush=True)
-            rows.append(s)
-        results["simulation"] = rows
+        results["simulation"] = simulation_table(
+            (1000, 10000) if args.quick else (1000, 10000, 100000))
     if args.mpirun or both:
-        sizes = (2, 4, 8) if args.quick else (2, 4, 8, 16, 32, 64)
-        print("\n| mode | mpirun -n | collectives per rank | messages per rank (max) | "
-              "bytes received per rank (max) | seconds (slowest rank) |")
-        print("|---|---|---|---|---|---|")
-        runs = []
-        for mode in ("verified", "mpi", "auto"):
-            for r in real_runs(sizes, mode):
-                print(f"| {mode} | {r['n']} | {r['collectives']} ({', '.join(r['names'])}) | "
-                      f"{r['messages']} | {r['received']:,} | {r['seconds']:.3f} |",
-                      flush=True)
-                runs.append(r)
-        for mode in ("verified", "mpi", "auto"):
-            mine = [r for r in runs if r["mode"] == mode]
-            flat = len({r["collectives"] for r in mine}) == 1
-            print(f"{mode}: collectives per rank {'flat' if flat else 'NOT flat'} from "
-                  f"-n {mine[0]['n']} to -n {mine[-1]['n']}")
-        results["mpirun"] = runs
+        results["mpirun"] = mpirun_table((2, 4, 8) if args.quick else (2, 4, 8, 16, 32, 64))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
