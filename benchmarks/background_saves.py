@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Each worker's figures of a run, as JSON, in the run's directory.
@@ -148,6 +148,26 @@ def mpirun_env() -> Dict[str, str]:
     return env
 
 
+def timed_steps(handler: Any, train_step: Any, step: Any, saver: Any, steps: int
+                ) -> Tuple[float, List[float], List[float], List[int]]:
+    """Returns the seconds of ``steps`` steps through ``handler`` (the write in flight at the
+    end, if any, not counted), each step's, the saver's own measure of each save, and the
+    steps (from 0) that saved."""
+    measured: List[float] = []
+    times: List[float] = []
+    at: List[int] = []
+    start = time.perf_counter()
+    for i in range(steps):
+        before, began = saver.seconds, time.perf_counter()
+        handler.run(train_step)  # the save, where one is due, then the step
+        step.assign_add(1)
+        times.append(time.perf_counter() - began)
+        if saver.seconds is not before:
+            measured.append(saver.seconds)
+            at.append(i)
+    return time.perf_counter() - start, times, measured, at
+
+
 def one(mib: int, directory: str, steps: int, every: Optional[int], background: bool,
         workers: int = 1, local: str = "", shared_every: Optional[int] = None) -> Dict[str, Any]:
     """Returns one run's figures, in this process (``run``'s; one worker of ``workers``;
@@ -172,17 +192,8 @@ def one(mib: int, directory: str, steps: int, every: Optional[int], background: 
     handler = config.handler(resolver, checkpoint, directory)
     handler.run(train_step)  # traced outside the timing
     step.assign_add(1)
-    saver, measured, times, at = config.saver, [], [], []
-    start = time.perf_counter()
-    for i in range(steps):
-        before, began = saver.seconds, time.perf_counter()
-        handler.run(train_step)  # the save, where one is due, then the step
-        step.assign_add(1)
-        times.append(time.perf_counter() - began)
-        if saver.seconds is not before:
-            measured.append(saver.seconds)
-            at.append(i)
-    seconds = time.perf_counter() - start  # the write in flight, if any, is not the steps'
+    saver = config.saver
+    seconds, times, measured, at = timed_steps(handler, train_step, step, saver, steps)
     saver.settle()
     config.disarm()
     saves = [r for r in ledger.read(directory) if r.get("event") == "save"]

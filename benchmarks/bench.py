@@ -47,8 +47,9 @@ def median_ms(fn: Callable[[], Any], reps: int) -> float:
     return statistics.median(times) * 1000
 
 
-def bench_slurm_sizes(quick: bool) -> List[Dict[str, Any]]:
-    """1. Construct + cluster_spec() from Slurm variables, ours and TensorFlow's, per size."""
+def _slurm_size(nodes: int, per_node: int, reps: int) -> Dict[str, Any]:
+    """Returns one size's row: TensorFlow's resolver against ours from Slurm's variables (each
+    resolver built and asked for its spec), and the CLI's path, medians of ``reps``."""
     import tensorflow as tf
 
     from mpi_resolver import MPIClusterResolver
@@ -56,38 +57,38 @@ def bench_slurm_sizes(quick: bool) -> List[Dict[str, Any]]:
     from mpi_resolver.resolve.resolution import resolve_job
 
     tf_cls = tf.distribute.cluster_resolver.SlurmClusterResolver
+    env = slurm_env(nodes, per_node)
+
+    def run(cls, **kw):
+        os.environ.clear()
+        os.environ.update(env)  # TensorFlow narrows CUDA_VISIBLE_DEVICES each time
+        return cls(**kw).cluster_spec()
+
+    def cli():
+        return resolve_job(make_options(source="slurm"), env).cluster()
+
+    same = run(tf_cls).as_dict() == run(MPIClusterResolver, source="slurm").as_dict()
+    theirs = median_ms(lambda: run(tf_cls), reps)
+    ours = median_ms(lambda: run(MPIClusterResolver, source="slurm"), reps)
+    return {"nodes": nodes, "tasks_per_node": per_node, "reps": reps, "tensorflow_ms": theirs,
+            "mpi_resolver_ms": ours, "ratio": ours / theirs, "cli_path_ms": median_ms(cli, reps),
+            "same_spec": same}
+
+
+def bench_slurm_sizes(quick: bool) -> List[Dict[str, Any]]:
+    """1. Construct + cluster_spec() from Slurm variables, ours and TensorFlow's, per size."""
     rows = []
     saved = dict(os.environ)
     sizes = [1, 64, 1024, 10000] + ([] if quick else [100000])
     try:
         for nodes in sizes:
             for per_node in (1, 4):
-                env = slurm_env(nodes, per_node)
                 reps = 3 if nodes >= 100000 else 7 if nodes >= 10000 else 21
-                if quick:
-                    reps = max(3, reps // 3)
-
-                def run(cls, env=env, **kw):
-                    os.environ.clear()
-                    os.environ.update(env)  # TensorFlow narrows CUDA_VISIBLE_DEVICES each time
-                    resolver = cls(**kw)
-                    return resolver.cluster_spec()
-
-                def cli(env=env):
-                    opts = make_options(source="slurm")
-                    return resolve_job(opts, env).cluster()
-
-                same = run(tf_cls).as_dict() == run(MPIClusterResolver,
-                                                    source="slurm").as_dict()
-                theirs = median_ms(lambda: run(tf_cls), reps)
-                ours = median_ms(lambda: run(MPIClusterResolver, source="slurm"), reps)
-                rows.append({"nodes": nodes, "tasks_per_node": per_node, "reps": reps,
-                             "tensorflow_ms": theirs, "mpi_resolver_ms": ours,
-                             "ratio": ours / theirs, "cli_path_ms": median_ms(cli, reps),
-                             "same_spec": same})
-                print(f"  {nodes:>6} nodes x {per_node}: TF {theirs:8.2f} ms, ours "
-                      f"{ours:8.2f} ms ({ours / theirs:.2f}), CLI path "
-                      f"{rows[-1]['cli_path_ms']:.2f} ms, same spec: {same}", flush=True)
+                r = _slurm_size(nodes, per_node, max(3, reps // 3) if quick else reps)
+                rows.append(r)
+                print(f"  {nodes:>6} nodes x {per_node}: TF {r['tensorflow_ms']:8.2f} ms, ours "
+                      f"{r['mpi_resolver_ms']:8.2f} ms ({r['ratio']:.2f}), CLI path "
+                      f"{r['cli_path_ms']:.2f} ms, same spec: {r['same_spec']}", flush=True)
     finally:
         os.environ.clear()
         os.environ.update(saved)
