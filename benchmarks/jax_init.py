@@ -52,8 +52,7 @@ from typing import Any, Callable, Dict, List, Tuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # fit_rate, also when loaded by path
 from fit_rate import steps_per_second  # noqa: E402 - benchmarks/ is not a package
-from jax_init_report import (BACKOFF, GOAL, MODES, PARTS, rates_line,  # noqa: E402, F401
-                             report, verdict)
+from jax_init_report import BACKOFF, MODES, PARTS, rates_line, report  # noqa: E402
 
 
 def process_age() -> float:

@@ -53,9 +53,10 @@ def test_arguments_that_measure_nothing_are_refused(jax_python: str, args: list,
     assert p.returncode == 2 and says in p.stderr, p.stderr
 
 
-def jax_init():
-    """Returns benchmarks/jax_init.py as a module (its verdict is pure)."""
-    spec = importlib.util.spec_from_file_location("jax_init_bench", BENCH)
+def jax_init_report():
+    """Returns benchmarks/jax_init_report.py, jax_init.py's pure report, as a module."""
+    spec = importlib.util.spec_from_file_location("jax_init_report",
+                                                  ROOT / "benchmarks" / "jax_init_report.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -69,7 +70,7 @@ def jax_init():
 ])
 def test_the_verdict_counts_the_figures_within_the_goal(figures, said: str) -> None:
     """The line the quick run's regex reads, for each count of figures within 1.2x."""
-    assert jax_init().verdict(figures) == said
+    assert jax_init_report().verdict(figures) == said
     line = f"goal: initialize() within 1.2x of JAX's own detection: {said} (x1.00 of medians"
     assert re.search(VERDICT, line)
 
@@ -87,7 +88,7 @@ def test_the_report_prints_each_mode_the_parts_and_the_verdict(capsys) -> None:
                                                    resolve=0.1, jax_start=0.5)],
              "package-slurm": [step(1.9, package_import=0.1, resolve=0.05, jax_start=0.5)] * 2,
              "jax-own": [step(2.0, jax_start=0.9, backoff=True), step(2.0, jax_start=0.4)]}
-    summary = jax_init().report(found, 2, [1.0, 2.0])
+    summary = jax_init_report().report(found, 2, [1.0, 2.0])
     out = capsys.readouterr().out
     assert summary["package"]["ratio"] == pytest.approx(1.15)
     assert summary["package"]["paired"] == pytest.approx([1.1, 1.2])
