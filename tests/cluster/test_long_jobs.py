@@ -36,18 +36,22 @@ TOTAL = EPOCHS * STEPS
 REPORT_TOTAL = 4 * TOTAL  # the report's job (see jobs())
 TRAIN_ARGS = ["--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS), "--log-every", "50"]
 EXITED_75 = re.compile(r"task \d: Exited with exit code 75")
+#: The time limit's jobs train until it comes (a minute, and Slurm's next look): paced, each step
+#: held to PACE seconds (tests/harness/paced_train.py), the wait costs little CPU.
+PACED = str(ROOT / "tests" / "harness" / "paced_train.py")
 TIME_LIMIT_SCRIPT = """#!/bin/bash
 echo "== job $SLURM_JOB_ID (run $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )))"
-srun --mpi=pmix --kill-on-bad-exit=1 python {train} --epochs 1 --steps-per-epoch 10000000 \\
-  --log-every 1000 --port-base 25170 --checkpoint-dir {ckpt} --requeue-on-time-limit
+srun --mpi=pmix --kill-on-bad-exit=1 python {paced} {train} --epochs 1 \\
+  --steps-per-epoch 10000000 --log-every 25 --port-base 25170 --checkpoint-dir {ckpt} \\
+  --requeue-on-time-limit
 """
 #: The time limit's job under supervise, with the templates' traps and wait.
 SUPERVISED_TIME_LIMIT_SCRIPT = """#!/bin/bash
 echo "== job $SLURM_JOB_ID (run $(( ${{SLURM_RESTART_COUNT:-0}} + 1 )))"
 export MPI_RESOLVER_CHECKPOINT_DIR={ckpt}
 trap 'interrupted=1' TERM
-python -m mpi_resolver supervise -- srun --mpi=pmix --kill-on-bad-exit=1 python {train} \\
-  --epochs 1 --steps-per-epoch 10000000 --log-every 1000 --port-base 25190 \\
+python -m mpi_resolver supervise -- srun --mpi=pmix --kill-on-bad-exit=1 python {paced} {train} \\
+  --epochs 1 --steps-per-epoch 10000000 --log-every 25 --port-base 25190 \\
   --checkpoint-dir {ckpt} --requeue-on-time-limit &
 pid=$!
 while :; do
@@ -103,14 +107,15 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
     # first: the time limit's jobs wait a minute for it (Driver: at most AT_ONCE at a time)
     (tmp / "time-limit").mkdir()
     script = tmp / "time-limit" / "job.sh"
-    script.write_text(TIME_LIMIT_SCRIPT.format(train=TRAIN, ckpt=tmp / "time-limit" / "ckpt"))
+    script.write_text(TIME_LIMIT_SCRIPT.format(paced=PACED, train=TRAIN,
+                                               ckpt=tmp / "time-limit" / "ckpt"))
     driver.add(Job("time limit", ["-N2", "--ntasks-per-node=1", "--time=1", str(script)],
                    [TIME_LIMIT, CANCEL], tmp / "time-limit" / "out.txt",
                    env(tmp, "time limit"), later_time_limit=10))  # the 2nd run ends by scancel
     (tmp / "time-limit-supervised").mkdir()
     script = tmp / "time-limit-supervised" / "job.sh"
     script.write_text(SUPERVISED_TIME_LIMIT_SCRIPT.format(
-        train=TRAIN, ckpt=tmp / "time-limit-supervised" / "ckpt"))
+        paced=PACED, train=TRAIN, ckpt=tmp / "time-limit-supervised" / "ckpt"))
     driver.add(Job("time limit, supervised", ["-N2", "--ntasks-per-node=1", "--time=1",
                                               str(script)],
                    [TIME_LIMIT, CANCEL], tmp / "time-limit-supervised" / "out.txt",
