@@ -38,6 +38,9 @@ TRAIN_TIMEOUT=${DEMO_TRAIN_TIMEOUT:-300}
 VENV=${MPI_RESOLVER_VENV:-.venv}
 case "$VENV" in /*) ;; *) VENV=$ROOT/$VENV ;; esac
 PY=$VENV/bin/python
+PLOT_VENV=${MPI_RESOLVER_PLOT_VENV:-.venv-plot}
+case "$PLOT_VENV" in /*) ;; *) PLOT_VENV=$ROOT/$PLOT_VENV ;; esac
+PLOT_PY=$PLOT_VENV/bin/python
 HARNESS=$ROOT/tests/harness/slurm_cluster.py
 
 WORK=""         # temp dir: the cluster's state and logs, the saved model, step logs
@@ -198,10 +201,13 @@ saved() { grep -q ' (periodic) in ' "$OUT" 2>/dev/null; }
 # trains_again: a step's line after supervise's restart.
 trains_again() { sed -n '/restart 1 of/,$p' "$OUT" 2>/dev/null | grep -q '^  step '; }
 task_pid() {  # task_pid N: the PID of the long job's task N (its Python running train.py)
+  # This cluster's job (SLURM_CONF): another throw-away cluster on the machine (the test suite's)
+  # numbers its jobs from 1 too, and once had a job 3 training when this one did.
   local pid env
   for pid in $(pgrep -f 'examples/train\.py'); do
     env=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null) || continue
     if grep -qx "SLURM_JOB_ID=$LONG_JOB" <<<"$env" && grep -qx "SLURM_PROCID=$1" <<<"$env" \
+        && grep -qxF "SLURM_CONF=$SLURM_CONF" <<<"$env" \
         && ! grep -qx "SLURM_STEP_ID=batch" <<<"$env"; then
       echo "$pid"
       return 0
@@ -242,14 +248,17 @@ fi
 note "(long job: $((SECONDS - LONG_START)) s; Restarts=$(job_field Restarts);" \
   "resumed at step $RESUMED of $TOTAL)"
 # The job's story from its ledger, and its timeline kept for you (the 'plot' extra's
-# matplotlib: without it, the report alone).
+# matplotlib, in .venv-plot, apart from TensorFlow's .venv (scripts/setup_plot.sh): without
+# it, the report alone).
 PLOT=()
-if "$PY" -c 'import matplotlib' 2>/dev/null; then
+REPORT_PY=$PY
+if "$PLOT_PY" -c 'import matplotlib' 2>/dev/null; then
   PLOT=(--plot "$(mktemp --suffix=.png /tmp/mpi-resolver-demo-job.XXXXXX)")
+  REPORT_PY=$PLOT_PY
 fi
 printf '\n%s   >> mpi-resolver report %s %s%s\n' "$BOLD" "$WORK/checkpoints/$LONG_JOB" \
   "${PLOT[*]}" "$PLAIN"
-"$PY" -m mpi_resolver report "$WORK/checkpoints/$LONG_JOB" "${PLOT[@]}" | sed 's/^/   /'
+"$REPORT_PY" -m mpi_resolver report "$WORK/checkpoints/$LONG_JOB" "${PLOT[@]}" | sed 's/^/   /'
 LONG_JOB=""
 
 header "stopping the cluster"

@@ -21,7 +21,7 @@ VENV=${MPI_RESOLVER_OLDEST_VENV:-.venv-tf215}
 PYTHON=${PYTHON:-python3}
 # Keep these equal to the floors in pyproject.toml (tf/tf-cpu: tensorflow>=2.15.1, mpi: mpi4py>=...).
 OLDEST=(tensorflow-cpu==2.15.1 mpi4py==4.1.0)
-TOOLS=(pytest pytest-mpi hypothesis matplotlib)  # matplotlib: report --plot's tests
+TOOLS=(pytest pytest-mpi hypothesis)
 
 # The stamp (stamp_value, stamp_matches, stamp_write) and quietly.
 source scripts/venv_stamp.sh
@@ -48,7 +48,7 @@ if ! stamp_matches "$VENV" "$want"; then
     || { echo "setup_versions: the Python packages did not install" >&2; exit 1; }
 import sys
 from importlib.metadata import version
-import mpi_resolver, pytest, hypothesis, pytest_mpi, matplotlib  # noqa: F401
+import mpi_resolver, pytest, hypothesis, pytest_mpi  # noqa: F401
 for pin in sys.argv[1:]:
     name, wanted = pin.split("==")
     got = version(name)

@@ -1,5 +1,5 @@
-# Sourced (bash) by scripts/setup_jax.sh and scripts/setup_versions.sh: a virtualenv's stamp,
-# the file that records what was installed into it, so that a re-run whose stamp matches
+# Sourced (bash) by scripts/setup_jax.sh, setup_versions.sh and setup_plot.sh: a virtualenv's
+# stamp, the file that records what was installed into it, so that a re-run whose stamp matches
 # installs nothing and takes well under a second; and `quietly`, which shows an install step's
 # output only where it fails. Sourcing it makes quietly's temporary file, removed at exit.
 #

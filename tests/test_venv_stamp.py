@@ -1,6 +1,6 @@
-"""scripts/venv_stamp.sh, which scripts/setup_jax.sh and scripts/setup_versions.sh source: the
-stamp of what a virtualenv holds (a re-run whose stamp matches installs nothing), and quietly
-(an install step's output only where it fails)."""
+"""scripts/venv_stamp.sh, which scripts/setup_jax.sh, setup_versions.sh and setup_plot.sh
+source: the stamp of what a virtualenv holds (a re-run whose stamp matches installs nothing),
+and quietly (an install step's output only where it fails)."""
 
 from __future__ import annotations
 
@@ -62,9 +62,9 @@ def test_quietly_shows_a_step_s_output_only_where_it_fails(tmp_path, command, co
     assert ("went on" in out.stdout) == (code == 0), out
 
 
-@pytest.mark.parametrize("script", ["setup_jax.sh", "setup_versions.sh"])
-def test_both_setup_scripts_use_the_helper(script):
-    """One definition: neither script keeps a stamp or quietly of its own."""
+@pytest.mark.parametrize("script", ["setup_jax.sh", "setup_versions.sh", "setup_plot.sh"])
+def test_the_setup_scripts_use_the_helper(script):
+    """One definition: no script keeps a stamp or quietly of its own."""
     text = (ROOT / "scripts" / script).read_text()
     assert "source scripts/venv_stamp.sh" in text and "stamp_write" in text, script
     assert ".mpi_resolver-installed" not in text and "quietly() {" not in text, script

@@ -62,7 +62,7 @@ def mpi_library() -> Optional[MpiLibrary]:
         else:
             from mpi4py import _mpiabi  # mpi4py >= 4 (the floor in pyproject.toml)
 
-            lib = _mpiabi._dlopen_libmpi()  # type: ignore[attr-defined]
+            lib = _mpiabi._dlopen_libmpi()  # type: ignore[attr-defined, unused-ignore]
             buf, n = ctypes.create_string_buffer(8192), ctypes.c_int()
             if lib.MPI_Get_library_version(buf, ctypes.byref(n)) != 0:
                 return None
