@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-VENVS = (".venv", ".venv-tf215", ".venv-jax", ".venv-mpich", ".venv-impi")
+VENVS = (".venv", ".venv-tf215", ".venv-jax", ".venv-mpich", ".venv-impi", ".venv-plot")
 
 
 def stale(sources: list) -> list:
