@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_mutation_script_on_one_module():
     """PYTEST_ADDOPTS="-k core" bash scripts/mutation.sh "mpi_resolver.core.values*": mutmut
     over one module with the tests of tests/unit/core selected, its score printed and every
-    survivor killed or explained (exit 0). 83 s alone (2026-11-29); with every unit and
-    TensorFlow test selected, as mutmut runs them twice before the module's mutants, it took
-    334 s alone and up to 966 s in the suite, starving the clusters' TensorFlow start-ups
-    beside it."""
+    survivor killed or explained (exit 0). 24 s and 27 CPU-s alone (2026-11-30), since
+    scripts/mutmut_only.py has mutmut make only the module's mutants (74 s and 109 CPU-s when
+    it made all 12,553 first); with every unit and TensorFlow test selected, as mutmut runs
+    them twice before the module's mutants, it took 334 s alone and up to 966 s in the suite,
+    starving the clusters' TensorFlow start-ups beside it."""
     proc = subprocess.run([*shlex.split(command("mutation", "bash scripts/mutation.sh")),
                            "mpi_resolver.core.values*"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT,

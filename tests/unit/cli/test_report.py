@@ -19,6 +19,7 @@ from mpi_resolver.cli.main import main
 from mpi_resolver.long_jobs import ledger
 from mpi_resolver.long_jobs.journal import PROGRESS
 from tests.docs.blocks import block
+from tests.harness.mutants import with_mutmut
 from tests.unit.long_jobs.ledger_records import T, night, restore, save, start
 
 pytestmark = pytest.mark.unit
@@ -36,7 +37,8 @@ def plotted(*args: str) -> subprocess.CompletedProcess:
         pytest.fail(f"{PLOT_PY} is missing: run `bash scripts/setup_plot.sh` (the README's "
                     "commands run it)")
     return subprocess.run([str(PLOT_PY), "-m", "mpi_resolver", *args], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
+                          text=True, timeout=120, cwd=ROOT,
+                          env=with_mutmut(ROOT / "mpi_resolver", os.environ))
 
 
 def job_dir(tmp_path, records=None, tail: str = "") -> str:

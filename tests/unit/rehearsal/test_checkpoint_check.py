@@ -34,6 +34,7 @@ from mpi_resolver.rehearsal.checkpoint_files import (checkpoint_dir, content_pro
                                             mount_type, size_text, space_text)
 from mpi_resolver.cli.args import parse_args
 from mpi_resolver.core.errors import FormatError
+from tests.harness.mutants import copy_mutmut, imports_mutmut
 from tests.unit.jobs import ThreadWorld, each_rank
 
 pytestmark = pytest.mark.unit
@@ -542,19 +543,6 @@ def test_a_full_file_system_has_no_space(tmp_path):
     assert files == ["fill"]  # the file it began is removed
 
 
-def _copy_mutmut_where_imported(package: str) -> None:
-    """Copies mutmut beside the package's copy where the package imports it: in mutmut's
-    own copy of the package every mutated module imports mutmut's trampoline (mutmut 3, only
-    the standard library besides), which nobody could not import from a virtualenv inside a
-    checkout only root may enter."""
-    if not any("from mutmut" in f.read_text() for f in (ROOT / "mpi_resolver").rglob("*.py")):
-        return
-    import mutmut
-
-    shutil.copytree(Path(mutmut.__file__).parent, os.path.join(package, "mutmut"),
-                    ignore=shutil.ignore_patterns("__pycache__"))
-
-
 def test_another_user_cannot_write_there():
     """As root every permission is granted: the write runs as nobody (setpriv), in a
     directory of root's that everyone may look into (pytest's tmp_path is root's alone), with
@@ -568,7 +556,8 @@ def test_another_user_cannot_write_there():
                     ignore=shutil.ignore_patterns("__pycache__"))
     # mutmut's copy of the package finds its settings in the working directory's file
     shutil.copy(ROOT / "pyproject.toml", package)
-    _copy_mutmut_where_imported(package)
+    if imports_mutmut(ROOT / "mpi_resolver"):  # mutmut's copy: nobody cannot enter .venv
+        copy_mutmut(package)
     try:
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                sys.executable, "-c", WRITE, directory],
