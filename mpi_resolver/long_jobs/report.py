@@ -100,7 +100,8 @@ def _figures(number: int, run: Run, after: Optional[Run]) -> RunFigures:
         starting, training - redone, saving, redone,
         max(length - starting - span, 0.0), short_cause(ended),
         ended.what if ended else None, ended.node if ended and ended.blamed else None,
-        ended.action if ended else None, run.completed, tuple(run.slow))
+        None if ended is None else "requeue" if _requeued(run, after) else ended.action,
+        run.completed, tuple(run.slow))
 
 
 def figures(story: Story) -> List[RunFigures]:
@@ -109,10 +110,11 @@ def figures(story: Story) -> List[RunFigures]:
 
 
 def _requeued(run: Run, after: Optional[Run]) -> bool:
-    """Returns whether the job was requeued after ``run``: supervise said so, or, without
-    it, the next run's requeue count is higher."""
-    if run.ended is not None:
-        return run.ended.action == "requeue"
+    """Returns whether the job was requeued after ``run``: supervise said so, or the next
+    run's requeue count is higher (Slurm requeued it: `scontrol requeue`, a preemption, a
+    lost node, where supervise could only see the job end)."""
+    if run.ended is not None and run.ended.action == "requeue":
+        return True
     return after is not None and after.requeues > run.requeues
 
 

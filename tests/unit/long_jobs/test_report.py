@@ -76,6 +76,35 @@ def test_without_supervise_a_requeue_is_the_next_runs_higher_count() -> None:
     assert (t.runs, t.requeues, t.restarts, t.steps_lost) == (3, 1, 0, 0)
 
 
+@pytest.mark.parametrize("requeues_after, then, line", [
+    (1, "requeue", "2 runs, 0 restarts, 1 requeue (SIGTERM), 0 steps lost"),  # scontrol's
+    (0, "end", "2 runs, 0 restarts, 0 requeues, 0 steps lost"),
+])
+def test_a_job_slurm_requeued_is_a_requeue_though_supervise_saw_it_end(
+        requeues_after, then, line) -> None:
+    """`scontrol requeue`: SIGTERM came to supervise, which ended the run (exit 143), and
+    Slurm started the job again (the next run's requeue count is higher)."""
+    records = [start(1, 0), restore(5, 0), save(20, 60, "signal"),
+               end(1, 21, cause="ended by SIGTERM", status=143, what="srun exited 143",
+                   node=None, blamed=False, action="end", came="SIGTERM (Slurm ends the job)",
+                   reached=60, reached_at=20, after=60),
+               start(2, 30, 60, requeues=requeues_after),
+               restore(35, 60, requeues=requeues_after), completed(50, 600)]
+    story = story_of(records)
+    assert [f.then for f in figures(story)] == [then, None]  # run 2: no end record
+    assert totals(story).requeues == requeues_after
+    assert line in end_line(story)
+
+
+def test_a_requeue_supervise_asked_for_counts_before_the_next_run() -> None:
+    """The job waits in the queue: no run after the one supervise requeued."""
+    records = night()[:9]  # runs 1 and 2, to run 2's end (requeued)
+    story = story_of(records)
+    assert [f.then for f in figures(story)] == ["restart", "requeue"]
+    assert totals(story).requeues == 1
+    assert "1 requeue (USR1)" in end_line(story)
+
+
 def test_a_run_that_never_trained_is_all_starting() -> None:
     f = figures(story_of([start(1, 0), end(1, 30, cause="a hang", status=124)]))[0]
     assert (f.starting, f.training, f.stopping, f.trained) == (30, 0, 0, 0)
