@@ -43,6 +43,7 @@ WARN_AT_RESTART, READ_ONLY = "warned at the restart", "read-only"
 KILL_THEN_WARN = "killed, then warned"
 STEPS_DONE = re.compile(r"^steps done: (\d+) \(resumed from (\d+)\)$", re.M)
 _RUN = re.compile(r"^== job \d+ \(run (\d+)\)", re.M)
+_PERIODIC = re.compile(r"checkpoint ckpt-\d+ at step \d+ \(periodic\)")
 _FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
 
 
@@ -285,8 +286,11 @@ class Driver:
             after = job.runs()[-1].split("restart 1 of", 1)
             return len(after) == 2 and "  step " in after[1]
 
+        def saved_again() -> bool:
+            return bool(_PERIODIC.search(job.runs()[-1].split("restart 1 of", 1)[-1]))
+
         wait_for(training_again, 180, "the restarted step's training")
-        time.sleep(2)  # a save or two of the restarted run, for status to show
+        wait_for(saved_again, 120, "the restarted step's first periodic save")  # for status
         r = subprocess.run([*self.status_command, job.env["CHECKPOINT_DIR"]],
                            capture_output=True, text=True, timeout=60)
         job.status = r.stdout + r.stderr

@@ -34,7 +34,7 @@ TEMPLATE = str(ROOT / "examples" / "train.sbatch")
 TRAIN = str(ROOT / "examples" / "train.py")
 EPOCHS, STEPS = 4, 250
 TOTAL = EPOCHS * STEPS
-REPORT_TOTAL = 4 * TOTAL  # the report's job (see jobs())
+REPORT_TOTAL = TOTAL  # the report's job (see jobs())
 TRAIN_ARGS = ["--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS), "--log-every", "50"]
 EXITED_75 = re.compile(r"task \d: Exited with exit code 75")
 #: The time limit's jobs train until it comes (a minute, and Slurm's next look): paced, each step
@@ -62,6 +62,14 @@ while :; do
   [ "$interrupted" -eq 1 ] || break
 done
 exit "$status"
+"""
+#: The report's job: train.py paced in the job's first allocation (its first run and the
+#: restarted one, which must still train when status has answered and the warning comes), at
+#: its own pace once requeued (SLURM_RESTART_COUNT >= 1) to the end.
+FIRST_ALLOCATION_PACED = """import os, runpy, sys
+first = os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
+sys.argv = [{paced!r}, "--pace", "0.05" if first else "0", {train!r}, *sys.argv[1:]]
+runpy.run_path({paced!r}, run_name="__main__")
 """
 #: train.py as a container without Slurm's commands would run it: no scontrol on PATH.
 NO_SCONTROL = """import os, runpy, sys
@@ -123,20 +131,20 @@ def jobs(longjob_cluster, tmp_path_factory) -> Dict[str, Job]:
                    env(tmp, "time limit, supervised"), later_time_limit=10))
     template("warned at the restart", [WARN_AT_RESTART, NONE], "--port-base", "25195",
              "--checkpoint-every", "50").progress = "  step 100: "  # the save at 50 on disk
-    # the report's job trains REPORT_TOTAL steps: its restarted run must still train when
-    # status has answered and the warning comes (1,000 steps once ended first, under the load
-    # of the benchmarks' clusters beside it)
-    # (its requeued run trains the rest, about 3,500 steps: once over 300 s in the suite, so
-    # its runs' bound grows with its steps)
+    # the report's job: its restarted run must still train when status has answered and the
+    # warning comes (unpaced, 1,000 steps once ended first under the load of the benchmarks'
+    # clusters beside it; 4,000 cost 40 CPU-s more): paced in the first allocation
+    (tmp / "paced-train-first-allocation.py").write_text(
+        FIRST_ALLOCATION_PACED.format(paced=PACED, train=TRAIN))
     report = template("the report", [KILL_THEN_WARN, NONE], "--port-base", "25205",
                       "--checkpoint-every", "50", "--log-every", "10", "--epochs",
-                      str(REPORT_TOTAL // STEPS))
-    report.progress, report.run_seconds = "  step 60: ", 300.0 * REPORT_TOTAL / TOTAL
+                      str(REPORT_TOTAL // STEPS),
+                      TRAIN=str(tmp / "paced-train-first-allocation.py"))
+    report.progress = "  step 60: "
     template("read-only", [READ_ONLY, NONE], "--port-base", "25200", "--checkpoint-every",
              "50").progress = "  step 100: "  # the save at step 50 made: progress in run 1
-    template("twice in a row", [USR1_TWICE, NONE], "--port-base", "25100")
-    # scontrol requeue, then the warning signal in the next run: one job for both tests
-    template("requeued, then warned", [REQUEUE, USR1, NONE], "--port-base", "25110")
+    # scontrol requeue, then the warning signal twice in the next run: one job for three tests
+    template("requeued then warned twice", [REQUEUE, USR1_TWICE, NONE], "--port-base", "25110")
     template("TensorFlow 2.15.1", [USR1, NONE], "--port-base", "25150", python=str(OLDEST))
     # Keras's fit, in a step without scontrol: one job for both tests
     (tmp / "no-scontrol.py").write_text(NO_SCONTROL.format(train=TRAIN))
@@ -183,21 +191,21 @@ def the_last_line_of_each_run_is_the_chief_s_steps_line(job: Job) -> None:
 
 def test_usr1_saves_requeues_and_the_next_run_finishes(jobs):
     """The warning signal as `#SBATCH --signal=USR1@N` sends it, twice in a row (the second
-    while the workers save): one checkpoint, every task exits 75, supervise requeues the job
-    (the tasks run no scontrol), and the next run resumes at the saved step, appended to the
-    same output file."""
-    job = jobs["twice in a row"]
+    while the workers save), in the job's second run: one checkpoint, every task exits 75,
+    supervise requeues the job (the tasks run no scontrol), and the next run resumes at the
+    saved step, appended to the same output file."""
+    job = jobs["requeued then warned twice"]
     assert job.error is None, job.context()
-    resumed_runs(job, 2)
+    resumed_runs(job, 3)
     the_last_line_of_each_run_is_the_chief_s_steps_line(job)
-    first = job.runs()[0]
-    assert first.count("checkpoint saved on SIGUSR1") == 1, job.context()
-    assert "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75" in first
-    assert requeued(job.job_id).search(first), job.context()
-    assert len(EXITED_75.findall(first)) == 2, job.context()  # both tasks
-    assert job.states == ["PENDING BeginTime Restarts=1", "COMPLETED None Restarts=1"], \
+    warned = job.runs()[1]
+    assert warned.count("checkpoint saved on SIGUSR1") == 1, job.context()
+    assert "checkpoint saved on SIGUSR1; supervise requeues the job; exit code 75" in warned
+    assert requeued(job.job_id, "run 2").search(warned), job.context()
+    assert len(EXITED_75.findall(warned)) == 2, job.context()  # both tasks
+    assert job.states[1:] == ["PENDING BeginTime Restarts=2", "COMPLETED None Restarts=2"], \
         job.context()
-    assert "resumed from the checkpoint in" in job.runs()[1], job.context()
+    assert "resumed from the checkpoint in" in job.runs()[2], job.context()
     assert_sample(block("long-jobs-two-runs"), job.output.read_text(), job.context(),
                   ordered=False)
 
@@ -205,7 +213,7 @@ def test_usr1_saves_requeues_and_the_next_run_finishes(jobs):
 def test_scontrol_requeue_saves_on_sigterm_and_slurm_requeues(jobs):
     """`scontrol requeue`: SIGTERM to every task; the save, exit 143 (Slurm requeues the job
     itself, worker 0 does not), and the next run resumes."""
-    job = jobs["requeued, then warned"]
+    job = jobs["requeued then warned twice"]
     assert job.error is None, job.context()
     resumed_runs(job, 3)
     first = job.runs()[0]
@@ -223,9 +231,9 @@ def test_fit_saves_and_resumes_at_the_next_batch(jobs):
 
 
 def test_a_job_interrupted_twice_resumes_from_the_second_checkpoint(jobs):
-    """Requeued by scontrol, then warned in its second run: the third run resumes from the
-    second run's checkpoint."""
-    job = jobs["requeued, then warned"]
+    """Requeued by scontrol, then warned (twice) in its second run: the third run resumes from
+    the second run's checkpoint."""
+    job = jobs["requeued then warned twice"]
     assert job.error is None, job.context()
     steps = resumed_runs(job, 3)
     assert steps[0][0] < steps[1][0], job.context()

@@ -4,7 +4,9 @@ limit (tests/cluster/test_long_jobs.py): a minute of 7 ms steps kept both of the
 cores busy for nothing; paced, the same minute costs little CPU. Everything else is
 train.py's own: its arguments, its preemption handler, its saves and exits.
 
-    python paced_train.py TRAIN.PY [train.py's arguments]    # a task of `srun --mpi=pmix`
+    python paced_train.py [--pace S] TRAIN.PY [train.py's arguments]  # a task of srun
+
+--pace S: the step's least seconds (default PACE; 0: train.py's own pace).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import List, Sequence, Tuple
 
 #: A step's least seconds: a paced 2-worker training then costs about 0.1 CPU-s a second
 #: (measured: 1.6 unpaced, 0.4 at 0.05 s, where TensorFlow's own threads wake as often).
@@ -33,9 +36,25 @@ def paced(tick, pace: float = PACE, clock=time.monotonic, sleep=time.sleep):
     return tick_paced
 
 
+def split_pace(argv: Sequence[str]) -> Tuple[float, List[str]]:
+    """Returns the pace (--pace S first, else PACE) and the rest of ``argv`` (train.py's path
+    and its arguments); raises SystemExit naming --pace where its value is not a number of
+    seconds >= 0."""
+    if list(argv[:1]) != ["--pace"]:
+        return PACE, list(argv)
+    try:
+        pace = float(argv[1])
+    except (IndexError, ValueError):
+        pace = -1.0
+    if not pace >= 0:
+        raise SystemExit(f"paced_train.py: --pace takes seconds >= 0, got {argv[1:2]}")
+    return pace, list(argv[2:])
+
+
 def main() -> int:
-    train_py = sys.argv[1]
-    sys.argv = [train_py, *sys.argv[2:]]
+    pace, args = split_pace(sys.argv[1:])
+    train_py = args[0]
+    sys.argv = [train_py, *args[1:]]
     sys.path.insert(0, os.path.dirname(train_py))
     import train  # examples/train.py, as a module: its main() is called below
 
@@ -43,7 +62,7 @@ def main() -> int:
 
     def train_epochs(*args, **kwargs):
         tick = kwargs.pop("tick", args[8] if len(args) > 8 else lambda: None)
-        return loop(*args[:8], tick=paced(tick), **kwargs)
+        return loop(*args[:8], tick=paced(tick, pace), **kwargs)
 
     train.train_epochs = train_epochs
     return train.main()

@@ -6,7 +6,7 @@ from typing import List
 
 import pytest
 
-from tests.harness.paced_train import paced
+from tests.harness.paced_train import PACE, paced, split_pace
 
 
 @pytest.mark.parametrize("step_seconds, slept", [
@@ -36,3 +36,20 @@ def test_the_pace_counts_from_the_last_tick() -> None:
         now[0] += step
         tick()
     assert sleeps == [0.125, 0.1875]
+
+
+@pytest.mark.parametrize("argv, pace, rest", [
+    (["train.py", "--epochs", "1"], PACE, ["train.py", "--epochs", "1"]),
+    (["--pace", "0.05", "train.py", "--epochs", "1"], 0.05, ["train.py", "--epochs", "1"]),
+    (["--pace", "0", "train.py"], 0.0, ["train.py"]),
+    (["train.py", "--pace", "1"], PACE, ["train.py", "--pace", "1"]),  # train.py's own
+])
+def test_the_pace_argument(argv: List[str], pace: float, rest: List[str]) -> None:
+    assert split_pace(argv) == (pace, rest)
+
+
+@pytest.mark.parametrize("argv", [["--pace", "-0.01", "t.py"], ["--pace", "fast", "t.py"],
+                                  ["--pace"], ["--pace", "nan", "t.py"]])
+def test_a_bad_pace_is_refused_by_name(argv: List[str]) -> None:
+    with pytest.raises(SystemExit, match="--pace takes seconds >= 0"):
+        split_pace(argv)
