@@ -26,8 +26,10 @@ What it shows:
     polled) of the tasks' exit codes, which works as a barrier that also tells everyone the
     chief's code. The ps and workers hand in 0 and wait; the chief (and the evaluator) hand
     in theirs when done: then every task exits with the chief's code (0 at a normal end) and
-    the step ends. Every task has a time limit (``--time-limit``): past it, it exits non-zero
-    whatever it waits for (a task that never arrives, a hung chief). An error exits non-zero
+    the step ends. Every task has a time limit (``--time-limit``, counted from its
+    ClusterSpec; the start before it, TensorFlow's import and the resolver's exchange, is
+    bounded by ``--timeout``): past it, it exits non-zero whatever it waits for (a task that
+    never starts its server, a hung chief). An error exits non-zero
     at once, without waiting for anyone; ``srun --kill-on-bad-exit=1`` then ends the other
     tasks (mpirun does so by itself). ParameterServerStrategy would carry on without a lost
     worker, but a Slurm step cannot restart one, and its barrier would never complete.
@@ -123,7 +125,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="TensorFlow threads per task, intra-op and inter-op (default 1; a "
                         "worker's server takes at least 2 inter-op threads, see run())")
     p.add_argument("--time-limit", type=float, default=600.0, metavar="SECONDS",
-                   help="every task exits non-zero if it is not done by then (default 600)")
+                   help="every task exits non-zero if it is not done this long after it has "
+                        "its ClusterSpec (default 600)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="how long the resolver's MPI exchange waits for every task to arrive "
                         "(MPIClusterResolver's timeout; default 60)")
@@ -180,12 +183,19 @@ class Task:
         self._codes = (array("i", [0]), array("i", [0]))  # this task's, the step's
         self.signals = signals  # with --checkpoint-dir: what watch_signals() installed
         self.name = f"rank {self.rank}"
-        self.deadline = time.monotonic() + time_limit
+        self.deadline = float("inf")  # arm() sets it
         self.time_limit = time_limit
         self._failing = threading.Lock()
-        # The watchdog: whatever this task waits on (a task that never starts its server makes
-        # TensorFlow wait for ever, and TensorFlow catches SIGTERM), it ends by the deadline.
-        timer = threading.Timer(time_limit, self._expired)
+
+    def arm(self) -> None:
+        """Starts the watchdog, once (at the ClusterSpec: the start before it, TensorFlow's
+        import and the resolver's exchange, is --timeout's): whatever this task waits on
+        then (a task that never starts its server makes TensorFlow wait for ever, and
+        TensorFlow catches SIGTERM), it ends --time-limit seconds later."""
+        if self.deadline != float("inf"):
+            return
+        self.deadline = time.monotonic() + self.time_limit
+        timer = threading.Timer(self.time_limit, self._expired)
         timer.daemon = True
         timer.start()
 
@@ -218,6 +228,7 @@ class Task:
     def end(self, code: int = 0) -> None:
         """Hands in ``code`` and waits (polled, bounded) until every task has; then exits with
         the chief's code, as every task does: the barrier that ends the step."""
+        self.arm()  # an end before the ClusterSpec waits --time-limit at most too
         request = self.hand_in(code)
         while not request.Test():
             if time.monotonic() > self.deadline:
@@ -249,7 +260,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     signals = watch_signals(args)
-    task = Task(args.time_limit, signals)  # starts MPI (mpi4py) and the watchdog
+    task = Task(args.time_limit, signals)  # starts MPI (mpi4py); its watchdog: Task.arm()
     code = 0
     try:
         code = run(args, task)
@@ -287,6 +298,7 @@ def run(args: argparse.Namespace, task: Task) -> int:
     resolver = MPIClusterResolver(jobs=jobs, port_base=args.port_base,
                                   gpus_per_node=gpus_per_node, timeout=args.timeout)
     cluster_spec = resolver.cluster_spec()  # sets task_type and task_id
+    task.arm()  # --time-limit from here: every task has imported TensorFlow and arrived
     task_type, task_id = resolver.task_type, resolver.task_id
     task.name = f"{task_type}:{task_id}"
 

@@ -41,7 +41,8 @@ import pytest
 
 from tests.cluster.conftest import GRES_GPUS, PY, ROOT
 from tests.cluster.tf_replay import tensorflow_view
-from tests.cluster.test_scenarios import Run, launch, parse_lines, probe_argv, short, wait_for_job
+from tests.cluster.test_scenarios import Run, launch, parse_lines, probe_argv, short
+from tests.harness.batch import wait_for_job
 from tests.harness.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.cluster

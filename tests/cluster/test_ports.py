@@ -20,7 +20,7 @@ import pytest
 
 from mpi_resolver.network.ports import AUTO_FIRST, AUTO_LAST, auto_base
 from tests.cluster.conftest import PY, RANK_ENV
-from tests.cluster.test_scenarios import wait_for_job
+from tests.harness.batch import wait_for_job
 from tests.cluster.test_training import MIN_ACCURACY, TRAIN, final_accuracies, labelled, task_env
 from tests.harness.slurm_cluster import SlurmCluster
 from tests.docs.blocks import commands, runs_like

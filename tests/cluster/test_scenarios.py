@@ -26,6 +26,7 @@ import pytest
 from tests.cluster.conftest import GPUS_PER_NODE, PROBE, PY, RANK_ENV, hiding
 from tests.cluster.tf_replay import tensorflow_view
 from tests.harness import chunked
+from tests.harness.batch import wait_for_job
 from tests.harness.slurm_cluster import PmiGarbled, SlurmCluster
 from tests.docs.blocks import assert_sample, block
 
@@ -361,26 +362,6 @@ def test_4_cyclic_placement_true_with_and_without_mpi(cluster: SlurmCluster) -> 
 
 
 # ------------------------------------------------------------------------------ 5: sbatch
-def wait_for_job(cluster: SlurmCluster, job_id: str, timeout: float = TIMEOUT) -> str:
-    """Waits until the batch job ends; returns its 'JobState ExitCode' (polls 4 times a second).
-
-    What ``sbatch --wait`` does, without its back-off: it sleeps 2 s, 8 s, then 32 s between
-    polls (x4 while below MinJobAge/2, and the harness has MinJobAge=60), so a 12 s job
-    returned only after 42 s.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        show = cluster.run(["scontrol", "-o", "show", "job", job_id], timeout=30).stdout
-        fields = dict(f.split("=", 1) for f in show.split() if "=" in f)
-        if fields.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT",
-                                      "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
-                                      "PREEMPTED"):
-            return f"{fields['JobState']} {fields.get('ExitCode')}"
-        if time.monotonic() > deadline:
-            pytest.fail(f"batch job {job_id} did not end within {timeout} s: {show}")
-        time.sleep(0.25)
-
-
 def test_5_sbatch_job_script(cluster: SlurmCluster) -> None:
     """sbatch of a job script (-N2, --ntasks-per-node=2) running srun --mpi=pmix: every
     rank's line from the job's output file; nvidia-smi once per node."""

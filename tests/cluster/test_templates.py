@@ -14,6 +14,7 @@ from typing import Dict, List
 import pytest
 
 from tests.cluster.test_training import task_env
+from tests.harness.batch import sbatch_wait
 
 pytestmark = [pytest.mark.cluster]
 
@@ -29,15 +30,15 @@ def own_lines(log: str) -> List[Dict]:
 
 def submit(cluster, template: str, options: List[str], tmp_path: Path,
            **extra: str) -> str:
-    """Runs ``template`` under `sbatch --wait` with the own script; returns its output."""
+    """Runs ``template`` (sbatch, waited for) with the own script; returns its output."""
     out = tmp_path / "out.txt"
     env = {**task_env(cluster), "SCRIPT": SCRIPT, "CHECKPOINT_DIR": str(tmp_path / "ckpt"),
            **extra}
-    r = cluster.run(["sbatch", "--wait", f"--output={out}", *options,
-                     str(ROOT / "examples" / template), "--greeting", "hello there"],
-                    env=env, cwd=str(ROOT), timeout=150)
+    job = sbatch_wait(cluster, [f"--output={out}", *options, str(ROOT / "examples" / template),
+                                "--greeting", "hello there"], env=env, cwd=str(ROOT),
+                      timeout=150)
     log = out.read_text() if out.exists() else "(no output file)"
-    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"
+    assert job.state == "COMPLETED 0:0", f"{job.context()}\n{log[-4000:]}"
     return log
 
 

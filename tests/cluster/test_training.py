@@ -17,6 +17,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 from tests.docs.blocks import command, commands, runs_like
+from tests.harness.batch import sbatch_wait
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -143,20 +144,16 @@ def test_srun_two_workers_fit_with_tf_keras(cluster, tmp_path: Path) -> None:
 
 
 def test_sbatch_job_script_checks_then_trains(cluster, tmp_path: Path) -> None:
-    """examples/train.sbatch under a real `sbatch --wait`, its --output read back.
-
-    Takes 10 s or 42 s: sbatch --wait looks at the job 2, 10 and 42 s after submitting it
-    (Slurm's fixed back-off), and this job needs 8-12 s on 2 cores.
-    """
+    """examples/train.sbatch under a real sbatch, its --output read back (the job waited for
+    by tests/harness/batch.py, not `sbatch --wait`'s back-off: 42 s for this 8-12 s job)."""
     out = tmp_path / "train.out"
-    r = cluster.run(["sbatch", "--wait", f"--output={out}", str(EXAMPLES / "train.sbatch"),
-                     "--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS),
-                     "--port-base", "24320"],
-                    env={**task_env(cluster), "CHECKPOINT_DIR": str(tmp_path / "ckpt")},
-                    cwd=str(ROOT), timeout=150)
+    job = sbatch_wait(cluster, [f"--output={out}", str(EXAMPLES / "train.sbatch"),
+                                "--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS),
+                                "--port-base", "24320"],
+                      env={**task_env(cluster), "CHECKPOINT_DIR": str(tmp_path / "ckpt")},
+                      cwd=str(ROOT), timeout=150)
     log = out.read_text() if out.exists() else "(no output file)"
-    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"
-    assert re.match(r"Submitted batch job \d+", r.stdout)
+    assert job.state == "COMPLETED 0:0", f"{job.context()}\n{log[-4000:]}"
     assert "OK: Slurm and MPI agree on all 2 ranks." in log, log
     assert "CONNECT OK: the job's 2 connection(s) among 2 rank(s)" in log, log
     assert '"worker": ["node1:24320", "node2:24320"]' in log, log  # check saw train's ports
@@ -186,20 +183,20 @@ def test_mpirun_script_with_hostfile(cluster, tmp_path: Path) -> None:
 
 def test_sbatch_gpu_template_checks_then_trains_on_the_gres_cluster(gres_cluster,
                                                                       tmp_path: Path) -> None:
-    """examples/train_gpu.sbatch under `sbatch --wait` on the GRES cluster, sized down to
+    """examples/train_gpu.sbatch under sbatch (waited for) on the GRES cluster, sized down to
     node1 with two tasks and two GPUs (the template asks for 2 nodes x 4 tasks, --gres=gpu:4):
     the check shows one GPU each, the CPU build of TensorFlow trains on CPU, and each rank
     prints its line at start."""
     out = tmp_path / "train-gpu.out"
-    r = gres_cluster.run(["sbatch", "--wait", f"--output={out}", "-w", "node1", "--nodes=1",
-                          "--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=1",
-                          str(EXAMPLES / "train_gpu.sbatch"), "--epochs", "1",
-                          "--steps-per-epoch", str(STEPS), "--collective", "ring",
-                          "--collective-timeout", "600"],
-                         env={**task_env(gres_cluster), "CHECKPOINT_DIR": str(tmp_path / "c")},
-                         cwd=str(ROOT), timeout=150)
+    job = sbatch_wait(gres_cluster, [f"--output={out}", "-w", "node1", "--nodes=1",
+                                     "--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=1",
+                                     str(EXAMPLES / "train_gpu.sbatch"), "--epochs", "1",
+                                     "--steps-per-epoch", str(STEPS), "--collective", "ring",
+                                     "--collective-timeout", "600"],
+                      env={**task_env(gres_cluster), "CHECKPOINT_DIR": str(tmp_path / "c")},
+                      cwd=str(ROOT), timeout=150)
     log = out.read_text() if out.exists() else "(no output file)"
-    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{log[-4000:]}"
+    assert job.state == "COMPLETED 0:0", f"{job.context()}\n{log[-4000:]}"
     assert "OK: Slurm and MPI agree on all 2 ranks." in log, log
     assert "CONNECT OK: the job's 2 connection(s) among 2 rank(s)" in log, log
     rows = re.findall(r"^([01])\s+node1\s+worker\s+\1\s+node1:888[89]\s+(\S+)\s+(\S+)$", log, re.M)
