@@ -1,7 +1,8 @@
 """Runs the test suite as pytest runs side by side: tests/cluster and tests/jax (each on
 throw-away clusters of its own; their tests mostly wait: Slurm, JAX's and TensorFlow's
-start-up, heartbeats, timeouts, a time limit) each beside everything else; a few long files
-run with tests/jax (WITH_JAX) so that the three take about as long.
+start-up, heartbeats, timeouts, a time limit) and a run of the longest files (OWN_RUN), each
+beside everything else; a few long files run with tests/jax (WITH_JAX) so that the four take
+about as long.
 
     python scripts/side_by_side.py -- PYTEST_COMMAND...
 
@@ -20,19 +21,25 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-#: Files that run with tests/jax, the shortest run: those of the long-job cluster (one
-#: cluster of their own, minutes of waiting for a time limit and requeues) and the
-#: benchmarks' (each on a cluster of its own): the runs then take about as long each
-#: (measured 2026-11-28: the rest 19.1 min, tests/cluster 27.4, tests/jax 27.1 with
-#: tests/test_versions.py's 6.2 min, which now runs with the rest).
+#: Files that run with tests/jax: those of the long-job cluster (one cluster of their own,
+#: minutes of waiting for a time limit and requeues) and some of the benchmarks' (each on a
+#: cluster of its own).
 WITH_JAX = ("tests/cluster/test_long_jobs.py", "tests/cluster/test_own_script.py",
             "tests/cluster/test_signals.py", "tests/cluster/test_stale_signal.py",
-            "tests/cluster/test_bench_slow_rank.py", "tests/cluster/test_bench_restart.py",
-            "tests/cluster/test_bench_preemption.py", "tests/cluster/test_tf_local_tier.py",
-            "tests/cluster/test_bench_tf_tiers.py")
+            "tests/cluster/test_bench_restart.py", "tests/cluster/test_bench_preemption.py",
+            "tests/cluster/test_tf_local_tier.py")
+#: Files of a fourth run, the longest of the rest and of the clusters' benchmarks: the oldest
+#: versions' tests (an inner pytest of TensorFlow's tests: 12 minutes of the suite, a quarter
+#: of a core), the README's commands (the benchmark script, the demo). Measured 2026-11-30
+#: with three runs: the rest 30:44 (these 19 minutes of it), tests/cluster 25:23, tests/jax
+#: 29:19; the four then take about as long each.
+OWN_RUN = ("tests/test_versions.py", "tests/test_readme_commands.py",
+           "tests/cluster/test_bench_tf_tiers.py", "tests/cluster/test_bench_slow_rank.py")
 #: The runs beside the rest, each its own pytest process: (the paths it runs, those it
 #: leaves out).
-BESIDE = ((("tests/cluster",), WITH_JAX), (("tests/jax", *WITH_JAX), ()))
+_CLUSTER_ELSEWHERE = (*WITH_JAX, *(p for p in OWN_RUN if p.startswith("tests/cluster/")))
+BESIDE = ((("tests/cluster",), _CLUSTER_ELSEWHERE), (("tests/jax", *WITH_JAX), ()),
+          (OWN_RUN, ()))
 
 
 def existing(paths: Sequence[str]) -> List[str]:

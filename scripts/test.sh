@@ -25,8 +25,8 @@ PYTEST=("${MPI_RESOLVER_VENV:-.venv}/bin/python" -m pytest -ra --color=no --dura
 if [ $# -gt 0 ]; then
   exec "${PYTEST[@]}" "$@"
 fi
-# The whole suite in three pytest runs side by side: tests/cluster and tests/jax (each on
+# The whole suite in four pytest runs side by side: tests/cluster and tests/jax (each on
 # throw-away clusters of its own; their tests mostly wait: Slurm, TensorFlow's and JAX's
-# start-up, heartbeats, timeouts) each beside everything else. Their output follows the
-# other's; the last line counts all three.
+# start-up, heartbeats, timeouts) and the longest files (scripts/side_by_side.py's OWN_RUN),
+# each beside everything else. Their output follows the other's; the last line counts all four.
 exec "${MPI_RESOLVER_VENV:-.venv}/bin/python" scripts/side_by_side.py -- "${PYTEST[@]}"

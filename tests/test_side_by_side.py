@@ -87,15 +87,20 @@ def test_usage():
 
 def test_every_file_runs_once_and_the_long_ones_with_jax():
     """The rest leaves out what runs beside it; tests/cluster leaves out the files that run
-    with tests/jax, and those exist (a renamed one would run in tests/cluster again); every
-    file of tests/cluster on the long-job cluster runs with tests/jax (else each run would
-    start that cluster)."""
+    with tests/jax or in the fourth run, and those exist (a renamed one would run in
+    tests/cluster again); every file of tests/cluster on the long-job cluster runs with
+    tests/jax (else each run would start that cluster)."""
     assert sbs.rest_ignores() == ["--ignore=tests/cluster", "--ignore=tests/jax",
-                                  *(f"--ignore={p}" for p in sbs.WITH_JAX)]
-    (cluster, cluster_out), (jax, jax_out) = sbs.BESIDE
-    assert (cluster, cluster_out, jax_out) == (("tests/cluster",), sbs.WITH_JAX, ())
+                                  *(f"--ignore={p}" for p in sbs.WITH_JAX),
+                                  *(f"--ignore={p}" for p in sbs.OWN_RUN)]
+    (cluster, cluster_out), (jax, jax_out), (own, own_out) = sbs.BESIDE
+    own_cluster = tuple(p for p in sbs.OWN_RUN if p.startswith("tests/cluster/"))
+    assert own_cluster and not set(own_cluster) & set(sbs.WITH_JAX)
+    assert (cluster, cluster_out, jax_out, own, own_out) == (
+        ("tests/cluster",), (*sbs.WITH_JAX, *own_cluster), (), sbs.OWN_RUN, ())
     assert jax == ("tests/jax", *sbs.WITH_JAX)
-    assert all((ROOT / p).is_file() for p in sbs.WITH_JAX), sbs.WITH_JAX
+    files = (*sbs.WITH_JAX, *sbs.OWN_RUN)
+    assert all((ROOT / p).is_file() for p in files), files
     on_longjob = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests/cluster").glob("test_*.py")
                   if "longjob_cluster" in p.read_text()}
     assert on_longjob and on_longjob <= set(sbs.WITH_JAX), on_longjob - set(sbs.WITH_JAX)
@@ -106,10 +111,12 @@ def test_a_run_of_no_path_here_is_not_started(tmp_path, monkeypatch):
     collect the whole suite again)."""
     (tmp_path / "tests" / "cluster").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    assert sbs.runs_here() == [(("tests/cluster",), sbs.WITH_JAX)]
+    assert sbs.runs_here() == [sbs.BESIDE[0]]
     (tmp_path / "tests" / "jax").mkdir()
     assert [paths for paths, _ in sbs.runs_here()] == [("tests/cluster",),
                                                        ("tests/jax", *sbs.WITH_JAX)]
+    (tmp_path / "tests" / "test_versions.py").write_text("")
+    assert [paths for paths, _ in sbs.runs_here()][2] == sbs.OWN_RUN
 
 
 def test_a_run_s_arguments_skip_paths_this_checkout_lacks(tmp_path, monkeypatch):
