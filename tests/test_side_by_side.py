@@ -78,7 +78,7 @@ def test_a_real_run_of_three_suites(tmp_path, cluster_body, jax_body, code, last
     lines = run.stdout.strip().splitlines()
     assert lines[-1] == last
     assert "======== tests/cluster, run beside the tests above ========" in lines
-    assert "======== tests/jax, run beside the tests above ========" in lines
+    assert "======== tests/jax/test_jax.py, run beside the tests above ========" in lines
 
 
 def test_usage():
@@ -88,17 +88,20 @@ def test_usage():
 def test_every_file_runs_once_and_the_long_ones_with_jax():
     """The rest leaves out what runs beside it; tests/cluster leaves out the files that run
     with tests/jax or in the fourth run, and those exist (a renamed one would run in
-    tests/cluster again); every file of tests/cluster on the long-job cluster runs with
-    tests/jax (else each run would start that cluster)."""
-    assert sbs.rest_ignores() == ["--ignore=tests/cluster", "--ignore=tests/jax",
-                                  *(f"--ignore={p}" for p in sbs.WITH_JAX),
+    tests/cluster again); tests/jax's run leaves JAX_WITH_REST to the rest; every file of
+    tests/cluster on the long-job cluster runs with tests/jax (else each run would start that
+    cluster)."""
+    (cluster, cluster_out), (jax, jax_out), (own, own_out) = sbs.beside()
+    jax_files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests/jax").glob(
+        "test_*.py"))
+    assert set(sbs.JAX_WITH_REST) < set(jax_files)
+    assert jax == (*(p for p in jax_files if p not in sbs.JAX_WITH_REST), *sbs.WITH_JAX)
+    assert sbs.rest_ignores() == ["--ignore=tests/cluster", *(f"--ignore={p}" for p in jax),
                                   *(f"--ignore={p}" for p in sbs.OWN_RUN)]
-    (cluster, cluster_out), (jax, jax_out), (own, own_out) = sbs.BESIDE
     own_cluster = tuple(p for p in sbs.OWN_RUN if p.startswith("tests/cluster/"))
     assert own_cluster and not set(own_cluster) & set(sbs.WITH_JAX)
     assert (cluster, cluster_out, jax_out, own, own_out) == (
         ("tests/cluster",), (*sbs.WITH_JAX, *own_cluster), (), sbs.OWN_RUN, ())
-    assert jax == ("tests/jax", *sbs.WITH_JAX)
     files = (*sbs.WITH_JAX, *sbs.OWN_RUN)
     assert all((ROOT / p).is_file() for p in files), files
     on_longjob = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests/cluster").glob("test_*.py")
@@ -108,13 +111,16 @@ def test_every_file_runs_once_and_the_long_ones_with_jax():
 
 def test_a_run_of_no_path_here_is_not_started(tmp_path, monkeypatch):
     """A checkout with tests/cluster only: one run beside the rest (a run of no path would
-    collect the whole suite again)."""
+    collect the whole suite again); tests/jax's run has this checkout's files of it."""
     (tmp_path / "tests" / "cluster").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    assert sbs.runs_here() == [sbs.BESIDE[0]]
+    assert sbs.runs_here() == [sbs.beside()[0]]
     (tmp_path / "tests" / "jax").mkdir()
+    assert len(sbs.runs_here()) == 1  # no file of tests/jax here: no run of it
+    for name in ("test_a.py", "test_bench_tiers.py"):
+        (tmp_path / "tests" / "jax" / name).write_text("")
     assert [paths for paths, _ in sbs.runs_here()] == [("tests/cluster",),
-                                                       ("tests/jax", *sbs.WITH_JAX)]
+                                                       ("tests/jax/test_a.py", *sbs.WITH_JAX)]
     (tmp_path / "tests" / "test_versions.py").write_text("")
     assert [paths for paths, _ in sbs.runs_here()][2] == sbs.OWN_RUN
 
