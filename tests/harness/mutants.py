@@ -5,6 +5,7 @@ import. These put a copy of mutmut within their reach."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -14,8 +15,10 @@ from typing import Dict, Mapping, Optional
 _COPY: Optional[str] = None
 
 
+@functools.lru_cache(maxsize=None)
 def imports_mutmut(package: Path) -> bool:
-    """Returns whether the package at ``package`` imports mutmut (mutmut's copy of it)."""
+    """Returns whether the package at ``package`` imports mutmut (mutmut's copy of it); read
+    once a process (every test that plots asks)."""
     return any("from mutmut" in f.read_text() for f in package.rglob("*.py"))
 
 
