@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(slurm-wlm munge openmpi-bin libopenmpi-dev libpmix2 libpmix-dev libpmi2-0 iproute2
-              util-linux procps nftables gcc)
+              util-linux procps nftables gcc sshfs openssh-sftp-server socat)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
