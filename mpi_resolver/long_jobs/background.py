@@ -5,6 +5,7 @@ someone asks (framework-free: the snapshot and the write are the caller's)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -13,7 +14,12 @@ from typing import Any, Callable, Optional
 from mpi_resolver.core.logs import log_once
 from mpi_resolver.long_jobs.journal import error_text
 
-__all__ = ["Written", "BackgroundWrites", "write_now"]
+__all__ = ["Written", "BackgroundWrites", "write_now", "WRITE_NICE"]
+
+#: What a background write's thread adds to its nice value: where it shares cores with the
+#: training, the training's steps come first; on a node whose host cores idle (a GPU node's)
+#: it changes nothing.
+WRITE_NICE = 10
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class BackgroundWrites:
             raise RuntimeError("a checkpoint write is in flight or not collected: wait() first")
 
         def run() -> None:
+            lower_priority()
             self._finished = write_now(step, stall, write, then, self._clock)
 
         self._thread = threading.Thread(target=run, name=f"mpi_resolver-save-{step}",
@@ -109,3 +116,13 @@ class BackgroundWrites:
             self.last_seconds = finished.seconds
         return finished
 
+
+
+def lower_priority(by: int = WRITE_NICE) -> None:
+    """Adds ``by`` to the calling thread's nice value (Linux: each thread has its own); where
+    it cannot, leaves it."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + by)
+    except OSError:
+        pass

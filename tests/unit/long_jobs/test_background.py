@@ -3,12 +3,14 @@ failure kept for the caller, what the write took."""
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable, List
 
 import pytest
 
-from mpi_resolver.long_jobs.background import BackgroundWrites, Written
+from mpi_resolver.long_jobs import background
+from mpi_resolver.long_jobs.background import BackgroundWrites, Written, write_now
 
 pytestmark = pytest.mark.unit
 
@@ -165,3 +167,48 @@ def test_what_follows_a_whole_write(error: Exception | None, tidy_raises: bool, 
     assert (finished.error is None) == (error is None)
     assert ran == (["mpi_resolver-save-7"] if tidied else [])
     assert [r.getMessage() for r in caplog.records] == said
+
+
+def own_nice() -> int:
+    """Returns the calling thread's nice value."""
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def test_the_write_runs_below_the_training() -> None:
+    writes, seen = BackgroundWrites(), []
+    before = own_nice()
+    writes.start(3, 0.1, lambda: seen.append(own_nice()))
+    writes.wait()
+    assert seen == [min(before + background.WRITE_NICE, 19)]
+    assert own_nice() == before  # the training's thread keeps its own
+
+
+def test_a_write_at_once_keeps_the_training_s_priority() -> None:
+    before = own_nice()
+    assert write_now(3, 0.1, own_nice).result == before
+
+
+@pytest.mark.parametrize("by", [1, 5])
+def test_lower_priority_adds_to_the_thread_s_own(by: int) -> None:
+    seen = []
+
+    def lowered() -> None:
+        before = own_nice()
+        background.lower_priority(by)
+        seen.append(own_nice() - before)
+
+    thread = threading.Thread(target=lowered)
+    thread.start()
+    thread.join()
+    assert seen == [by] or own_nice() + by > 19
+
+
+def test_a_priority_that_cannot_be_changed_leaves_the_write_to_run(monkeypatch) -> None:
+    def refused(*args: Any) -> None:
+        raise PermissionError("not allowed")
+
+    monkeypatch.setattr(background.os, "setpriority", refused)
+    writes = BackgroundWrites()
+    writes.start(3, 0.1, lambda: "ckpt-3")
+    finished = writes.wait()
+    assert finished is not None and finished.result == "ckpt-3" and finished.error is None
