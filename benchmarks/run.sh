@@ -7,8 +7,10 @@
 # (background_saves.py), a worker
 # killed and the step restarted (restart.py), a slow rank named (slow_rank.py), JAX's saves
 # to the shared directory through Orbax and to the node-local tier, side by side (tiers.py, in
-# .venv-jax: scripts/setup_jax.sh), TensorFlow's the same way (tf_tiers.py), and goodput at
-# scale from them (goodput.py); figures also
+# .venv-jax: scripts/setup_jax.sh), TensorFlow's the same way (tf_tiers.py), both with the
+# shared directory on a file server behind a 1 Gbit/s link (tests/harness/network_share.py:
+# sshfs from a network namespace of its own, as the nodes of a cluster reach theirs), and
+# goodput at scale from them (goodput.py); figures also
 # written to benchmarks/results/ (or $MPI_RESOLVER_BENCH_RESULTS).
 # --quick: smaller jobs; --skip-slurm: no throw-away Slurm cluster (no preemption.py either);
 # other arguments go to bench.py.

@@ -5,10 +5,13 @@ against `dd`, the restore from each tier, the steps lost after a real kill with 
 the tier.
 
     python benchmarks/tf_tiers.py [--mib 100 1024] [--repeat 3] [--every 20] [--kill-at 150]
-                                  [--node-mtbf-hours 0.002] [--quick] [--json FILE]
+                                  [--node-mtbf-hours 0.002] [--shared-mbit 1000] [--quick]
+                                  [--json FILE]
 
 On a throw-away Slurm cluster of two emulated nodes (srun --mpi=pmix, one worker a node,
-TensorFlow's CPU build; each node's /dev/shm its own, the local directory /dev/shm/...-%N), a
+TensorFlow's CPU build; each node's /dev/shm its own, the local directory /dev/shm/...-%N; the
+checkpoint directory on a file server behind one link of --shared-mbit Mbit/s for both nodes,
+tests/harness/network_share.py, or this machine's disk at 0), a
 state of --mib MiB that every worker holds whole, as MultiWorkerMirroredStrategy's replicas do,
 and that each step writes whole, each step ending in an all-reduce (background_saves.build), is:
   * trained with a save every 'every' steps, at once and in the background, to the
@@ -17,7 +20,8 @@ and that each step writes whole, each step ending in an all-reduce (background_s
     the save's step and the next beyond the median step, the slower worker's
     (background_saves.one); the background write (worker 0's, the ledger's; the tier's:
     its part written and the partner's copy sent and taken); `dd bs=1M conv=fsync` of the
-    state's bytes to each directory; a worker's peak memory (its largest resident set). At
+    state's bytes to each directory (to the checkpoint directory worker 0's alone, the one
+    that writes there); a worker's peak memory (its largest resident set). At
     once a save every --every steps; in the background every --every, or more where a save
     at once took longer than a third of that many steps in the first round (a save sooner
     waits for the write before it);
@@ -27,7 +31,9 @@ and that each step writes whole, each step ending in an all-reduce (background_s
     from its partner's copy on node1);
   * killed: a training with checkpoint_every='auto' at a node MTBF short enough
     (--node-mtbf-hours) that Young's intervals are seconds; worker 1 SIGKILLs itself at step
-    --kill-at; the next run says where it starts: the steps lost, without the tier and with it.
+    --kill-at; the next run says where it starts: the steps lost, without the tier and with it;
+    from worker 0's time at each step and the ledger's saves, the steps a failure at any step
+    would have lost on the mean (tier_common.mean_steps_lost).
 Each figure is the median of --repeat rounds, every one measured in this run. Goals: the
 restore from the local tier faster than from the checkpoint directory; fewer steps lost with
 the tier (the ratio of the two intervals, as 'auto' chose them, printed beside it).
@@ -42,14 +48,14 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from jax_saves import dd  # noqa: E402 - imports no JAX
-from tier_common import kill_lines, lost_goals, restore_goal, tier_arguments  # noqa: E402
+from tier_common import (STEP_MARK, cluster_and_share, kill_figures,  # noqa: E402
+                         kill_lines, lost_goals, restore_goal, shared_where, tier_arguments)
 
 #: Each worker's line: its figures as JSON after this.
 MARK = "TFTIERS "
@@ -90,8 +96,9 @@ def rank_main(task: Dict[str, Any]) -> int:
         found = one(task["mib"], task["dir"], task["steps"], task["every"],
                     task["background"], 2, task["local"], task["shared_every"])
         if task["dd"]:
-            found["dd_shared_s"] = dd(os.path.join(task["dir"], f"dd-{found['rank']}"),
-                                      task["mib"] * 2 ** 20)
+            if found["rank"] == 0:  # the chief's alone: the other worker's saves stay in memory
+                found["dd_shared_s"] = dd(os.path.join(task["dir"], "dd"),
+                                          task["mib"] * 2 ** 20)
             found["dd_local_s"] = dd(os.path.join(here(task["local"]), "dd"),
                                      task["mib"] * 2 ** 20)
         if task["local"]:  # the node's memory given back (a run disarms; it does not complete)
@@ -129,6 +136,8 @@ def trained(task: Dict[str, Any]) -> Dict[str, Any]:
     took, start = time.monotonic() - began, int(handler.total_run_calls)
     while handler.total_run_calls < task["steps"]:
         handler.run(train_step)
+        if task.get("kill") and rank == 0:
+            print(f"{STEP_MARK}{handler.total_run_calls} {time.time()}", flush=True)
         if handler.total_run_calls == task.get("kill") and rank == 1:
             os.kill(os.getpid(), signal.SIGKILL)
     config.saver.settle()
@@ -181,7 +190,7 @@ def save_run(cluster: Any, mib: int, where: str, every: int, round_: int,
     if background:
         figures[f"{name}_write_s"] = statistics.median(both["writes"])
     for key in ("dd_shared_s", "dd_local_s") if task["dd"] else ():
-        figures[key] = max(s[key] for s in said)
+        figures[key] = max(s[key] for s in said if key in s)
     return figures
 
 
@@ -213,7 +222,7 @@ def restores(cluster: Any, mib: int, where: str) -> Dict[str, float]:
 def killed(cluster: Any, mib: int, where: str, tiered: bool, kill_at: int,
            mtbf_hours: float) -> Dict[str, Any]:
     """Runs the kill's training without the tier or with it, then the run after it; returns
-    {'tiered', 'killed_at', 'restored', 'lost', 'plans': what 'auto' chose}."""
+    {'tiered', 'killed_at', 'restored', 'lost', and tier_common.kill_figures'}."""
     name = f"kill-{mib}MiB-{'tiered' if tiered else 'shared'}"
     task = {"do": "train", "mib": mib, "dir": os.path.join(where, name), "every": "auto",
             "mtbf": mtbf_hours, "steps": kill_at + 1, "kill": kill_at,
@@ -230,11 +239,9 @@ def killed(cluster: Any, mib: int, where: str, tiered: bool, kill_at: int,
     if len(starts) != 1:
         raise SystemExit(f"{name}: the workers started at {said}")
     start = starts.pop()
-    plans = [line.split("periodic checkpoints ", 1)[1]
-             for line in (first.stdout + first.stderr).splitlines()
-             if "periodic checkpoints " in line]
     return {"mib": mib, "tiered": tiered, "killed_at": kill_at, "restored": start,
-            "lost": kill_at - start, "plans": plans}
+            "lost": kill_at - start,
+            **kill_figures(first.stdout + first.stderr, task["dir"], kill_at, start)}
 
 
 def measure(cluster: Any, mib: int, args: argparse.Namespace, where: str) -> Dict[str, Any]:
@@ -258,13 +265,13 @@ def measure(cluster: Any, mib: int, args: argparse.Namespace, where: str) -> Dic
     return out
 
 
-def report(found: List[Dict[str, Any]], kills: List[Dict[str, Any]]) -> None:
-    """Prints the figures and the goals' verdicts."""
+def report(found: List[Dict[str, Any]], kills: List[Dict[str, Any]], mbit: int) -> None:
+    """Prints the figures and the goals' verdicts (``mbit``: the shared directory's link)."""
     print("TensorFlow's checkpoint tiers, 2 workers of MultiWorkerMirroredStrategy on 2 emulated "
           "nodes (srun --mpi=pmix, CPU), each holding the whole state; the slower worker, "
           "medians:")
     for f in found:
-        for name, where in (("shared", "checkpoint directory"),
+        for name, where in (("shared", f"checkpoint directory ({shared_where(mbit)})"),
                             ("local", "node-local tier (/dev/shm, partner's copy over MPI)")):
             print(f"  {f['mib']:5d} MiB, {where}: at once the training paid "
                   f"{f[f'{name}_at_once_paid_s']:.3f} s a save; in the background "
@@ -282,6 +289,8 @@ def report(found: List[Dict[str, Any]], kills: List[Dict[str, Any]]) -> None:
             ratio = f[f"{name}_stall_ratio"]
             print(f"goal at {f['mib']} MiB ({name}): the stall <= 0.1 x at once: "
                   f"{'met' if ratio <= 0.1 else 'not met'} ({ratio:.3f})")
+        print(f"goal at {f['mib']} MiB (shared): the write >= 0.5 of dd: "
+              f"{'met' if f['shared_of_dd'] >= 0.5 else 'not met'} ({f['shared_of_dd']:.2f})")
         print(restore_goal(f["mib"], f["restore_local_s"], f["restore_shared_s"],
                            "checkpoint directory"))
     for line in lost_goals(kills):
@@ -293,16 +302,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.rank:
         return rank_main(json.loads(args.rank))
     sys.path.insert(0, str(ROOT))
-    from tests.harness.slurm_cluster import SlurmCluster
-
-    with SlurmCluster(nodes=("node1", "node2"), gpus={}, cpus_per_node=16) as cluster:
-        with tempfile.TemporaryDirectory(prefix="tftiers-", dir=cluster.workdir) as tmp:
-            found = [measure(cluster, mib, args, tmp) for mib in args.mib]
-            kills = [killed(cluster, mib, tmp, tiered, args.kill_at, args.node_mtbf_hours)
-                     for mib in args.mib for tiered in (False, True)]
-    report(found, kills)
+    with cluster_and_share(args.shared_mbit, "tftiers-") as (cluster, tmp):
+        found = [measure(cluster, mib, args, tmp) for mib in args.mib]
+        kills = [killed(cluster, mib, tmp, tiered, args.kill_at, args.node_mtbf_hours)
+                 for mib in args.mib for tiered in (False, True)]
+    report(found, kills, args.shared_mbit)
     if args.json:
-        Path(args.json).write_text(json.dumps({"sizes": found, "kills": kills}, indent=2))
+        Path(args.json).write_text(json.dumps(
+            {"shared_mbit": args.shared_mbit, "sizes": found, "kills": kills}, indent=2))
     return 0
 
 

@@ -1,10 +1,18 @@
 """What benchmarks/tiers.py (JAX) and benchmarks/tf_tiers.py (TensorFlow) share: their
-arguments, and the lines of the kill with and without the tier. Imports no framework."""
+arguments, their cluster and shared directory, and the lines of the kill with and without the
+tier. Imports no framework."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict, List
+import contextlib
+import re
+import statistics
+import tempfile
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+#: Worker 0's line after each step of a kill's training: "STEP <step> <time.time()>".
+STEP_MARK = "STEP "
 
 
 def tier_arguments(p: argparse.ArgumentParser, kill_at: int, mtbf_hours: float,
@@ -20,35 +28,128 @@ def tier_arguments(p: argparse.ArgumentParser, kill_at: int, mtbf_hours: float,
     p.add_argument("--node-mtbf-hours", type=float, default=mtbf_hours,
                    help=f"a node's MTBF for the kill's 'auto' intervals (default {mtbf_hours}: "
                         f"{mtbf_hours * 3600:g} s)")
+    p.add_argument("--shared-mbit", type=int, default=1000,
+                   help="the shared directory on a file server behind one link of this many "
+                        "Mbit/s, both nodes' (default 1000); 0: the cluster's own directory, "
+                        "this machine's disk and page cache")
     p.add_argument("--quick", action="store_true", help=quick)
     p.add_argument("--json", help="also write the figures to this file")
 
 
+def shared_where(mbit: int) -> str:
+    """Returns what the shared directory is, for the report's lines."""
+    return f"a file server on a {mbit} Mbit/s link" if mbit else "this machine's disk"
+
+
+@contextlib.contextmanager
+def cluster_and_share(mbit: int, prefix: str) -> Iterator[Tuple[Any, str]]:
+    """Yields a throw-away Slurm cluster of two emulated nodes and a directory for the
+    checkpoints (``prefix``...): on a file server behind a link of ``mbit`` Mbit/s
+    (tests/harness/network_share.py, mounted before the nodes start so that both see it), or
+    at 0 in the cluster's own directory. Both are gone after."""
+    from tests.harness.network_share import NetworkShare
+    from tests.harness.slurm_cluster import SlurmCluster
+
+    with contextlib.ExitStack() as stack:
+        share = stack.enter_context(NetworkShare(mbit)) if mbit else None
+        cluster = stack.enter_context(
+            SlurmCluster(nodes=("node1", "node2"), gpus={}, cpus_per_node=16))
+        base = share.path if share else cluster.workdir
+        yield cluster, stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix, dir=base))
+
+
+def step_times(output: str) -> List[Tuple[int, float]]:
+    """Returns the (step, time) of each STEP_MARK line of ``output``."""
+    out = []
+    for line in output.splitlines():
+        if line.startswith(STEP_MARK):
+            step, at = line[len(STEP_MARK):].split()
+            out.append((int(step), float(at)))
+    return out
+
+
+def ledger_saves(directory: str) -> List[Tuple[int, float]]:
+    """Returns the (step, time it was whole) of each save in ``directory``'s ledger."""
+    from mpi_resolver.long_jobs import ledger
+
+    return [(r["step"], r["time"]) for r in ledger.read(directory) if r.get("event") == "save"]
+
+
+def mean_steps_lost(steps: Sequence[Tuple[int, float]],
+                    saves: Sequence[Tuple[int, float]]) -> Optional[float]:
+    """Returns the steps a failure would have lost on the mean over the run's ``steps`` (each
+    (step, time it ended)) from the first whole save on: the step less the newest of
+    ``saves`` ((step, time whole)) whole by then; None where no save was whole."""
+    lost = []
+    for step, at in steps:
+        whole = [saved for saved, t in saves if t <= at]
+        if whole:
+            lost.append(step - max(whole))
+    return statistics.mean(lost) if lost else None
+
+
+def planned_steps(plan: str) -> Optional[int]:
+    """Returns the steps between two saves that an 'auto' plan line says, or None."""
+    found = re.search(r"= (\d+) steps", plan)
+    return int(found.group(1)) if found else None
+
+
+def kill_figures(first_output: str, directory: str, kill_at: int,
+                 restored: int) -> Dict[str, Any]:
+    """Returns a kill's figures from its training's output and ledger: the 'auto' plans, the
+    last one's steps between saves, the mean steps a failure at any step would have lost.
+    The step the next run ``restored`` was whole by the kill, even where the ledger had not
+    recorded it yet (a write that ended in the kill's own step is recorded at the next)."""
+    plans = [line.split("periodic checkpoints ", 1)[1] for line in first_output.splitlines()
+             if "periodic checkpoints " in line]
+    steps = [(s, t) for s, t in step_times(first_output) if s <= kill_at]
+    saves = ledger_saves(directory)
+    if restored and steps and restored not in [s for s, _ in saves]:
+        saves.append((restored, steps[-1][1]))
+    return {"plans": plans, "interval": planned_steps(plans[-1]) if plans else None,
+            "per_failure": mean_steps_lost(steps, saves)}
+
+
 def kill_lines(kills: List[Dict[str, Any]], shared_only: str, plan: str) -> List[str]:
-    """Returns a line for each kill: its step, where it restored, the steps lost and the
-    'auto' plan (``plan``: 'first' or 'last' of its run); a kill without the tier named
-    ``shared_only``."""
+    """Returns a line for each kill: its step, where it restored, the steps lost, the mean a
+    failure at any step would have lost, and the 'auto' plan (``plan``: 'first' or 'last' of
+    its run); a kill without the tier named ``shared_only``."""
     lines = []
     for k in kills:
         way = "with the tier" if k["tiered"] else shared_only
         chosen = k["plans"][:1] if plan == "first" else k["plans"][-1:]
+        mean = "-" if k["per_failure"] is None else f"{k['per_failure']:.1f}"
         lines.append(f"  kill at step {k['killed_at']} ({k['mib']} MiB, {way}): restored step "
-                     f"{k['restored']}, {k['lost']} steps lost; 'auto' chose"
+                     f"{k['restored']}, {k['lost']} steps lost; a failure at any step of the "
+                     f"run would have lost {mean} on the mean; 'auto' chose"
                      f"{' last' if plan == 'last' else ''}: " + "; ".join(chosen))
     return lines
 
 
 def lost_goals(kills: List[Dict[str, Any]]) -> List[str]:
-    """Returns the goal's line for each size killed both ways: fewer steps lost with the
-    tier."""
+    """Returns the goal's line for each size killed both ways: fewer steps lost per failure
+    with the tier (the mean over the run's steps), beside the ratio of the two intervals."""
     lines = []
     for mib in sorted({k["mib"] for k in kills}):
-        lost = {k["tiered"]: k["lost"] for k in kills if k["mib"] == mib}
-        if True in lost and False in lost:
-            lines.append(f"goal at {mib} MiB: fewer steps lost with the tier: "
-                         f"{'met' if lost[True] < lost[False] else 'not met'} ({lost[True]} "
-                         f"against {lost[False]})")
+        both = {k["tiered"]: k for k in kills if k["mib"] == mib}
+        if True not in both or False not in both:
+            continue
+        tier, shared = both[True], both[False]
+        met = None not in (tier["per_failure"], shared["per_failure"]) and \
+            tier["per_failure"] < shared["per_failure"]
+        cut = "-" if None in (tier["per_failure"], shared["per_failure"]) or \
+            not tier["per_failure"] else f"{shared['per_failure'] / tier['per_failure']:.2f}"
+        ratio = "-" if not tier["interval"] or not shared["interval"] else \
+            f"{shared['interval'] / tier['interval']:.2f}"
+        lines.append(f"goal at {mib} MiB: fewer steps lost per failure with the tier: "
+                     f"{'met' if met else 'not met'} ({_mean(tier)} against {_mean(shared)} "
+                     f"on the mean, cut {cut} x; the intervals' ratio {ratio}; at the kill "
+                     f"{tier['lost']} against {shared['lost']})")
     return lines
+
+
+def _mean(kill: Dict[str, Any]) -> str:
+    return "-" if kill["per_failure"] is None else f"{kill['per_failure']:.1f}"
 
 
 def restore_goal(mib: int, local_s: float, shared_s: float, shared: str,

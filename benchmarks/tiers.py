@@ -4,11 +4,13 @@ what the training pays per save, the writes against `dd`, the restore from each 
 steps lost after a real kill with and without the tier.
 
     .venv-jax/bin/python benchmarks/tiers.py [--mib 100 1024] [--repeat 3] [--quick]
-                                             [--json FILE]
+                                             [--shared-mbit 1000] [--json FILE]
 
 On a throw-away Slurm cluster of two emulated nodes (srun --mpi=pmix, one process a node,
 JAX on CPU, gloo; the local directory /dev/shm/...-%N, one per node, as the emulated nodes
-share one file system), a state of --mib MiB sharded across the two processes (each owns
+share one file system; the shared directory on a file server behind one link of
+--shared-mbit Mbit/s for both nodes, tests/harness/network_share.py, or this machine's disk
+at 0), a state of --mib MiB sharded across the two processes (each owns
 half; benchmarks/jax_saves.py) is, each round:
   * saved to the shared directory by Orbax at once and in the background, restored, and
     each process's half copied there by `dd bs=1M conv=fsync` (jax_saves.shared_round);
@@ -20,7 +22,9 @@ half; benchmarks/jax_saves.py) is, each round:
 Then the kill: a LongJob training (each step writes the whole state) with
 checkpoint_every='auto' at a node MTBF short enough (--node-mtbf-hours) that Young's
 intervals are seconds; process 1 SIGKILLs itself at step --kill-at; the next run restores and
-says from which step: the steps lost, without the tier and with it.
+says from which step: the steps lost, without the tier and with it; and, from process 0's
+time at each step and the ledger's saves, the steps a failure at any step would have lost on
+the mean (tier_common.mean_steps_lost).
 Each figure is the slower process's, the median of --repeat rounds. Goals: the restore from
 the local tier faster than from the shared directory; the steps lost cut by the ratio of the
 two intervals. Every figure is measured in this run.
@@ -34,13 +38,13 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from jax_saves import SHARED_FIGURES, dd, shared_round, sharded_state
-from tier_common import kill_lines, lost_goals, restore_goal, tier_arguments
+from tier_common import (STEP_MARK, cluster_and_share, kill_figures, kill_lines, lost_goals,
+                         restore_goal, shared_where, tier_arguments)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Each process's line: its figures as JSON after this.
@@ -53,7 +57,7 @@ STALL_GOAL, WRITE_GOAL = 0.1, 0.5
 TIER_FIGURES = ("local_at_once_s", "local_stall_s", "local_write_s", "dd_local_s",
                 "restore_local_s", "restore_partner_s")
 #: The kill's training: a LongJob over the sharded state, process 1 killed at argv[4].
-KILLED = """import json, os, signal, sys
+KILLED = """import json, os, signal, sys, time
 sys.path.insert(0, {benchmarks!r})
 from mpi_resolver.jax import initialize
 initialize(port_base="auto", gpus_per_node=0)
@@ -72,6 +76,8 @@ while kill_at and step < kill_at:
     state = add(state)
     state["w"].block_until_ready()
     job.step_done(step, state)
+    if jax.process_index() == 0:
+        print({step_mark!r} + f"{{step}} {{time.time()}}", flush=True)
     if step == kill_at and jax.process_index() == 1:
         os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -190,10 +196,10 @@ def run_size(cluster: Any, mib: int, repeat: int, where: str) -> Dict[str, Any]:
 def killed(cluster: Any, mib: int, where: str, tiered: bool, kill_at: int,
            mtbf_hours: float) -> Dict[str, Any]:
     """Runs the kill's training without the tier or with it, then the run after it; returns
-    {'tiered', 'killed_at', 'restored', 'lost', 'plans': the intervals 'auto' chose}."""
+    {'tiered', 'killed_at', 'restored', 'lost', and tier_common.kill_figures'}."""
     name = f"kill-{mib}MiB-{'tiered' if tiered else 'shared'}"
     script = Path(where) / "killed.py"
-    script.write_text(KILLED.format(benchmarks=str(ROOT / "benchmarks")))
+    script.write_text(KILLED.format(benchmarks=str(ROOT / "benchmarks"), step_mark=STEP_MARK))
     local = os.path.join("/dev/shm", f"{os.path.basename(where)}-{name}-%N") if tiered else ""
     said: List[str] = []
     try:
@@ -212,18 +218,18 @@ def killed(cluster: Any, mib: int, where: str, tiered: bool, kill_at: int,
               if line.startswith("KILL ")]
     if len(set(starts)) != 1 or len(starts) != 2:
         raise SystemExit(f"{name}: the processes restored {starts}\n{said[1][-3000:]}")
-    plans = [line.split("periodic checkpoints ", 1)[1] for line in said[0].splitlines()
-             if "periodic checkpoints " in line]
     return {"tiered": tiered, "killed_at": kill_at, "restored": starts[0],
-            "lost": kill_at - starts[0], "plans": plans}
+            "lost": kill_at - starts[0],
+            **kill_figures(said[0], os.path.join(where, name), kill_at, starts[0])}
 
 
-def report(found: List[Dict[str, Any]], kills: List[Dict[str, Any]]) -> None:
-    """Prints the figures and the goals' verdicts."""
+def report(found: List[Dict[str, Any]], kills: List[Dict[str, Any]], mbit: int) -> None:
+    """Prints the figures and the goals' verdicts (``mbit``: the shared directory's link)."""
     print("Checkpoint tiers of a state sharded across 2 processes on 2 emulated nodes "
           "(srun --mpi=pmix, JAX on CPU), the slower process, medians:")
     for f in found:
-        print(f"  {f['mib']:5d} MiB, shared directory (Orbax): at once {f['at_once_s']:.3f} s; "
+        print(f"  {f['mib']:5d} MiB, shared directory ({shared_where(mbit)}; "
+              f"Orbax): at once {f['at_once_s']:.3f} s; "
               f"in the background the step pays {f['stall_s']:.3f} s ({f['stall_ratio']:.2f} of at "
               f"once), the write "
               f"{f['write_s']:.3f} s ({f['write_of_dd']:.2f} of dd's speed); restore "
@@ -254,18 +260,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.rank:
         return rank_main(int(args.rank[0]), int(args.rank[1]), args.rank[2], args.rank[3])
     sys.path.insert(0, str(ROOT))
-    from tests.harness.slurm_cluster import SlurmCluster
-
-    with SlurmCluster(nodes=("node1", "node2"), gpus={}, cpus_per_node=16) as cluster:
-        with tempfile.TemporaryDirectory(prefix="tiers-", dir=cluster.workdir) as tmp:
-            found = [run_size(cluster, mib, args.repeat, tmp) for mib in args.mib]
-            kills = [{"mib": mib, **killed(cluster, mib, tmp, tiered, args.kill_at,
-                                           args.node_mtbf_hours)}
-                     for mib in (args.mib[-1:] if args.quick else args.mib)
-                     for tiered in (False, True)]
-    report(found, kills)
+    with cluster_and_share(args.shared_mbit, "tiers-") as (cluster, tmp):
+        found = [run_size(cluster, mib, args.repeat, tmp) for mib in args.mib]
+        kills = [{"mib": mib, **killed(cluster, mib, tmp, tiered, args.kill_at,
+                                       args.node_mtbf_hours)}
+                 for mib in (args.mib[-1:] if args.quick else args.mib)
+                 for tiered in (False, True)]
+    report(found, kills, args.shared_mbit)
     if args.json:
-        Path(args.json).write_text(json.dumps({"sizes": found, "kills": kills}, indent=2))
+        Path(args.json).write_text(json.dumps(
+            {"shared_mbit": args.shared_mbit, "sizes": found, "kills": kills}, indent=2))
     return 0
 
 

@@ -56,31 +56,41 @@ def test_the_background_interval(shared: float, local: float, step: float, least
     assert bench.interval(first, least) == expected
 
 
-def figures(restore_local: float, restore_shared: float, stall: float) -> Dict[str, Any]:
+def figures(restore_local: float, restore_shared: float, stall: float,
+            of_dd: float = 0.5) -> Dict[str, Any]:
     out: Dict[str, Any] = {"mib": 100, "restore_local_s": restore_local,
                            "restore_partner_s": 0.5, "restore_shared_s": restore_shared}
     for name in ("shared", "local"):
         out.update({f"{name}_at_once_paid_s": 1.0, f"{name}_background_paid_s": stall,
                     f"{name}_stall_ratio": stall, f"{name}_background_write_s": 2.0,
-                    f"{name}_of_dd": 0.5, f"{name}_background_peak_mib": 900.0})
+                    f"{name}_of_dd": of_dd, f"{name}_background_peak_mib": 900.0})
     return out
 
 
 def kills(with_tier: int, without: int) -> List[Dict[str, Any]]:
     return [{"mib": 100, "tiered": tiered, "killed_at": 150, "restored": 150 - lost,
-             "lost": lost, "plans": ["(auto): every 1 s"]}
+             "lost": lost, "plans": ["(auto): every 1 s = 20 steps"], "interval": 20,
+             "per_failure": float(lost)}
             for tiered, lost in ((False, without), (True, with_tier))]
 
 
-@pytest.mark.parametrize("restore_local, stall, lost, verdicts", [
-    (0.9, 0.1, (3, 4), ["met", "met", "met", "met"]),
-    (1.0, 0.1, (3, 4), ["met", "met", "not met", "met"]),
-    (0.9, 0.1001, (3, 4), ["not met", "not met", "met", "met"]),
-    (0.9, 0.1, (4, 4), ["met", "met", "met", "not met"]),
+@pytest.mark.parametrize("restore_local, stall, of_dd, lost, verdicts", [
+    (0.9, 0.1, 0.5, (3, 4), ["met", "met", "met", "met", "met"]),
+    (1.0, 0.1, 0.5, (3, 4), ["met", "met", "met", "not met", "met"]),
+    (0.9, 0.1001, 0.5, (3, 4), ["not met", "not met", "met", "met", "met"]),
+    (0.9, 0.1, 0.4999, (3, 4), ["met", "met", "not met", "met", "met"]),
+    (0.9, 0.1, 0.5, (4, 4), ["met", "met", "met", "met", "not met"]),
 ])
-def test_the_goals_on_both_sides(restore_local: float, stall: float, lost: tuple,
+def test_the_goals_on_both_sides(restore_local: float, stall: float, of_dd: float, lost: tuple,
                                  verdicts: List[str], capsys: pytest.CaptureFixture[str]) -> None:
-    bench.report([figures(restore_local, 1.0, stall)], kills(*lost))
-    goals = [line for line in capsys.readouterr().out.splitlines() if line.startswith("goal")]
+    bench.report([figures(restore_local, 1.0, stall, of_dd)], kills(*lost), 1000)
+    out = capsys.readouterr().out
+    goals = [line for line in out.splitlines() if line.startswith("goal")]
     assert [g.split(": ")[-1].split(" (")[0] for g in goals] == verdicts, goals
-    assert goals[-1].endswith(f"({lost[0]} against {lost[1]})")
+    assert goals[-1].endswith(f"at the kill {lost[0]} against {lost[1]})")
+    assert "checkpoint directory (a file server on a 1000 Mbit/s link)" in out
+
+
+def test_the_shared_directory_on_this_machines_disk(capsys: pytest.CaptureFixture[str]) -> None:
+    bench.report([figures(0.9, 1.0, 0.1)], kills(3, 4), 0)
+    assert "checkpoint directory (this machine's disk)" in capsys.readouterr().out

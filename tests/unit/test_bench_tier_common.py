@@ -1,0 +1,115 @@
+"""benchmarks/tier_common.py's pure parts: the steps a failure would have lost on the mean,
+the interval an 'auto' plan says, the kill's lines and the goal's verdict on both sides."""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+common = importlib.import_module("tier_common")
+
+PLAN = ("(auto): every 1.4 s = 28 steps of 0.051 s (Young: sqrt(2 x C 0.06 s x M 0.005 h)); "
+        "expected overhead 8.03 %")
+
+
+@pytest.mark.parametrize("steps, saves, expected", [
+    ([], [(5, 1.0)], None),                                   # no step
+    ([(1, 1.0), (2, 2.0)], [], None),                         # no save
+    ([(5, 1.0)], [(5, 1.5)], None),                           # a save not yet whole
+    ([(5, 1.5)], [(5, 1.5)], 0),                              # whole at that instant
+    ([(5, 1.5), (6, 2.0), (7, 2.5)], [(5, 1.5)], 1),          # 0, 1, 2
+    ([(4, 1.0), (6, 2.0), (12, 3.0)], [(2, 0.5), (6, 2.5)], 4),  # 2, 4, 6: the newest whole
+    ([(9, 3.0)], [(6, 2.0), (3, 1.0)], 3),                    # the newest, in any order
+])
+def test_the_mean_steps_lost(steps: Sequence[Tuple[int, float]],
+                             saves: Sequence[Tuple[int, float]],
+                             expected: Optional[float]) -> None:
+    assert common.mean_steps_lost(steps, saves) == expected
+
+
+@pytest.mark.parametrize("output, expected", [
+    ("", []),
+    ("STEP 3 17.5\nother\nSTEP 4 18.25\n", [(3, 17.5), (4, 18.25)]),
+    ("1: STEP 3 17.5\n STEP 4 1.0\n", []),                   # the mark starts the line
+])
+def test_the_step_lines(output: str, expected: List[Tuple[int, float]]) -> None:
+    assert common.step_times(output) == expected
+
+
+@pytest.mark.parametrize("plan, expected", [(PLAN, 28), ("every 1 s", None),
+                                            ("= 1 steps of", 1)])
+def test_the_planned_steps(plan: str, expected: Optional[int]) -> None:
+    assert common.planned_steps(plan) == expected
+
+
+def test_the_kill_figures_from_the_output_and_the_ledger(tmp_path: Path) -> None:
+    from mpi_resolver.long_jobs import ledger
+
+    for step, at in ((10, 5.0), (20, 9.0), (30, 99.0)):
+        ledger.append(str(tmp_path), {"event": "save", "step": step, "time": at})
+    ledger.append(str(tmp_path), {"event": "restore", "step": 20, "time": 100.0})
+    output = (f"x periodic checkpoints every 9 s = 40 steps\nSTEP 10 5.0\nSTEP 21 9.5\n"
+              f"y periodic checkpoints {PLAN}\nSTEP 25 12.0\nSTEP 26 100.0\n")
+    assert common.kill_figures(output, str(tmp_path), 25, 20) == {
+        "plans": ["every 9 s = 40 steps", PLAN], "interval": 28, "per_failure": 2}
+    assert common.kill_figures("", str(tmp_path / "none"), 25, 0) == {
+        "plans": [], "interval": None, "per_failure": None}
+
+
+@pytest.mark.parametrize("restored, expected", [
+    (0, None),    # nothing restored: no save whole
+    (10, 5),      # whole by the kill's step alone: 15 - 10 there, nothing at step 12
+])
+def test_a_restored_step_the_ledger_had_not_recorded_counts_at_the_kill(
+        tmp_path: Path, restored: int, expected: Optional[float]) -> None:
+    output = "STEP 12 1.0\nSTEP 15 2.0\n"
+    got = common.kill_figures(output, str(tmp_path), 15, restored)["per_failure"]
+    assert got == expected
+
+
+def kill(tiered: bool, per_failure: Optional[float], interval: Optional[int],
+         lost: int = 3) -> Dict[str, Any]:
+    return {"mib": 100, "tiered": tiered, "killed_at": 80, "restored": 80 - lost, "lost": lost,
+            "plans": ["first", "last"], "interval": interval, "per_failure": per_failure}
+
+
+@pytest.mark.parametrize("tier, shared, said", [
+    ((9.0, 20), (27.0, 28), "met (9.0 against 27.0 on the mean, cut 3.00 x; the intervals' "
+                            "ratio 1.40; at the kill 3 against 3)"),
+    ((26.9, 20), (27.0, 28), "met (26.9 against 27.0"),
+    ((27.0, 20), (27.0, 28), "not met (27.0 against 27.0"),
+    ((None, None), (27.0, 28), "not met (- against 27.0 on the mean, cut - x; the intervals' "
+                               "ratio -"),
+    ((9.0, 20), (None, 28), "not met (9.0 against - on the mean, cut - x"),
+    ((0.0, 20), (1.0, 28), "met (0.0 against 1.0 on the mean, cut - x"),
+])
+def test_the_lost_goal_on_both_sides(tier: tuple, shared: tuple, said: str) -> None:
+    lines = common.lost_goals([kill(False, *shared), kill(True, *tier)])
+    assert len(lines) == 1
+    assert lines[0].startswith("goal at 100 MiB: fewer steps lost per failure with the tier: ")
+    assert said in lines[0], lines[0]
+
+
+def test_no_goal_without_both_kills() -> None:
+    assert common.lost_goals([kill(True, 1.0, 2)]) == []
+
+
+@pytest.mark.parametrize("plan, said", [
+    ("first", "'auto' chose: first"), ("last", "'auto' chose last: last")])
+def test_the_kill_lines(plan: str, said: str) -> None:
+    lines = common.kill_lines([kill(False, 27.25, 28, 24), kill(True, None, None)],
+                              "shared only", plan)
+    assert lines[0] == ("  kill at step 80 (100 MiB, shared only): restored step 56, 24 steps "
+                        "lost; a failure at any step of the run would have lost 27.2 on the "
+                        f"mean; {said}")
+    assert "(100 MiB, with the tier)" in lines[1] and "would have lost - on the mean" in lines[1]
+
+
+@pytest.mark.parametrize("mbit, said", [(1000, "a file server on a 1000 Mbit/s link"),
+                                        (0, "this machine's disk")])
+def test_where_the_shared_directory_is(mbit: int, said: str) -> None:
+    assert common.shared_where(mbit) == said
