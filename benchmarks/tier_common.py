@@ -118,10 +118,9 @@ def kill_lines(kills: List[Dict[str, Any]], shared_only: str, plan: str) -> List
     for k in kills:
         way = "with the tier" if k["tiered"] else shared_only
         chosen = k["plans"][:1] if plan == "first" else k["plans"][-1:]
-        mean = "-" if k["per_failure"] is None else f"{k['per_failure']:.1f}"
         lines.append(f"  kill at step {k['killed_at']} ({k['mib']} MiB, {way}): restored step "
                      f"{k['restored']}, {k['lost']} steps lost; a failure at any step of the "
-                     f"run would have lost {mean} on the mean; 'auto' chose"
+                     f"run would have lost {_mean(k)} on the mean; 'auto' chose"
                      f"{' last' if plan == 'last' else ''}: " + "; ".join(chosen))
     return lines
 
@@ -135,10 +134,10 @@ def lost_goals(kills: List[Dict[str, Any]]) -> List[str]:
         if True not in both or False not in both:
             continue
         tier, shared = both[True], both[False]
-        met = None not in (tier["per_failure"], shared["per_failure"]) and \
-            tier["per_failure"] < shared["per_failure"]
-        cut = "-" if None in (tier["per_failure"], shared["per_failure"]) or \
-            not tier["per_failure"] else f"{shared['per_failure'] / tier['per_failure']:.2f}"
+        with_tier, without = tier["per_failure"], shared["per_failure"]
+        known = with_tier is not None and without is not None
+        met = known and with_tier < without
+        cut = f"{without / with_tier:.2f}" if known and with_tier else "-"
         ratio = "-" if not tier["interval"] or not shared["interval"] else \
             f"{shared['interval'] / tier['interval']:.2f}"
         lines.append(f"goal at {mib} MiB: fewer steps lost per failure with the tier: "
