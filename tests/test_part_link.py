@@ -1,7 +1,8 @@
 """exchange.part_link on real MPI ranks (mpirun -n 3, no Slurm): parts around a ring, small
-and past the eager limit, a transfer with nothing to send, one of empty parts, a rank that
-comes late is named (its receive and the send to it given up on, no wait past the deadline),
-and the transfer after it is not confused by what was left."""
+and past the eager limit, a transfer with nothing to send, one of empty parts, a part sent
+from a file's read-only mapping into the buffer the receiver gives, a rank that comes late is
+named (its receive and the send to it given up on, no wait past the deadline), and the
+transfer after it is not confused by what was left."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ def test_parts_around_a_ring_and_a_late_rank_named() -> None:
     assert got[(0, "none")] == ({}, [])
     assert got[(0, "empty")] == ({"2": [0, ""]}, [])
     assert got[(2, "empty")] == ({"1": [0, ""]}, [])
+    assert got[(1, "mapped")] == ({"0": [mb8, "M0M0M0M0M0M0"]}, [])
+    mapped = {x["rank"]: (x["asked"], x["types"]) for x in lines if x["transfer"] == "mapped"}
+    assert mapped[2] == ([[1, mb8]], ["mmap"])  # each part into the buffer ``into`` gave
     # rank 2 came 4 s late: rank 0 did not get its part, rank 1's send was not taken
     assert got[(0, "late")] == ({}, [2]) and got[(1, "late")] == ({"0": [mb8, "LLLLLLLLLLLL"]},
                                                                   [2])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from typing import Any, Collection, Dict, List, Mapping, Tuple, Union
+from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Tuple
 
 from mpi_resolver.core.errors import ExchangeTimeout
 from mpi_resolver.exchange.transport import _wait, import_mpi, mpi_initialized
@@ -38,12 +38,14 @@ class PartLink:
         self.sent = self.received = 0
         self._count = 0
 
-    def transfer(self, sends: Mapping[int, Union[bytes, bytearray]], sources: Collection[int],
-                 seconds: float) -> Tuple[Dict[int, Union[bytes, bytearray]], List[int]]:
-        """Sends each of ``sends`` (rank: bytes) and receives one part from each rank of
-        ``sources``, all within ``seconds`` (every rank makes its transfers in the same
-        order, one call each, with or without parts to send); returns (the parts received,
-        by rank, each the buffer MPI filled: no copy; the ranks that did not answer in time,
+    def transfer(self, sends: Mapping[int, Any], sources: Collection[int], seconds: float,
+                 into: Optional[Callable[[int, int], Any]] = None) -> Tuple[Dict[int, Any],
+                                                                             List[int]]:
+        """Sends each of ``sends`` (rank: bytes, or any buffer) and receives one part from
+        each rank of ``sources``, all within ``seconds`` (every rank makes its transfers in
+        the same order, one call each, with or without parts to send), each into the buffer
+        ``into(rank, size)`` returns (else a bytearray); returns (the parts received, by
+        rank, each the buffer MPI filled: no copy; the ranks that did not answer in time,
         sorted: a part not received or a send not taken)."""
         MPI, comm = self._MPI, self._comm
         deadline = time.monotonic() + seconds
@@ -56,27 +58,36 @@ class PartLink:
         posted = {d: [comm.Isend([head, MPI.BYTE], dest=d, tag=tag_size),
                       comm.Isend([body, MPI.BYTE], dest=d, tag=tag_part)]
                   for d, (head, body) in outgoing.items()}
-        parts: Dict[int, bytearray] = {}
-        reading: Dict[int, Any] = {}
-        for s, request in waiting.items():
-            if _wait(request, deadline):
-                parts[s] = bytearray(int.from_bytes(sizes[s], "little"))
-                reading[s] = comm.Irecv([parts[s], MPI.BYTE], source=s, tag=tag_part)
-            else:
-                self._give_up(request, sizes[s])
-        received: Dict[int, Union[bytes, bytearray]] = {}
-        for s, request in reading.items():  # its peer is sending: Test() back to back
-            if _wait(request, deadline, spin=seconds):
-                received[s] = parts[s]
-                self.received += len(parts[s])
-            else:
-                self._give_up(request, parts[s])
+        received = self._receive(waiting, sizes, tag_part, deadline, seconds,
+                                 into or (lambda _, size: bytearray(size)))
         late = [d for d, requests in posted.items()
                 if not all(_wait(r, deadline, spin=seconds) for r in requests)]
         for d in late:
             _keep(posted[d], outgoing[d])
         self.sent += sum(len(b) for d, b in sends.items() if d not in late)
         return received, sorted(set(sources) - set(received) | set(late))
+
+    def _receive(self, waiting: Mapping[int, Any], sizes: Mapping[int, bytearray],
+                 tag: int, deadline: float, seconds: float,
+                 into: Callable[[int, int], Any]) -> Dict[int, Any]:
+        """Returns the parts received by ``deadline``, by rank: each rank's that told its
+        size (``waiting``, into ``sizes``), then sent it (``tag``) into ``into``'s buffer."""
+        parts: Dict[int, Any] = {}
+        reading: Dict[int, Any] = {}
+        for s, request in waiting.items():
+            if _wait(request, deadline):
+                parts[s] = into(s, int.from_bytes(sizes[s], "little"))
+                reading[s] = self._comm.Irecv([parts[s], self._MPI.BYTE], source=s, tag=tag)
+            else:
+                self._give_up(request, sizes[s])
+        received: Dict[int, Any] = {}
+        for s, request in reading.items():  # its peer is sending: Test() back to back
+            if _wait(request, deadline, spin=seconds):
+                received[s] = parts[s]
+                self.received += len(parts[s])
+            else:
+                self._give_up(request, parts[s])
+        return received
 
     def _give_up(self, request: Any, buffer: Any) -> None:
         """Cancels a receive that did not complete; keeps it and its buffer."""

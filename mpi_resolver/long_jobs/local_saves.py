@@ -16,7 +16,7 @@ from typing import (Any, Callable, Collection, Dict, List, Mapping, NoReturn, Op
 
 from mpi_resolver.core.errors import ConfigurationError
 from mpi_resolver.core.logs import log_once
-from mpi_resolver.long_jobs.local_tier import Blob, LocalTier
+from mpi_resolver.long_jobs.local_tier import Blob, LocalTier, Packed, Part
 from mpi_resolver.long_jobs.manifest import this_job
 from mpi_resolver.long_jobs.resume import first_line
 from mpi_resolver.long_jobs.slow_ranks import node_name
@@ -29,15 +29,19 @@ __all__ = ["LocalSaves", "Meeting", "World", "Link", "PARTNER_WITHIN", "KEEP_LOC
 #: Seconds a partner has to take a copy (or give one back at a restore): past them the save
 #: falls back to the shared directory, the partner named.
 PARTNER_WITHIN = 120.0
-#: Local steps kept in a node's directory (its own parts and its partners' copies).
-KEEP_LOCAL = 2
+#: Local steps kept in a node's directory (its own parts and its partners' copies): the
+#: newest whole one alone, since a restore takes the newest step whole across the tiers (one
+#: of its parts unreadable sends it to the shared directory, not to an older local step), and
+#: each step kept holds a state's parts in the node's memory or disk.
+KEEP_LOCAL = 1
 
 
 class Link(Protocol):
     """Parts between processes (exchange.part_link.PartLink)."""
 
-    def transfer(self, sends: Mapping[int, Blob], sources: Collection[int],
-                 seconds: float) -> Tuple[Dict[int, Blob], List[int]]: ...
+    def transfer(self, sends: Mapping[int, Blob], sources: Collection[int], seconds: float,
+                 into: Optional[Callable[[int, int], Any]] = None
+                 ) -> Tuple[Dict[int, Blob], List[int]]: ...
 
 
 class World(Protocol):
@@ -109,37 +113,53 @@ class LocalSaves:
         self.partners = partner_ranks(nodes)
         self.link = self._link([r for _, r in told])
 
-    def write(self, step: int, pack: Callable[[], Blob]) -> Optional[str]:
-        """Writes this process's part of ``step`` (what ``pack`` returns; an OSError it
-        raises: no part) here and at its partner (every process; from a thread of its own
-        where saves are in the background); returns None where every part and copy is whole,
-        else why not (the same on every process, naming the process)."""
+    def write(self, step: int, pack: Callable[[], Part]) -> Optional[str]:
+        """Writes this process's part of ``step`` (what ``pack`` returns: its bytes, or its
+        file; an OSError it raises: no part) here and at its partner (every process; from a
+        thread of its own where saves are in the background); returns None where every part
+        and copy is whole, else why not (the same on every process, naming the process)."""
         tier = self.tier
         assert tier is not None  # open() first
-        blob: Blob = b""  # none to give where there is no room for it
-        why: Optional[str]
-        free = tier.free()
-        if not room_for(free, self.last_bytes):
-            why = f"{tier.directory} has {free} bytes free, too few for {self.last_bytes}"
-        else:
-            blob, why = _packed(pack)
-            why = why or _attempt(tier.write, step, self.coord.rank, blob)
-        partner = self.partners[self.coord.rank]  # (open() made one per process)
-        if self.link is not None:  # no bytes: no part (its process says why)
-            sends = {partner: blob} if partner is not None else {}
-            received, late = self.link.transfer(sends, self._senders(), PARTNER_WITHIN)
-            for origin, data in received.items():
-                if data:
-                    why = why or _attempt(tier.write, step, origin, data)
-            if late:
-                why = why or (f"process {', '.join(map(str, late))} took no copy within "
-                              f"{PARTNER_WITHIN:g} s")
+        blob, why = self._own(tier, step, pack)
+        if self.link is not None:  # every process, a part or none (its process says why)
+            copied = self._copies(tier, self.link, step, blob, keep=why is None)
+            why = why or copied
         self.last_bytes = len(blob) or self.last_bytes
         failed = self._trouble(f"saved_{step}", why, "its local save")
         if failed:
             return failed
         tier.keep_newest(KEEP_LOCAL)
         return None
+
+    def _own(self, tier: LocalTier, step: int,
+             pack: Callable[[], Part]) -> Tuple[Blob, Optional[str]]:
+        """Writes this process's part of ``step`` to ``tier``; returns (the bytes its partner
+        copies: none where there is no part, why the part is not whole or None)."""
+        free = tier.free()
+        if not room_for(free, self.last_bytes):
+            return b"", f"{tier.directory} has {free} bytes free, too few for {self.last_bytes}"
+        made, why = _packed(pack)
+        if why is not None or not isinstance(made, Packed):
+            return made, why or _attempt(tier.write, step, self.coord.rank, made)
+        why = _attempt(tier.place, step, self.coord.rank, made.path)
+        if why is not None:
+            return b"", why
+        return _packed(lambda: tier.mapped(step, self.coord.rank))  # its pages: no copy
+
+    def _copies(self, tier: LocalTier, link: Link, step: int, blob: Blob,
+                keep: bool) -> Optional[str]:
+        """Sends ``blob`` (none: no part) to this process's partner and receives the copies
+        its senders send, each into its file where ``keep`` (else none written: its own part
+        failed); returns why one is not kept, else None."""
+        partner = self.partners[self.coord.rank]  # (open() made one per process)
+        sends = {partner: blob} if partner is not None else {}
+        inbox = _Inbox(tier, step, keep)
+        received, late = link.transfer(sends, self._senders(), PARTNER_WITHIN, inbox.buffer)
+        why = inbox.keep(received)
+        if late:
+            why = why or (f"process {', '.join(map(str, late))} took no copy within "
+                          f"{PARTNER_WITHIN:g} s")
+        return why
 
     def threads_ok(self) -> bool:
         """Returns whether a write may run in a thread beside the training: no partner link,
@@ -253,7 +273,40 @@ class LocalSaves:
         return self.world.link(PARTNER_WITHIN)
 
 
-def _packed(pack: Callable[[], Blob]) -> Tuple[Blob, Optional[str]]:
+class _Inbox:
+    """The partners' copies of ``step`` a process receives, each straight into its file in
+    ``tier`` (its space taken first), made a part once all its bytes are in; none written
+    unless ``keep``."""
+
+    def __init__(self, tier: LocalTier, step: int, keep: bool) -> None:
+        self.tier, self.step, self.keep_any = tier, step, keep
+        self.files: List[int] = []  # the origins whose copy goes into its file
+        self.why: Optional[str] = None
+
+    def buffer(self, origin: int, size: int) -> Any:
+        """Returns where ``origin``'s copy of ``size`` bytes goes: its file's mapping, else
+        memory (an empty copy: no part; none kept; a directory without room: why kept)."""
+        if size and self.keep_any:
+            try:
+                mapping = self.tier.incoming(self.step, origin, size)
+                self.files.append(origin)
+                return mapping
+            except OSError as e:
+                self.why = self.why or first_line(e)
+        return bytearray(size)
+
+    def keep(self, received: Mapping[int, Blob]) -> Optional[str]:
+        """Makes each copy of ``received`` its part, removes the files of those that did not
+        come whole; returns why a copy is not kept, else None."""
+        for origin in self.files:
+            if origin in received:
+                self.why = self.why or _attempt(self.tier.accept, self.step, origin)
+            else:
+                self.tier.discard(self.step, origin)
+        return self.why
+
+
+def _packed(pack: Callable[[], Any]) -> Tuple[Any, Optional[str]]:
     """Returns (``pack()``, None), or (no bytes, why) where it raised an OSError."""
     try:
         return pack(), None

@@ -7,24 +7,41 @@ parts' bytes are the edge's).
 
 The layout: ``<directory>/<step>/part-<rank>``, ``<directory>/node-<name>``, and a process's
 scratch directories while it packs or unpacks a part (``<directory>/scratch-<pid>-<n>``: its
-edge's files, on the node's own disk or memory; one a killed process left is removed at the
-next ``open``).
+edge's files, on the node's own disk or memory), with the part an edge packs as a file beside
+its scratch (``<scratch>.part``, renamed into place: no copy); what a killed process left of
+these is removed at the next ``open``. A partner's copy is received straight into its file
+(``incoming``: its space taken first, so that a full directory is an error, not a fault),
+renamed into place once all its bytes are in.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import mmap
 import os
 import re
 import shutil
-from typing import Dict, List, Union
+from typing import Dict, List, NamedTuple, Union
 
 from mpi_resolver.core.errors import ConfigurationError
 
-__all__ = ["LocalTier", "Blob"]
+__all__ = ["LocalTier", "Blob", "Packed", "Part", "PACKED"]
 
-#: A part's bytes, as the edges make them.
-Blob = Union[bytes, bytearray]
+#: A part's bytes, as the edges make them (a mapping of its file: no copy).
+Blob = Union[bytes, bytearray, mmap.mmap]
+#: The name an edge gives the part it packs as a file, after its scratch directory's.
+PACKED = ".part"
+
+
+class Packed(NamedTuple):
+    """A part its edge wrote whole as the file ``path`` (``<scratch>.part``) of the tier."""
+
+    path: str
+
+
+#: What an edge's pack returns: the part's bytes, or its file.
+Part = Union[Blob, Packed]
 
 _PART = re.compile(r"part-(\d+)")
 _MARKER = "node-"
@@ -58,8 +75,11 @@ class LocalTier:
             with open(os.path.join(self.directory, _MARKER + self.node), "w"):
                 pass
             for name in os.listdir(self.directory):  # no process of the job packs yet
-                if name.startswith(_SCRATCH):
-                    shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+                path = os.path.join(self.directory, name)
+                if name.startswith(_SCRATCH) and name.endswith(PACKED):
+                    _remove(path)
+                elif name.startswith(_SCRATCH):
+                    shutil.rmtree(path, ignore_errors=True)
         except OSError as e:
             raise ConfigurationError(
                 f"{self.name}: the node-local directory {self.directory} cannot be written "
@@ -90,17 +110,79 @@ class LocalTier:
         Raises:
           OSError: the directory is full or cannot be written (nothing left half-written).
         """
-        path = self.path(step, rank)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.tmp"
+        temporary = self._temporary(step, rank)
         try:
             with open(temporary, "wb") as f:
                 f.write(blob)
-            os.replace(temporary, path)
+            os.replace(temporary, self.path(step, rank))
         except OSError:
-            if os.path.exists(temporary):
-                os.remove(temporary)
+            _remove(temporary)
             raise
+
+    def place(self, step: int, rank: int, path: str) -> None:
+        """Makes the file ``path`` (a Packed part, written whole) ``rank``'s part of ``step``:
+        renamed, no copy.
+
+        Raises:
+          OSError: it cannot be renamed there (``path`` removed).
+        """
+        try:
+            os.makedirs(os.path.dirname(self.path(step, rank)), exist_ok=True)
+            os.replace(path, self.path(step, rank))
+        except OSError:
+            _remove(path)
+            raise
+
+    def mapped(self, step: int, rank: int) -> Blob:
+        """Returns ``rank``'s part of ``step`` mapped, read only (the file's own pages, no
+        copy; b"" for an empty one).
+
+        Raises:
+          OSError: it is not there (any more) or cannot be read.
+        """
+        with open(self.path(step, rank), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if not size:
+                return b""
+            return mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED | _POPULATE,
+                             prot=mmap.PROT_READ)
+
+    def incoming(self, step: int, rank: int, size: int) -> mmap.mmap:
+        """Returns a mapping of ``size`` bytes (at least 1) to be written with ``rank``'s part
+        of ``step``: a file whose space is taken now, not a part until ``accept``.
+
+        Raises:
+          OSError: the directory has no room for it, or cannot be written (nothing left).
+        """
+        temporary = self._temporary(step, rank)
+        fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
+        except OSError:
+            _remove(temporary)
+            raise
+        finally:
+            os.close(fd)
+
+    def accept(self, step: int, rank: int) -> None:
+        """Makes the file ``incoming`` gave, every byte now in it, ``rank``'s part of ``step``.
+
+        Raises:
+          OSError: it cannot be renamed (removed).
+        """
+        self.place(step, rank, self._temporary(step, rank))
+
+    def discard(self, step: int, rank: int) -> None:
+        """Removes the file ``incoming`` gave, where its bytes did not all come."""
+        _remove(self._temporary(step, rank))
+
+    def _temporary(self, step: int, rank: int) -> str:
+        """Returns the name under which ``rank``'s part of ``step`` is written (its step's
+        directory made)."""
+        path = self.path(step, rank)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return f"{path}.{os.getpid()}.tmp"
 
     def read(self, step: int, rank: int) -> bytes:
         """Returns ``rank``'s part of ``step``.
@@ -134,3 +216,13 @@ class LocalTier:
     def _steps(self) -> List[int]:
         return sorted(int(n) for n in os.listdir(self.directory) if n.isdigit()
                       and os.path.isdir(os.path.join(self.directory, n)))
+
+
+#: Maps a file's pages at once, where Linux can (no fault for each page as it is read).
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def _remove(path: str) -> None:
+    """Removes the file ``path`` where it is there and can be."""
+    with contextlib.suppress(OSError):
+        os.remove(path)

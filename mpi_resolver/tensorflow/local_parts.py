@@ -1,62 +1,73 @@
-"""A TensorFlow worker's part of the node-local tier as bytes, and back (the TensorFlow edge;
+"""A TensorFlow worker's part of the node-local tier as a file, and back (the TensorFlow edge;
 importing this module imports TensorFlow): a snapshot's checkpoint files, in TensorFlow's own
 format (snapshot.write, into a scratch directory the tier gives: the node's own disk or
-memory), read into the part one after the other; a part's files written back there, every
-tensor read before anything is restored (a part cut short is refused whole), then restored
-from there as the shared directory's checkpoints are.
+memory), made one file: the largest (the tensors' data) renamed to be the part, no copy, the
+others and the header added at its end; a part's files written back to a scratch directory,
+every tensor read before anything is restored (a part cut short is refused whole), then
+restored from there as the shared directory's checkpoints are.
 
 Under MultiWorkerMirroredStrategy every worker holds the whole state, so a worker's part is
-a whole checkpoint. The bytes: MAGIC, the header's length (8 bytes, little-endian), the
-header (JSON: each file's name and length), then the files' bytes one after the other."""
+a whole checkpoint. The bytes: the files' bytes one after the other (the largest first), the
+header (JSON: each file's name and length, in that order), the header's length (8 bytes,
+little-endian), then MAGIC."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-from typing import Any
+from typing import Any, List, Tuple
 
 import tensorflow as tf
 from tensorflow.python.training import py_checkpoint_reader
 
+from mpi_resolver.long_jobs.local_tier import PACKED, Packed
 from mpi_resolver.tensorflow import snapshot as snapshots
 
 __all__ = ["packed", "unpacked", "restore_from", "PartMisfit", "MAGIC"]
 
-#: A part's first bytes.
-MAGIC = b"mpi_resolver tensorflow part 1\n"
+#: A part's last bytes.
+MAGIC = b"mpi_resolver tensorflow part 2\n"
+#: MAGIC and the header's length before it.
+_TAIL = len(MAGIC) + 8
 
 
 class PartMisfit(ValueError):
     """Bytes that are not a whole part (not one, cut short, or its tensors unreadable)."""
 
 
-def packed(snap: snapshots.Snapshot, scratch: str) -> bytearray:
-    """Returns ``snap``'s checkpoint files as a part's bytes (see the module): written in
-    ``scratch`` (a directory not there yet, removed after), each file read straight into the
-    part and removed once read (the files and the part at once: a state's size twice).
+def packed(snap: snapshots.Snapshot, scratch: str) -> Packed:
+    """Returns ``snap``'s checkpoint as a part's file (see the module), ``scratch`` + PACKED:
+    its files written in ``scratch`` (a directory not there yet, removed after), the largest
+    renamed to be the part, the others copied to its end.
 
     Raises:
-      OSError: ``scratch`` cannot be written, or a file changed while read.
+      OSError: ``scratch`` cannot be written, or TensorFlow wrote nothing there (no part
+        left).
     """
+    part = scratch + PACKED
     try:
         _write(snap, f"{scratch}/ckpt")
-        files = sorted(os.path.join(scratch, n) for n in os.listdir(scratch)
-                       if n.startswith("ckpt."))
+        files = sorted((os.path.join(scratch, n) for n in os.listdir(scratch)
+                        if n.startswith("ckpt.")), key=os.path.getsize, reverse=True)
+        if not files:
+            raise OSError(f"{scratch}: TensorFlow wrote no checkpoint files there")
         sizes = [os.path.getsize(path) for path in files]
-        header = json.dumps([[os.path.basename(p), n] for p, n in
-                             zip(files, sizes, strict=True)]).encode()
-        head = MAGIC + len(header).to_bytes(8, "little") + header
-        out = bytearray(len(head) + sum(sizes))
-        out[:len(head)] = head
-        view, at = memoryview(out), len(head)
-        for path, size in zip(files, sizes, strict=True):
-            _read_into(path, view[at:at + size])
-            os.remove(path)
-            at += size
+        os.replace(files[0], part)
+        with open(part, "ab") as out:
+            for path in files[1:]:
+                with open(path, "rb") as f:
+                    shutil.copyfileobj(f, out, 2 ** 20)
+            header = json.dumps([[os.path.basename(p), n] for p, n in
+                                 zip(files, sizes, strict=True)]).encode()
+            out.write(header + len(header).to_bytes(8, "little") + MAGIC)
+    except OSError:
+        if os.path.exists(part):
+            os.remove(part)
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return out
+    return Packed(part)
 
 
 def _write(snap: snapshots.Snapshot, prefix: str) -> None:
@@ -71,23 +82,6 @@ def _write(snap: snapshots.Snapshot, prefix: str) -> None:
         raise OSError(f"{os.path.dirname(prefix)}: {e.message}") from e
 
 
-def _read_into(path: str, view: memoryview) -> None:
-    """Fills ``view`` with file ``path``'s bytes.
-
-    Raises:
-      OSError: the file is shorter or longer than ``view`` (it changed), or cannot be read.
-    """
-    with open(path, "rb", buffering=0) as f:
-        got = 0
-        while got < len(view):
-            n = f.readinto(view[got:])
-            if not n:
-                break
-            got += n
-        if got != len(view) or f.read(1):
-            raise OSError(f"{path} changed while it was read into the part")
-
-
 def unpacked(blob: Any, scratch: str) -> str:
     """Returns the prefix of the checkpoint ``blob`` (a part's bytes) holds, its files written
     in ``scratch`` (a directory not there yet; restore_from removes it) and every tensor read.
@@ -97,18 +91,7 @@ def unpacked(blob: Any, scratch: str) -> str:
       OSError: ``scratch`` cannot be written.
     """
     view = memoryview(blob)
-    start = len(MAGIC) + 8
-    if bytes(view[:len(MAGIC)]) != MAGIC or len(view) < start:
-        raise PartMisfit("not a TensorFlow part of mpi_resolver's node-local tier")
-    size = int.from_bytes(view[len(MAGIC):start], "little")
-    try:
-        files = json.loads(bytes(view[start:start + size]))
-    except ValueError as e:
-        raise PartMisfit(f"a part whose header cannot be read ({e})") from e
-    offset = start + size
-    if offset + sum(n for _, n in files) != len(view):
-        raise PartMisfit(f"a part of {len(view)} bytes where its header says "
-                         f"{offset + sum(n for _, n in files)}")
+    files, offset = _files(view), 0
     try:
         os.makedirs(scratch)
         for name, length in files:
@@ -125,6 +108,28 @@ def unpacked(blob: Any, scratch: str) -> str:
             raise
         raise PartMisfit(f"a part whose checkpoint cannot be read ({type(e).__name__})") from e
     return prefix
+
+
+def _files(view: memoryview) -> List[Tuple[str, int]]:
+    """Returns the (name, length) of each file of the part ``view``, in the part's order.
+
+    Raises:
+      PartMisfit: ``view`` is not a whole part, naming what is wrong.
+    """
+    if len(view) < _TAIL or bytes(view[-len(MAGIC):]) != MAGIC:
+        raise PartMisfit("not a TensorFlow part of mpi_resolver's node-local tier")
+    size = int.from_bytes(view[-_TAIL:-len(MAGIC)], "little")
+    at = len(view) - _TAIL - size  # the header's start, after the files
+    if at < 0:
+        raise PartMisfit(f"a part of {len(view)} bytes whose header says it has {size}")
+    try:
+        files = [(str(name), int(n)) for name, n in json.loads(bytes(view[at:at + size]))]
+    except (ValueError, TypeError) as e:
+        raise PartMisfit(f"a part whose header cannot be read ({e})") from e
+    if at != sum(n for _, n in files):
+        raise PartMisfit(f"a part of {len(view)} bytes where its header says "
+                         f"{sum(n for _, n in files) + size + _TAIL}")
+    return files
 
 
 def restore_from(checkpoint: Any, prefix: str) -> None:

@@ -89,7 +89,7 @@ def test_a_background_write_is_recorded_with_its_stall_and_write(jax_python: str
     local = [r for r in records if "node-local" in r["checkpoint"]]
     assert all(r["write"] > 0 and r["seconds"] > 0 for r in local), local
     assert sorted(p.name for p in (tmp_path / "local").iterdir() if p.name.isdigit()) == \
-        ["6", "8"]  # two local steps kept
+        ["8"]  # the newest whole local step alone kept
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -111,8 +111,8 @@ def test_without_the_local_steps_the_checkpoint_directory_s_newest(jax_python: s
                                                                     tmp_path: Path) -> None:
     p = _run(jax_python, tmp_path, "8", "")
     assert p.returncode == 0, p.stderr[-3000:]
-    for step in (6, 8):
-        (tmp_path / "local" / str(step) / "part-0").unlink()
+    assert not (tmp_path / "local" / "6").exists()  # the newest local step alone is kept
+    (tmp_path / "local" / "8" / "part-0").unlink()
     p = _run(jax_python, tmp_path, "8", "")
     assert json.loads(p.stdout.splitlines()[0]) == {"start": 6, "w": 6.0}, p.stderr[-3000:]
     assert "node-local tier" not in p.stderr, p.stderr[-3000:]

@@ -2,7 +2,9 @@
 line of JSON per rank and transfer."""
 
 import json
+import mmap
 import sys
+import tempfile
 import time
 
 from mpi4py import MPI
@@ -15,10 +17,10 @@ link = PartLink(comm, 30.0)
 big = 8 * 1024 * 1024  # past every eager limit: a send completes only once it is taken
 
 
-def show(name: str, received: dict, late: list) -> None:
+def show(name: str, received: dict, late: list, **more: object) -> None:
     sys.stdout.write(json.dumps({"rank": rank, "transfer": name, "late": late, "received": {
-        str(k): [len(v), v[:12].decode(errors="replace")] for k, v in received.items()}})
-        + "\n")
+        str(k): [len(v), bytes(v[:12]).decode(errors="replace")] for k, v in received.items()},
+        **more}) + "\n")
     sys.stdout.flush()
 
 
@@ -27,6 +29,14 @@ show("ring", *link.transfer({ring[0]: b"part of %d" % rank}, [ring[1]], 30.0))
 show("big", *link.transfer({ring[0]: b"%d" % rank * big}, [ring[1]], 30.0))
 show("none", *link.transfer({}, [], 30.0))
 show("empty", *link.transfer({ring[0]: b""}, [ring[1]], 30.0))  # a rank with no part to give
+with tempfile.TemporaryFile() as f:  # from a file's read-only mapping into the receiver's own
+    f.write(b"M%d" % rank * (big // 2))
+    f.flush()
+    out = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+asked = []
+received, late = link.transfer({ring[0]: out}, [ring[1]], 30.0,
+                               lambda source, n: asked.append([source, n]) or mmap.mmap(-1, n))
+show("mapped", received, late, asked=asked, types=[type(v).__name__ for v in received.values()])
 if rank == 2:  # late past the others' deadline
     time.sleep(4.0)
 show("late", *link.transfer({ring[0]: b"L" * big}, [ring[1]], 1.0))

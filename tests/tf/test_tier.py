@@ -51,7 +51,7 @@ def test_periodic_saves_go_to_the_tier_and_every_second_to_the_directory(
     handler = config.handler(None, checkpoint, str(tmp_path / "ckpt"))
     assert train(handler, step, weight, 26) == 26
     assert ckpts(tmp_path / "ckpt") == ["ckpt-2", "ckpt-4"]  # steps 10 and 20
-    assert local_steps(tmp_path) == ["20", "25"]  # the last two
+    assert local_steps(tmp_path) == ["25"]  # the newest whole one alone
     assert saves(tmp_path) == [(5, "5 (node-local)"), (10, "ckpt-2"), (15, "15 (node-local)"),
                                (20, "ckpt-4"), (25, "25 (node-local)")]
     assert config.saver.newest == 25
@@ -95,20 +95,20 @@ def test_a_save_the_tier_did_not_take_sends_the_next_to_the_directory(
     from mpi_resolver.long_jobs.local_tier import LocalTier
 
     caplog.set_level(logging.INFO, "mpi_resolver")
-    write = LocalTier.write
+    place = LocalTier.place  # a TensorFlow part is packed as a file, then placed
 
-    def full_at_5(self, step: int, rank: int, blob: bytes) -> None:
+    def full_at_5(self, step: int, rank: int, path: str) -> None:
         if step == 5:
             raise OSError(28, "No space left on device")
-        write(self, step, rank, blob)
+        place(self, step, rank, path)
 
-    monkeypatch.setattr(LocalTier, "write", full_at_5)
+    monkeypatch.setattr(LocalTier, "place", full_at_5)
     checkpoint, step, weight = model_and_step(tf)
     handler = slurm_config(checkpoint_every=5, local_dir=f"{tmp_path}/local-%N").handler(
         None, checkpoint, str(tmp_path / "ckpt"))
     assert train(handler, step, weight, 16) == 16
     assert ckpts(tmp_path / "ckpt") == ["ckpt-2"]  # step 10, the save after the failure
-    assert local_steps(tmp_path) == ["10", "15"]
+    assert local_steps(tmp_path) == ["15"]
     assert saves(tmp_path) == [(10, "ckpt-2"), (15, "15 (node-local)")]
     failed = [r for r in ledger.read(str(tmp_path / "ckpt")) if r["event"] == "save_failed"]
     assert [(r["step"], r["error"]) for r in failed] == \

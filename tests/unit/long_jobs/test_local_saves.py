@@ -21,6 +21,7 @@ from mpi_resolver.core import logs
 from mpi_resolver.core.errors import ConfigurationError
 from mpi_resolver.long_jobs import local_saves
 from mpi_resolver.long_jobs.local_saves import KEEP_LOCAL, LocalSaves
+from mpi_resolver.long_jobs.local_tier import PACKED, Packed
 
 pytestmark = pytest.mark.unit
 
@@ -32,8 +33,9 @@ class Room:
     """The processes' meeting point and their link's mailbox, in memory; ``close`` stands for
     process 0's end (its process holds the coordination service): every read fails after it."""
 
-    def __init__(self, size: int, deaf: Tuple[int, ...] = ()) -> None:
-        self.size, self.deaf = size, deaf
+    def __init__(self, size: int, deaf: Tuple[int, ...] = (),
+                 cut: Tuple[int, ...] = ()) -> None:
+        self.size, self.deaf, self.cut = size, deaf, cut  # cut: a rank whose receives break
         self.values: Dict[Tuple[str, int], Any] = {}
         self.cond = threading.Condition()
         self.closed = False
@@ -84,24 +86,40 @@ class Member:
 
 
 class Link:
-    """One process's link (local_saves.Link): sends to a deaf rank are never taken."""
+    """One process's link (local_saves.Link): sends to a deaf rank are never taken; each
+    part received into the buffer ``into`` gives, as MPI does (part_link)."""
 
     def __init__(self, room: Room, rank: int) -> None:
         self.room, self.rank, self.count = room, rank, 0
 
-    def transfer(self, sends: Dict[int, bytes], sources: List[int],
-                 seconds: float) -> Tuple[Dict[int, bytes], List[int]]:
+    def transfer(self, sends: Dict[int, bytes], sources: List[int], seconds: float,
+                 into: Optional[Callable[[int, int], Any]] = None
+                 ) -> Tuple[Dict[int, Any], List[int]]:
         self.count += 1
         assert all(isinstance(d, int) for d in sends), sends  # a rank, never None
         if self.rank in self.room.deaf:
             return {}, sorted(sources)
         for dest, blob in sends.items():
-            self.room.put((f"part {self.count} to {dest}", self.rank), blob)
+            self.room.put((f"part {self.count} to {dest}", self.rank), bytes(blob))
         got = {s: self.room.take((f"part {self.count} to {self.rank}", s), seconds)
                for s in sources}
         late = {s for s, b in got.items() if b is None} | \
             {d for d in sends if d in self.room.deaf}
-        return {s: b for s, b in got.items() if b is not None}, sorted(late)
+        if self.rank in self.room.cut:  # each part's buffer given, its bytes never all come
+            for s, b in got.items():
+                if into is not None and b is not None:
+                    into(s, len(b))
+            return {}, sorted(set(sources) | late)
+        return {s: filled(into, s, b) for s, b in got.items() if b is not None}, sorted(late)
+
+
+def filled(into: Optional[Callable[[int, int], Any]], source: int, data: bytes) -> Any:
+    """Returns ``data`` in the buffer ``into(source, its size)`` gives (else itself)."""
+    if into is None:
+        return data
+    buffer = into(source, len(data))
+    buffer[:] = data
+    return buffer
 
 
 class World:
@@ -192,10 +210,10 @@ def test_the_newest_steps_are_kept_on_each_node(tmp_path: Path) -> None:
     saves = opened(room, f"{tmp_path}/local-%N")
     for step in (10, 20, 30):
         assert save(room, saves, step) == [None, None]
-    assert KEEP_LOCAL == 2
+    assert KEEP_LOCAL == 1
     for node in ("node1", "node2"):
         assert sorted(p.name for p in (tmp_path / f"local-{node}").iterdir()
-                      if p.name.isdigit()) == ["20", "30"]
+                      if p.name.isdigit()) == ["30"]
 
 
 def test_a_partner_that_takes_no_copy_is_named_on_every_process(
@@ -207,6 +225,72 @@ def test_a_partner_that_takes_no_copy_is_named_on_every_process(
     assert said[0] == said[1] == "process 0: process 1 took no copy within 0.2 s"
     assert sorted(p.name for p in (tmp_path / "local-node1").iterdir()
                   if p.name.isdigit()) == ["10"]  # whole steps stay: nothing removed
+
+
+def test_a_copy_cut_short_is_named_and_leaves_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    room = Room(2, cut=(0,))
+    saves = opened(room, f"{tmp_path}/local-%N")
+    said = save(room, saves, 10)
+    assert said[0] == said[1] == "process 0: process 1 took no copy within 120 s"
+    assert sorted(p.name for p in (tmp_path / "local-node1" / "10").iterdir()) == ["part-0"]
+
+
+def test_a_part_packed_as_a_file_is_placed_and_its_pages_sent(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+
+    def pack(rank: int) -> Packed:
+        tier = saves[rank].tier
+        assert tier is not None
+        path = tier.scratch() + PACKED
+        Path(path).write_bytes(blob(rank, 10) * 3)
+        return Packed(path)
+
+    assert save(room, saves, 10, pack) == [None, None]  # type: ignore[arg-type]
+    for node, rank in (("node1", 0), ("node2", 1)):
+        here = tmp_path / f"local-{node}"
+        assert (here / "10" / f"part-{rank}").read_bytes() == blob(rank, 10) * 3
+        assert (here / "10" / f"part-{1 - rank}").read_bytes() == blob(1 - rank, 10) * 3
+        assert sorted(p.name for p in here.iterdir()) == ["10", f"node-{node}"]
+    assert saves[1].last_bytes == 3 * len(blob(1, 10))
+
+
+def test_a_packed_part_that_cannot_be_placed_is_named_and_copied_nowhere(
+        tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    (tmp_path / "local-node2" / "10").write_text("a file where the step's directory goes")
+
+    def pack(rank: int) -> Any:
+        tier = saves[rank].tier
+        assert tier is not None
+        path = tier.scratch() + PACKED
+        Path(path).write_bytes(blob(rank, 10))
+        return Packed(path) if rank == 1 else blob(rank, 10)
+
+    said = save(room, saves, 10, pack)
+    want = f"process 1: [Errno 17] File exists: '{tmp_path}/local-node2/10'"
+    assert said == [want, want]
+    assert sorted(p.name for p in (tmp_path / "local-node1" / "10").iterdir()) == ["part-0"]
+    assert saves[1].last_bytes is None  # no part: no size to go by
+    assert not [p for p in (tmp_path / "local-node2").iterdir() if p.name.endswith(PACKED)]
+
+
+def test_a_copy_without_room_is_named_on_every_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+
+    def full(step: int, rank: int, size: int) -> None:
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(saves[0].tier, "incoming", full)
+    said = save(room, saves, 10)
+    want = "process 0: [Errno 28] No space left on device"
+    assert said == [want, want]
+    assert sorted(p.name for p in (tmp_path / "local-node1" / "10").iterdir()) == ["part-0"]
+    monkeypatch.undo()
+    assert save(room, saves, 20) == [None, None]  # room again: whole again
 
 
 def test_a_node_without_room_for_the_next_save_says_so(

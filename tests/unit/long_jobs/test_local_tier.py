@@ -1,17 +1,19 @@
 """long_jobs.local_tier, a node's local directory of parts, on real files: made where its
 parent is there (refused, naming the path, where it is not or cannot be written), each node's
-marker, a part whole or not there, the parts found, the older steps removed, the scratch
-directories of a process's own and those a killed one left removed."""
+marker, a part whole or not there (written, placed from the file an edge packed, received
+into its file), mapped without a copy, the parts found, the older steps removed, the scratch
+directories and packed parts of a process's own and those a killed one left removed."""
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 
 import pytest
 
 from mpi_resolver.core.errors import ConfigurationError
-from mpi_resolver.long_jobs.local_tier import LocalTier
+from mpi_resolver.long_jobs.local_tier import PACKED, LocalTier
 
 pytestmark = pytest.mark.unit
 
@@ -125,3 +127,64 @@ def test_remove_takes_the_directory_whole_and_a_gone_one_stays_gone(tmp_path: Pa
     assert not (tmp_path / "local").exists()
     t.remove()  # gone already
     assert not (tmp_path / "local").exists()
+
+
+def test_a_packed_part_is_placed_by_its_name_and_mapped_without_a_copy(tmp_path: Path) -> None:
+    t = tier(tmp_path / "local")
+    packed = t.scratch() + PACKED
+    Path(packed).write_bytes(b"packed part")
+    t.place(6, 1, packed)
+    assert not os.path.exists(packed) and t.found() == {1: [6]}
+    view = t.mapped(6, 1)
+    assert isinstance(view, mmap.mmap) and view[:] == b"packed part"
+    with pytest.raises(TypeError):
+        view[0] = 1  # read only
+    t.write(6, 2, b"")
+    assert t.mapped(6, 2) == b""  # an empty part: nothing to map
+    with pytest.raises(OSError):
+        t.mapped(6, 3)
+
+
+def test_a_part_that_cannot_be_placed_is_removed(tmp_path: Path) -> None:
+    t = tier(tmp_path / "local")
+    packed = t.scratch() + PACKED
+    Path(packed).write_bytes(b"x")
+    (tmp_path / "local" / "6").write_text("a file where the step's directory goes")
+    with pytest.raises(OSError):
+        t.place(6, 0, packed)
+    assert not os.path.exists(packed)
+
+
+def test_a_copy_received_into_its_file_is_a_part_once_accepted(tmp_path: Path) -> None:
+    t = tier(tmp_path / "local")
+    into = t.incoming(8, 3, 5)
+    assert len(into) == 5 and t.found() == {}  # its space taken, not a part yet
+    assert os.stat(tmp_path / "local" / "8" / f"part-3.{os.getpid()}.tmp").st_mode & 0o777 \
+        == 0o600  # the job's user's alone
+    into[:] = b"copy!"
+    t.accept(8, 3)
+    assert t.found() == {3: [8]} and t.read(8, 3) == b"copy!"
+    t.incoming(8, 4, 2)
+    t.discard(8, 4)  # its bytes did not come
+    t.discard(8, 5)  # none given: nothing to remove
+    assert sorted(os.listdir(tmp_path / "local" / "8")) == ["part-3"]
+
+
+def test_a_copy_without_room_is_an_os_error_that_leaves_nothing(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    t = tier(tmp_path / "local")
+
+    def full(fd: int, offset: int, size: int) -> None:
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(OSError, match="No space left"):
+        t.incoming(8, 3, 5)
+    assert os.listdir(tmp_path / "local" / "8") == []
+
+
+def test_open_removes_the_packed_parts_a_killed_process_left(tmp_path: Path) -> None:
+    t = tier(tmp_path / "local")
+    Path(t.scratch() + PACKED).write_bytes(b"left")
+    (tmp_path / "local" / "other.part").write_bytes(b"not a scratch's")
+    tier(tmp_path / "local")
+    assert sorted(os.listdir(tmp_path / "local")) == ["node-node1", "other.part"]
