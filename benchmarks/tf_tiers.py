@@ -32,11 +32,12 @@ and that each step writes whole, each step ending in an all-reduce (background_s
   * killed: a training with checkpoint_every='auto' at a node MTBF short enough
     (--node-mtbf-hours) that Young's intervals are seconds; worker 1 SIGKILLs itself at step
     --kill-at; the next run says where it starts: the steps lost, without the tier and with it;
-    from worker 0's time at each step and the ledger's saves, the steps a failure at any step
-    would have lost on the mean (tier_common.mean_steps_lost).
+    from worker 0's time at each step and the ledger's saves, the steps and seconds of
+    training a failure at any step would have lost on the mean (tier_common.mean_lost).
 Each figure is the median of --repeat rounds, every one measured in this run. Goals: the
-restore from the local tier faster than from the checkpoint directory; fewer steps lost with
-the tier (the ratio of the two intervals, as 'auto' chose them, printed beside it).
+restore from the local tier faster than from the checkpoint directory; less training lost
+per failure with the tier, in seconds (a run whose steps the saves slow loses fewer, slower
+steps; the ratio of the two intervals, as 'auto' chose them, printed beside it).
 """
 
 from __future__ import annotations

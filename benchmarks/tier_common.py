@@ -75,45 +75,55 @@ def ledger_saves(directory: str) -> List[Tuple[int, float]]:
     return [(r["step"], r["time"]) for r in ledger.read(directory) if r.get("event") == "save"]
 
 
-def mean_steps_lost(steps: Sequence[Tuple[int, float]],
-                    saves: Sequence[Tuple[int, float]]) -> Optional[float]:
-    """Returns the steps a failure would have lost on the mean over the run's ``steps`` (each
-    (step, time it ended)) from the first whole save on: the step less the newest of
-    ``saves`` ((step, time whole)) whole by then; None where no save was whole."""
-    lost = []
+def mean_lost(steps: Sequence[Tuple[int, float]],
+              saves: Sequence[Tuple[int, float]]) -> Tuple[Optional[float], Optional[float]]:
+    """Returns what a failure would have lost on the mean over the run's ``steps`` (each
+    (step, time it ended)) from the first whole save on: (steps, seconds of training), each
+    the step (its end) less the newest of ``saves`` ((step, time whole)) whole by then (the
+    end of that step); (None, None) where no save was whole."""
+    ended = dict(steps)
+    lost, seconds = [], []
     for step, at in steps:
         whole = [saved for saved, t in saves if t <= at]
         if whole:
             lost.append(step - max(whole))
-    return statistics.mean(lost) if lost else None
+            if max(whole) in ended:
+                seconds.append(at - ended[max(whole)])
+    return (statistics.mean(lost) if lost else None,
+            statistics.mean(seconds) if seconds else None)
 
 
-def planned_steps(plan: str) -> Optional[int]:
-    """Returns the steps between two saves that an 'auto' plan line says, or None."""
-    found = re.search(r"= (\d+) steps", plan)
-    return int(found.group(1)) if found else None
+def planned(plan: str) -> Tuple[Optional[float], Optional[int]]:
+    """Returns the (seconds, steps) between two saves that an 'auto' plan line says, each
+    None where it does not say it."""
+    every = re.search(r"every (\d+(?:\.\d+)?) s", plan)
+    steps = re.search(r"= (\d+) steps", plan)
+    return (float(every.group(1)) if every else None, int(steps.group(1)) if steps else None)
 
 
 def kill_figures(first_output: str, directory: str, kill_at: int,
                  restored: int) -> Dict[str, Any]:
     """Returns a kill's figures from its training's output and ledger: the 'auto' plans, the
-    last one's steps between saves, the mean steps a failure at any step would have lost.
-    The step the next run ``restored`` was whole by the kill, even where the ledger had not
-    recorded it yet (a write that ended in the kill's own step is recorded at the next)."""
+    last one's seconds and steps between saves, the mean steps and seconds of training a
+    failure at any step would have lost. The step the next run ``restored`` was whole by the
+    kill, even where the ledger had not recorded it yet (a write that ended in the kill's own
+    step is recorded at the next)."""
     plans = [line.split("periodic checkpoints ", 1)[1] for line in first_output.splitlines()
              if "periodic checkpoints " in line]
     steps = [(s, t) for s, t in step_times(first_output) if s <= kill_at]
     saves = ledger_saves(directory)
     if restored and steps and restored not in [s for s, _ in saves]:
         saves.append((restored, steps[-1][1]))
-    return {"plans": plans, "interval": planned_steps(plans[-1]) if plans else None,
-            "per_failure": mean_steps_lost(steps, saves)}
+    every_s, every = planned(plans[-1]) if plans else (None, None)
+    per_failure, per_failure_s = mean_lost(steps, saves)
+    return {"plans": plans, "interval": every, "interval_s": every_s,
+            "per_failure": per_failure, "per_failure_s": per_failure_s}
 
 
 def kill_lines(kills: List[Dict[str, Any]], shared_only: str, plan: str) -> List[str]:
     """Returns a line for each kill: its step, where it restored, the steps lost, the mean a
-    failure at any step would have lost, and the 'auto' plan (``plan``: 'first' or 'last' of
-    its run); a kill without the tier named ``shared_only``."""
+    failure at any step would have lost (steps, seconds of training), and the 'auto' plan
+    (``plan``: 'first' or 'last' of its run); a kill without the tier named ``shared_only``."""
     lines = []
     for k in kills:
         way = "with the tier" if k["tiered"] else shared_only
@@ -126,29 +136,39 @@ def kill_lines(kills: List[Dict[str, Any]], shared_only: str, plan: str) -> List
 
 
 def lost_goals(kills: List[Dict[str, Any]]) -> List[str]:
-    """Returns the goal's line for each size killed both ways: fewer steps lost per failure
-    with the tier (the mean over the run's steps), beside the ratio of the two intervals."""
+    """Returns the goal's line for each size killed both ways: less training lost per
+    failure with the tier (the mean over the run's steps, in seconds of training: a run
+    whose steps the saves slow loses fewer, slower steps), beside the ratio of the two
+    intervals (seconds) and the mean in steps."""
     lines = []
     for mib in sorted({k["mib"] for k in kills}):
         both = {k["tiered"]: k for k in kills if k["mib"] == mib}
         if True not in both or False not in both:
             continue
         tier, shared = both[True], both[False]
-        with_tier, without = tier["per_failure"], shared["per_failure"]
+        with_tier, without = tier["per_failure_s"], shared["per_failure_s"]
         known = with_tier is not None and without is not None
         met = known and with_tier < without
         cut = f"{without / with_tier:.2f}" if known and with_tier else "-"
-        ratio = "-" if not tier["interval"] or not shared["interval"] else \
-            f"{shared['interval'] / tier['interval']:.2f}"
-        lines.append(f"goal at {mib} MiB: fewer steps lost per failure with the tier: "
-                     f"{'met' if met else 'not met'} ({_mean(tier)} against {_mean(shared)} "
-                     f"on the mean, cut {cut} x; the intervals' ratio {ratio}; at the kill "
-                     f"{tier['lost']} against {shared['lost']})")
+        ratio = "-" if not tier["interval_s"] or not shared["interval_s"] else \
+            f"{shared['interval_s'] / tier['interval_s']:.2f}"
+        lines.append(f"goal at {mib} MiB: less training lost per failure with the tier: "
+                     f"{'met' if met else 'not met'} ({_seconds(with_tier)} against "
+                     f"{_seconds(without)} on the mean, cut {cut} x; the intervals' ratio "
+                     f"{ratio}; in steps {_mean(tier)} against {_mean(shared)}; at the kill "
+                     f"{tier['lost']} against {shared['lost']} steps)")
     return lines
 
 
 def _mean(kill: Dict[str, Any]) -> str:
-    return "-" if kill["per_failure"] is None else f"{kill['per_failure']:.1f}"
+    """Returns the mean a failure would have lost: '<steps> steps (<seconds> s)', '-' for
+    either where unknown."""
+    steps = "-" if kill["per_failure"] is None else f"{kill['per_failure']:.1f}"
+    return f"{steps} steps ({_seconds(kill['per_failure_s'])})"
+
+
+def _seconds(value: Optional[float]) -> str:
+    return "- s" if value is None else f"{value:.2f} s"
 
 
 def restore_goal(mib: int, local_s: float, shared_s: float, shared: str,

@@ -23,11 +23,12 @@ Then the kill: a LongJob training (each step writes the whole state) with
 checkpoint_every='auto' at a node MTBF short enough (--node-mtbf-hours) that Young's
 intervals are seconds; process 1 SIGKILLs itself at step --kill-at; the next run restores and
 says from which step: the steps lost, without the tier and with it; and, from process 0's
-time at each step and the ledger's saves, the steps a failure at any step would have lost on
-the mean (tier_common.mean_steps_lost).
+time at each step and the ledger's saves, the steps and seconds of training a failure at any
+step would have lost on the mean (tier_common.mean_lost).
 Each figure is the slower process's, the median of --repeat rounds. Goals: the restore from
-the local tier faster than from the shared directory; the steps lost cut by the ratio of the
-two intervals. Every figure is measured in this run.
+the local tier faster than from the shared directory; less training lost per failure with the
+tier, in seconds (a run whose steps the saves slow loses fewer, slower steps), the ratio of
+the two intervals beside it. Every figure is measured in this run.
 """
 
 from __future__ import annotations

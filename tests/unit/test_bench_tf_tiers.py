@@ -70,7 +70,7 @@ def figures(restore_local: float, restore_shared: float, stall: float,
 def kills(with_tier: int, without: int) -> List[Dict[str, Any]]:
     return [{"mib": 100, "tiered": tiered, "killed_at": 150, "restored": 150 - lost,
              "lost": lost, "plans": ["(auto): every 1 s = 20 steps"], "interval": 20,
-             "per_failure": float(lost)}
+             "interval_s": 1.0, "per_failure": float(lost), "per_failure_s": lost / 10}
             for tiered, lost in ((False, without), (True, with_tier))]
 
 
@@ -87,7 +87,7 @@ def test_the_goals_on_both_sides(restore_local: float, stall: float, of_dd: floa
     out = capsys.readouterr().out
     goals = [line for line in out.splitlines() if line.startswith("goal")]
     assert [g.split(": ")[-1].split(" (")[0] for g in goals] == verdicts, goals
-    assert goals[-1].endswith(f"at the kill {lost[0]} against {lost[1]})")
+    assert goals[-1].endswith(f"at the kill {lost[0]} against {lost[1]} steps)")
     assert "checkpoint directory (a file server on a 1000 Mbit/s link)" in out
 
 

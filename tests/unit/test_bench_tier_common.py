@@ -1,5 +1,6 @@
-"""benchmarks/tier_common.py's pure parts: the steps a failure would have lost on the mean,
-the interval an 'auto' plan says, the kill's lines and the goal's verdict on both sides."""
+"""benchmarks/tier_common.py's pure parts: the steps and seconds of training a failure would
+have lost on the mean, the interval an 'auto' plan says, the kill's lines and the goal's
+verdict on both sides."""
 from __future__ import annotations
 
 import importlib
@@ -17,18 +18,20 @@ PLAN = ("(auto): every 1.4 s = 28 steps of 0.051 s (Young: sqrt(2 x C 0.06 s x M
 
 
 @pytest.mark.parametrize("steps, saves, expected", [
-    ([], [(5, 1.0)], None),                                   # no step
-    ([(1, 1.0), (2, 2.0)], [], None),                         # no save
-    ([(5, 1.0)], [(5, 1.5)], None),                           # a save not yet whole
-    ([(5, 1.5)], [(5, 1.5)], 0),                              # whole at that instant
-    ([(5, 1.5), (6, 2.0), (7, 2.5)], [(5, 1.5)], 1),          # 0, 1, 2
-    ([(4, 1.0), (6, 2.0), (12, 3.0)], [(2, 0.5), (6, 2.5)], 4),  # 2, 4, 6: the newest whole
-    ([(9, 3.0)], [(6, 2.0), (3, 1.0)], 3),                    # the newest, in any order
+    ([], [(5, 1.0)], (None, None)),                               # no step
+    ([(1, 1.0), (2, 2.0)], [], (None, None)),                     # no save
+    ([(5, 1.0)], [(5, 1.5)], (None, None)),                       # a save not yet whole
+    ([(5, 1.5)], [(5, 1.5)], (0, 0)),                             # whole at that instant
+    ([(5, 1.5), (6, 2.0), (7, 2.5)], [(5, 1.5)], (1, 0.5)),       # 0, 1, 2; 0, 0.5, 1 s
+    ([(4, 1.0), (6, 2.0), (12, 3.0)], [(2, 0.5), (6, 2.5)], (4, 1.0)),  # step 2 not timed
+    ([(2, 0.5), (4, 1.0), (6, 2.0), (12, 3.0)], [(2, 0.5), (6, 2.5)], (3, 0.75)),
+    ([(3, 1.0), (6, 2.0), (9, 3.0)], [(6, 2.0), (3, 1.0)], (1, 1 / 3)),  # newest, any order
 ])
-def test_the_mean_steps_lost(steps: Sequence[Tuple[int, float]],
-                             saves: Sequence[Tuple[int, float]],
-                             expected: Optional[float]) -> None:
-    assert common.mean_steps_lost(steps, saves) == expected
+def test_the_mean_lost_in_steps_and_seconds(steps: Sequence[Tuple[int, float]],
+                                            saves: Sequence[Tuple[int, float]],
+                                            expected: Tuple[Optional[float], Optional[float]]
+                                            ) -> None:
+    assert common.mean_lost(steps, saves) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("output, expected", [
@@ -40,10 +43,12 @@ def test_the_step_lines(output: str, expected: List[Tuple[int, float]]) -> None:
     assert common.step_times(output) == expected
 
 
-@pytest.mark.parametrize("plan, expected", [(PLAN, 28), ("every 1 s", None),
-                                            ("= 1 steps of", 1)])
-def test_the_planned_steps(plan: str, expected: Optional[int]) -> None:
-    assert common.planned_steps(plan) == expected
+@pytest.mark.parametrize("plan, expected", [
+    (PLAN, (1.4, 28)), ("every 1 s", (1.0, None)), ("= 1 steps of", (None, 1)),
+    ("every 12 s = 40 steps", (12.0, 40)), ("every s = x steps", (None, None))])
+def test_the_planned_interval(plan: str, expected: Tuple[Optional[float], Optional[int]]
+                              ) -> None:
+    assert common.planned(plan) == expected
 
 
 def test_the_kill_figures_from_the_output_and_the_ledger(tmp_path: Path) -> None:
@@ -55,9 +60,11 @@ def test_the_kill_figures_from_the_output_and_the_ledger(tmp_path: Path) -> None
     output = (f"x periodic checkpoints every 9 s = 40 steps\nSTEP 10 5.0\nSTEP 21 9.5\n"
               f"y periodic checkpoints {PLAN}\nSTEP 25 12.0\nSTEP 26 100.0\n")
     assert common.kill_figures(output, str(tmp_path), 25, 20) == {
-        "plans": ["every 9 s = 40 steps", PLAN], "interval": 28, "per_failure": 2}
+        "plans": ["every 9 s = 40 steps", PLAN], "interval": 28, "interval_s": 1.4,
+        "per_failure": 2, "per_failure_s": 0.0}  # steps 20 and 21: no time of step 20
     assert common.kill_figures("", str(tmp_path / "none"), 25, 0) == {
-        "plans": [], "interval": None, "per_failure": None}
+        "plans": [], "interval": None, "interval_s": None, "per_failure": None,
+        "per_failure_s": None}
 
 
 @pytest.mark.parametrize("restored, expected", [
@@ -67,30 +74,35 @@ def test_the_kill_figures_from_the_output_and_the_ledger(tmp_path: Path) -> None
 def test_a_restored_step_the_ledger_had_not_recorded_counts_at_the_kill(
         tmp_path: Path, restored: int, expected: Optional[float]) -> None:
     output = "STEP 12 1.0\nSTEP 15 2.0\n"
-    got = common.kill_figures(output, str(tmp_path), 15, restored)["per_failure"]
-    assert got == expected
+    got = common.kill_figures(output, str(tmp_path), 15, restored)
+    assert (got["per_failure"], got["per_failure_s"]) == (expected, None)  # 10 not timed
 
 
-def kill(tiered: bool, per_failure: Optional[float], interval: Optional[int],
-         lost: int = 3) -> Dict[str, Any]:
+def kill(tiered: bool, seconds: Optional[float], interval_s: Optional[float], lost: int = 3,
+         steps: Optional[float] = 10.0) -> Dict[str, Any]:
     return {"mib": 100, "tiered": tiered, "killed_at": 80, "restored": 80 - lost, "lost": lost,
-            "plans": ["first", "last"], "interval": interval, "per_failure": per_failure}
+            "plans": ["first", "last"], "interval": 20, "interval_s": interval_s,
+            "per_failure": steps, "per_failure_s": seconds}
 
 
 @pytest.mark.parametrize("tier, shared, said", [
-    ((9.0, 20), (27.0, 28), "met (9.0 against 27.0 on the mean, cut 3.00 x; the intervals' "
-                            "ratio 1.40; at the kill 3 against 3)"),
-    ((26.9, 20), (27.0, 28), "met (26.9 against 27.0"),
-    ((27.0, 20), (27.0, 28), "not met (27.0 against 27.0"),
-    ((None, None), (27.0, 28), "not met (- against 27.0 on the mean, cut - x; the intervals' "
-                               "ratio -"),
-    ((9.0, 20), (None, 28), "not met (9.0 against - on the mean, cut - x"),
-    ((0.0, 20), (1.0, 28), "met (0.0 against 1.0 on the mean, cut - x"),
+    ((0.9, 2.0), (2.7, 2.8), "met (0.90 s against 2.70 s on the mean, cut 3.00 x; the "
+                             "intervals' ratio 1.40; in steps 10.0 steps (0.90 s) against "
+                             "10.0 steps (2.70 s); at the kill 3 against 3 steps)"),
+    ((2.69, 2.0), (2.7, 2.8), "met (2.69 s against 2.70 s"),
+    ((2.7, 2.0), (2.7, 2.8), "not met (2.70 s against 2.70 s"),
+    ((None, None), (2.7, 2.8), "not met (- s against 2.70 s on the mean, cut - x; the "
+                               "intervals' ratio -"),
+    ((0.9, 2.0), (None, 2.8), "not met (0.90 s against - s on the mean, cut - x"),
+    ((0.9, 2.0), (2.7, None), "met (0.90 s against 2.70 s on the mean, cut 3.00 x; the "
+                              "intervals' ratio -"),
+    ((0.0, 2.0), (1.0, 2.8), "met (0.00 s against 1.00 s on the mean, cut - x"),
 ])
 def test_the_lost_goal_on_both_sides(tier: tuple, shared: tuple, said: str) -> None:
     lines = common.lost_goals([kill(False, *shared), kill(True, *tier)])
     assert len(lines) == 1
-    assert lines[0].startswith("goal at 100 MiB: fewer steps lost per failure with the tier: ")
+    assert lines[0].startswith("goal at 100 MiB: less training lost per failure with the "
+                               "tier: ")
     assert said in lines[0], lines[0]
 
 
@@ -101,12 +113,14 @@ def test_no_goal_without_both_kills() -> None:
 @pytest.mark.parametrize("plan, said", [
     ("first", "'auto' chose: first"), ("last", "'auto' chose last: last")])
 def test_the_kill_lines(plan: str, said: str) -> None:
-    lines = common.kill_lines([kill(False, 27.25, 28, 24), kill(True, None, None)],
+    lines = common.kill_lines([kill(False, 2.725, 2.8, 24, 27.25), kill(True, None, None,
+                                                                          steps=None)],
                               "shared only", plan)
     assert lines[0] == ("  kill at step 80 (100 MiB, shared only): restored step 56, 24 steps "
-                        "lost; a failure at any step of the run would have lost 27.2 on the "
-                        f"mean; {said}")
-    assert "(100 MiB, with the tier)" in lines[1] and "would have lost - on the mean" in lines[1]
+                        "lost; a failure at any step of the run would have lost 27.2 steps "
+                        f"(2.73 s) on the mean; {said}")
+    assert "(100 MiB, with the tier)" in lines[1]
+    assert "would have lost - steps (- s) on the mean" in lines[1]
 
 
 @pytest.mark.parametrize("mbit, said", [(1000, "a file server on a 1000 Mbit/s link"),
