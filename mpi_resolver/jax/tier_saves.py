@@ -1,21 +1,22 @@
 """The periodic saves of a JAX LongJob with a node-local tier (the edge): each save's snapshot
 (this process's part, copied to host memory) is what the step pays; its write to the node's
-directory and the partner's copy run in the background, one at a time, where saves are in
-the background and MPI allows a thread beside the training; every ``shared_every``-th save
-goes to the shared directory too, and so does the save after one the tier did not take
-whole; a restore takes the tier's newest step where it is the newest whole across the tiers.
-Importing this module imports JAX."""
+directory (straight into a file there, placed by its name) and the partner's copy run in the
+background, one at a time, where saves are in the background and MPI allows a thread beside
+the training; every ``shared_every``-th save goes to the shared directory too, and so does
+the save after one the tier did not take whole; a restore takes the tier's newest step where
+it is the newest whole across the tiers. Importing this module imports JAX."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mpi_resolver.core.logs import log_once
-from mpi_resolver.jax.local_parts import from_part, packed, part_snapshot
+from mpi_resolver.jax.local_parts import from_part, packed_file, part_snapshot
 from mpi_resolver.jax.restoring import Restored
 from mpi_resolver.long_jobs.background import BackgroundWrites, Written
 from mpi_resolver.long_jobs.local_saves import LocalSaves
+from mpi_resolver.long_jobs.local_tier import PACKED, Packed
 from mpi_resolver.long_jobs.tiers import SharedTurns
 
 __all__ = ["TierSaves", "Whole"]
@@ -73,10 +74,9 @@ class TierSaves:
         self._alone = not shared
         stall = time.monotonic() - start
         if self.writes is not None:
-            self.writes.start(step, stall,
-                              lambda: self.local.write(step, lambda: packed(arrays)))
+            self.writes.start(step, stall, lambda: self.local.write(step, self._pack(arrays)))
             return stall, shared
-        why = self.local.write(step, lambda: packed(arrays))
+        why = self.local.write(step, self._pack(arrays))
         took = time.monotonic() - start
         if why is not None:
             log_once(f"the node-local save at step {step} is not whole ({why}): saved to "
@@ -84,6 +84,13 @@ class TierSaves:
             return took, True
         self._whole(step, took, None, self.local.last_bytes, self._alone)
         return took, shared
+
+    def _pack(self, arrays: Dict[str, Any]) -> Callable[[], Packed]:
+        """Returns what writes ``arrays`` as this process's part: straight into a file of
+        the tier's, placed by its name (no copy in memory)."""
+        tier = self.local.tier
+        assert tier is not None  # (open)
+        return lambda: packed_file(arrays, tier.scratch() + PACKED)
 
     def done(self) -> None:
         """Records the write that ended since the last call, if one did (at each step)."""

@@ -1,6 +1,7 @@
 """mpi_resolver.jax.local_parts in .venv-jax's Python, one process with four CPU devices: a
 state (an array sharded over the devices, one replicated, NumPy arrays, Python numbers) to
-this process's part and back, each region once, the same values, types and shardings; a part
+this process's part and back, each region once, the same values, types and shardings; the
+part packed straight into a file, the same bytes (one not finished removed); a part
 that does not fit the state, or is no whole part, refused, naming the leaf. Parts across
 processes and nodes: tests/jax/test_local_tier.py."""
 
@@ -28,14 +29,32 @@ state = {"w": w, "r": jnp.ones(3, jnp.int32), "opt": (np.full(2, 3, np.float16),
 blob = part_bytes(state)
 zero = {"w": w * 0, "r": state["r"] * 0, "opt": (np.zeros(2, np.float16), 0, 0.0, False)}
 back = from_part(blob, zero)
-from mpi_resolver.jax.local_parts import unpacked
+from mpi_resolver.jax.local_parts import packed_file, part_snapshot, unpacked
+import os, sys, tempfile
+import mpi_resolver.jax.local_parts as parts
 names = sorted(unpacked(blob))
+where = tempfile.mkdtemp()
+made = packed_file(part_snapshot(state), os.path.join(where, "p.part"))
+same = open(made.path, "rb").read() == bytes(blob)
+try:
+    packed_file(part_snapshot(state), os.path.join(where, "missing", "p.part"))
+except OSError:
+    pass
+def full(data):
+    raise OSError(28, "No space left on device")
+parts._flat = full  # the header written, then the disk full
+try:
+    packed_file(part_snapshot(state), os.path.join(where, "q.part"))
+except OSError as e:
+    said = str(e)
+left = sorted(os.listdir(where))
 print(json.dumps({
     "names": names, "w": np.asarray(back["w"]).tolist(),
     "w_sharding": back["w"].sharding == rows, "r": np.asarray(back["r"]).tolist(),
     "r_dtype": str(back["r"].dtype),
     "opt": [type(x).__name__ for x in back["opt"]], "values": [back["opt"][0].tolist(),
-                                                             *back["opt"][1:]]}))
+                                                             *back["opt"][1:]],
+    "file": [made.path == os.path.join(where, "p.part"), same, said, left]}))
 '''
 
 
@@ -49,6 +68,8 @@ def test_a_state_round_trips_each_region_once(jax_python: str) -> None:
     assert got["w_sharding"] and got["r"] == [1, 1, 1] and got["r_dtype"] == "int32"
     assert got["opt"] == ["ndarray", "int", "float", "bool"]
     assert got["values"] == [[3.0, 3.0], 7, 0.5, True]
+    # packed straight into a file: the same bytes; a file not finished is removed
+    assert got["file"] == [True, True, "[Errno 28] No space left on device", ["p.part"]]
 
 
 MISFIT = '''
