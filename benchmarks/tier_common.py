@@ -78,19 +78,27 @@ def ledger_saves(directory: str) -> List[Tuple[int, float]]:
 def mean_lost(steps: Sequence[Tuple[int, float]],
               saves: Sequence[Tuple[int, float]]) -> Tuple[Optional[float], Optional[float]]:
     """Returns what a failure would have lost on the mean over the run's ``steps`` (each
-    (step, time it ended)) from the first whole save on: (steps, seconds of training), each
-    the step (its end) less the newest of ``saves`` ((step, time whole)) whole by then (the
-    end of that step); (None, None) where no save was whole."""
+    (step, time it ended)) from the first whole save on, (steps, seconds of training), each
+    None where no save was whole: in steps, a failure at a step's end, each step alike, the
+    step less the newest of ``saves`` ((step, time whole)) whole by then; in seconds, a
+    failure at any time alike (failures come in time, not in steps: a run's slow steps weigh
+    as long as they take), over each step from the end of the one before, the time since the
+    end of the step that newest save holds."""
     ended = dict(steps)
-    lost, seconds = [], []
+    lost: List[int] = []
+    weighed: List[Tuple[float, float]] = []  # (the mean loss within a step, its length)
+    before: Optional[float] = None
     for step, at in steps:
         whole = [saved for saved, t in saves if t <= at]
         if whole:
             lost.append(step - max(whole))
-            if max(whole) in ended:
-                seconds.append(at - ended[max(whole)])
+            if before is not None and max(whole) in ended:
+                span = at - before
+                weighed.append((max(0.0, at - span / 2 - ended[max(whole)]), span))
+        before = at
+    total = sum(span for _, span in weighed)
     return (statistics.mean(lost) if lost else None,
-            statistics.mean(seconds) if seconds else None)
+            sum(v * span for v, span in weighed) / total if total else None)
 
 
 def planned(plan: str) -> Tuple[Optional[float], Optional[int]]:
@@ -105,7 +113,8 @@ def kill_figures(first_output: str, directory: str, kill_at: int,
                  restored: int) -> Dict[str, Any]:
     """Returns a kill's figures from its training's output and ledger: the 'auto' plans, the
     last one's seconds and steps between saves, the mean steps and seconds of training a
-    failure at any step would have lost. The step the next run ``restored`` was whole by the
+    failure would have lost (mean_lost), and what they come from (each step's end, each
+    save's step and time whole). The step the next run ``restored`` was whole by the
     kill, even where the ledger had not recorded it yet (a write that ended in the kill's own
     step is recorded at the next)."""
     plans = [line.split("periodic checkpoints ", 1)[1] for line in first_output.splitlines()
@@ -117,7 +126,8 @@ def kill_figures(first_output: str, directory: str, kill_at: int,
     every_s, every = planned(plans[-1]) if plans else (None, None)
     per_failure, per_failure_s = mean_lost(steps, saves)
     return {"plans": plans, "interval": every, "interval_s": every_s,
-            "per_failure": per_failure, "per_failure_s": per_failure_s}
+            "per_failure": per_failure, "per_failure_s": per_failure_s,
+            "steps": steps, "saves": sorted(saves)}
 
 
 def kill_lines(kills: List[Dict[str, Any]], shared_only: str, plan: str) -> List[str]:

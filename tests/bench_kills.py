@@ -21,9 +21,10 @@ def check_kills(kills: List[Dict[str, Any]], stdout: str, mib: int, kill_at: int
             assert k["restored"] == 0 and k["per_failure_s"] is None, k
         else:
             assert 0 <= k["per_failure"] <= kill_at and k["per_failure_s"] >= 0, k
-        assert k["interval_s"] > 0, k
-        mean = "- steps \\(- s\\)" if k["per_failure"] is None else \
-            rf"{k['per_failure']:.1f} steps \({k['per_failure_s']:.2f} s\)"
+        assert k["interval_s"] > 0 and len(k["steps"]) >= kill_at // 2, k
+        steps = "-" if k["per_failure"] is None else f"{k['per_failure']:.1f}"
+        seconds = "-" if k["per_failure_s"] is None else f"{k['per_failure_s']:.2f}"
+        mean = rf"{steps} steps \({seconds} s\)"
         way = "with the tier" if k["tiered"] else shared_only
         assert re.search(rf"^  kill at step {kill_at} \({mib} MiB, {way}\): restored step "
                          rf"{k['restored']}, {k['lost']} steps lost; a failure at any step of "

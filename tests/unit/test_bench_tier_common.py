@@ -21,11 +21,13 @@ PLAN = ("(auto): every 1.4 s = 28 steps of 0.051 s (Young: sqrt(2 x C 0.06 s x M
     ([], [(5, 1.0)], (None, None)),                               # no step
     ([(1, 1.0), (2, 2.0)], [], (None, None)),                     # no save
     ([(5, 1.0)], [(5, 1.5)], (None, None)),                       # a save not yet whole
-    ([(5, 1.5)], [(5, 1.5)], (0, 0)),                             # whole at that instant
-    ([(5, 1.5), (6, 2.0), (7, 2.5)], [(5, 1.5)], (1, 0.5)),       # 0, 1, 2; 0, 0.5, 1 s
-    ([(4, 1.0), (6, 2.0), (12, 3.0)], [(2, 0.5), (6, 2.5)], (4, 1.0)),  # step 2 not timed
-    ([(2, 0.5), (4, 1.0), (6, 2.0), (12, 3.0)], [(2, 0.5), (6, 2.5)], (3, 0.75)),
-    ([(3, 1.0), (6, 2.0), (9, 3.0)], [(6, 2.0), (3, 1.0)], (1, 1 / 3)),  # newest, any order
+    ([(5, 1.5)], [(5, 1.5)], (0, None)),                          # whole then; no step's span
+    ([(5, 1.5), (6, 2.0), (7, 2.5)], [(5, 1.5)], (1, 0.5)),       # t - 1.5 over (1.5, 2.5]
+    ([(4, 1.0), (6, 2.0), (12, 3.0)], [(2, 0.5), (6, 2.5)], (4, 0.5)),  # step 2 not timed
+    # weighed by each step's length: (0.25 x 0.5 + 1.0 x 1 + 0.5 x 1) / 2.5
+    ([(2, 0.5), (4, 1.0), (6, 2.0), (12, 3.0)], [(2, 0.5), (6, 2.5)], (3, 0.65)),
+    ([(3, 1.0), (6, 2.0), (9, 3.0)], [(6, 2.0), (3, 1.0)], (1, 0.25)),  # newest, any order
+    ([(1, 0.0), (2, 1.0), (3, 4.0)], [(1, 0.0)], (1, 2.0)),  # the mean of t over (0, 4]: not 1.5
 ])
 def test_the_mean_lost_in_steps_and_seconds(steps: Sequence[Tuple[int, float]],
                                             saves: Sequence[Tuple[int, float]],
@@ -61,10 +63,12 @@ def test_the_kill_figures_from_the_output_and_the_ledger(tmp_path: Path) -> None
               f"y periodic checkpoints {PLAN}\nSTEP 25 12.0\nSTEP 26 100.0\n")
     assert common.kill_figures(output, str(tmp_path), 25, 20) == {
         "plans": ["every 9 s = 40 steps", PLAN], "interval": 28, "interval_s": 1.4,
-        "per_failure": 2, "per_failure_s": 0.0}  # steps 20 and 21: no time of step 20
+        "per_failure": 2, "per_failure_s": None,  # no time of step 20, no span of step 10
+        "steps": [(10, 5.0), (21, 9.5), (25, 12.0)],
+        "saves": [(10, 5.0), (20, 9.0), (30, 99.0)]}
     assert common.kill_figures("", str(tmp_path / "none"), 25, 0) == {
         "plans": [], "interval": None, "interval_s": None, "per_failure": None,
-        "per_failure_s": None}
+        "per_failure_s": None, "steps": [], "saves": []}
 
 
 @pytest.mark.parametrize("restored, expected", [
