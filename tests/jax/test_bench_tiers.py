@@ -44,6 +44,8 @@ def test_the_quick_benchmark_measures_and_judges(jax_python: str, tmp_path: Path
         assert re.search(rf"^goal at {mib} MiB: the stall <= 0\.1 x at once: (met|not met) "
                          r"\(\d+\.\d\d\); the write >= 0\.5 of dd: (met|not met) "
                          r"\(\d+\.\d\d\)$", p.stdout, re.M), p.stdout
+        assert re.search(rf"^goal at {mib} MiB \(tier\): the stall <= 0\.1 x at once: "
+                         r"(met|not met) \(\d+\.\d\d\)$", p.stdout, re.M), p.stdout
         assert re.search(rf"^goal at {mib} MiB: the restore from the local tier faster than "
                          r"from the shared directory: (met|not met) ", p.stdout, re.M), p.stdout
     found = json.loads(out.read_text())
