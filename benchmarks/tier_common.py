@@ -115,14 +115,17 @@ def kill_figures(first_output: str, directory: str, kill_at: int,
     last one's seconds and steps between saves, the mean steps and seconds of training a
     failure would have lost (mean_lost), and what they come from (each step's end, each
     save's step and time whole). The step the next run ``restored`` was whole by the
-    kill, even where the ledger had not recorded it yet (a write that ended in the kill's own
-    step is recorded at the next)."""
+    kill, even where the ledger had not recorded it yet or recorded it after worker 0's last
+    step (a write that ended in the kill's own step is recorded at the next, or by the
+    survivor as it ends)."""
     plans = [line.split("periodic checkpoints ", 1)[1] for line in first_output.splitlines()
              if "periodic checkpoints " in line]
     steps = [(s, t) for s, t in step_times(first_output) if s <= kill_at]
     saves = ledger_saves(directory)
-    if restored and steps and restored not in [s for s, _ in saves]:
-        saves.append((restored, steps[-1][1]))
+    if restored and steps:  # whole by the kill: no later than worker 0's last step
+        saves = [(s, min(t, steps[-1][1]) if s == restored else t) for s, t in saves]
+        if restored not in [s for s, _ in saves]:
+            saves.append((restored, steps[-1][1]))
     every_s, every = planned(plans[-1]) if plans else (None, None)
     per_failure, per_failure_s = mean_lost(steps, saves)
     return {"plans": plans, "interval": every, "interval_s": every_s,

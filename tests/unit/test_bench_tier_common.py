@@ -71,12 +71,20 @@ def test_the_kill_figures_from_the_output_and_the_ledger(tmp_path: Path) -> None
         "per_failure_s": None, "steps": [], "saves": []}
 
 
-@pytest.mark.parametrize("restored, expected", [
-    (0, None),    # nothing restored: no save whole
-    (10, 5),      # whole by the kill's step alone: 15 - 10 there, nothing at step 12
+@pytest.mark.parametrize("restored, recorded, expected", [
+    (0, None, None),   # nothing restored: no save whole
+    (10, None, 5),     # whole by the kill's step alone: 15 - 10 there, nothing at step 12
+    (10, 2.5, 5),      # recorded after the last step (the survivor's write): the same
+    (10, 0.5, 3.5),    # recorded within the run, and kept so: 12 - 10 at 1.0, 15 - 10 at 2.0
+    (0, 2.5, None),    # a save the next run did not restore: whole when recorded
 ])
-def test_a_restored_step_the_ledger_had_not_recorded_counts_at_the_kill(
-        tmp_path: Path, restored: int, expected: Optional[float]) -> None:
+def test_a_restored_step_counts_as_whole_by_the_kill(
+        tmp_path: Path, restored: int, recorded: Optional[float],
+        expected: Optional[float]) -> None:
+    from mpi_resolver.long_jobs import ledger
+
+    if recorded is not None:
+        ledger.append(str(tmp_path), {"event": "save", "step": 10, "time": recorded})
     output = "STEP 12 1.0\nSTEP 15 2.0\n"
     got = common.kill_figures(output, str(tmp_path), 15, restored)
     assert (got["per_failure"], got["per_failure_s"]) == (expected, None)  # 10 not timed
