@@ -12,13 +12,12 @@ without one (a .npz's zip and checksums took
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Dict, List, Tuple
 
 import jax
 import numpy as np
 
-from mpi_resolver.long_jobs.local_tier import Packed
+from mpi_resolver.long_jobs.local_tier import Packed, remove_file
 
 __all__ = ["part_snapshot", "packed", "packed_file", "unpacked", "part_bytes", "from_part",
            "PartMisfit", "MAGIC"]
@@ -87,8 +86,7 @@ def packed_file(arrays: Dict[str, np.ndarray], path: str) -> Packed:
             for data in arrays.values():
                 f.write(_flat(data))
     except OSError:
-        if os.path.exists(path):
-            os.remove(path)
+        remove_file(path)
         raise
     return Packed(path)
 

@@ -26,7 +26,7 @@ from typing import Dict, List, NamedTuple, Union
 
 from mpi_resolver.core.errors import ConfigurationError
 
-__all__ = ["LocalTier", "Blob", "Packed", "Part", "PACKED"]
+__all__ = ["LocalTier", "Blob", "Packed", "Part", "PACKED", "remove_file"]
 
 #: A part's bytes, as the edges make them (a mapping of its file: no copy).
 Blob = Union[bytes, bytearray, mmap.mmap]
@@ -77,7 +77,7 @@ class LocalTier:
             for name in os.listdir(self.directory):  # no process of the job packs yet
                 path = os.path.join(self.directory, name)
                 if name.startswith(_SCRATCH) and name.endswith(PACKED):
-                    _remove(path)
+                    remove_file(path)
                 elif name.startswith(_SCRATCH):
                     shutil.rmtree(path, ignore_errors=True)
         except OSError as e:
@@ -116,7 +116,7 @@ class LocalTier:
                 f.write(blob)
             os.replace(temporary, self.path(step, rank))
         except OSError:
-            _remove(temporary)
+            remove_file(temporary)
             raise
 
     def place(self, step: int, rank: int, path: str) -> None:
@@ -130,7 +130,7 @@ class LocalTier:
             os.makedirs(os.path.dirname(self.path(step, rank)), exist_ok=True)
             os.replace(path, self.path(step, rank))
         except OSError:
-            _remove(path)
+            remove_file(path)
             raise
 
     def mapped(self, step: int, rank: int) -> Blob:
@@ -160,7 +160,7 @@ class LocalTier:
             os.posix_fallocate(fd, 0, size)
             return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
         except OSError:
-            _remove(temporary)
+            remove_file(temporary)
             raise
         finally:
             os.close(fd)
@@ -175,7 +175,7 @@ class LocalTier:
 
     def discard(self, step: int, rank: int) -> None:
         """Removes the file ``incoming`` gave, where its bytes did not all come."""
-        _remove(self._temporary(step, rank))
+        remove_file(self._temporary(step, rank))
 
     def _temporary(self, step: int, rank: int) -> str:
         """Returns the name under which ``rank``'s part of ``step`` is written (its step's
@@ -222,7 +222,8 @@ class LocalTier:
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
-def _remove(path: str) -> None:
-    """Removes the file ``path`` where it is there and can be."""
+def remove_file(path: str) -> None:
+    """Removes the file ``path`` where it is there and can be (a part left unfinished, by
+    this module or an edge that packs one)."""
     with contextlib.suppress(OSError):
         os.remove(path)

@@ -21,7 +21,7 @@ from typing import Any, List, Tuple
 import tensorflow as tf
 from tensorflow.python.training import py_checkpoint_reader
 
-from mpi_resolver.long_jobs.local_tier import PACKED, Packed
+from mpi_resolver.long_jobs.local_tier import PACKED, Packed, remove_file
 from mpi_resolver.tensorflow import snapshot as snapshots
 
 __all__ = ["packed", "unpacked", "restore_from", "PartMisfit", "MAGIC"]
@@ -62,8 +62,7 @@ def packed(snap: snapshots.Snapshot, scratch: str) -> Packed:
                                  zip(files, sizes, strict=True)]).encode()
             out.write(header + len(header).to_bytes(8, "little") + MAGIC)
     except OSError:
-        if os.path.exists(part):
-            os.remove(part)
+        remove_file(part)
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
