@@ -271,12 +271,12 @@ class LongJob:
         the background where asked, any other waited for. Returns (what the training paid,
         None), or (the seconds it took to fail, why) where it failed (a warning; the last
         checkpoint that restores stays)."""
+        start = time.monotonic()  # the wait for the write in flight is this save's cost
         self._settle()  # one write in flight, the newest last
-        start = time.monotonic()
         self._kind = kind
         try:
             tree = state() if callable(state) else state
-            stall = self.files.start(step, tree)
+            stall = self.files.start(step, tree, start)
         except Exception as e:  # noqa: BLE001 - disk full, quota: noted, training goes on
             failed = Written(step, time.monotonic() - start, 0.0, error=error_text(e))
             return failed.stall, self._ended(failed)

@@ -133,16 +133,17 @@ class OrbaxCheckpoints:
         return [os.path.join(root, name) for root, _, names in os.walk(self.path(step))
                 for name in names]
 
-    def start(self, step: int, tree: Any) -> float:
+    def start(self, step: int, tree: Any, began: Optional[float] = None) -> float:
         """Saves ``tree`` as the checkpoint at ``step`` (after the write in flight, which the
-        caller has collected with ``wait``); returns what the training
-        paid (seconds): the whole save, or, in the background, the copy to host memory. The
-        write's end is given by ``done`` or ``wait``.
+        caller has collected with ``wait``); returns what the training paid (seconds) since
+        ``began`` (the clock's time the caller began the save, its wait for the write in
+        flight included; None: now): the whole save, or, in the background, the copy to
+        host memory. The write's end is given by ``done`` or ``wait``.
 
         Raises:
           Exception: Orbax's refusal (the directory cannot be written, the step is there).
         """
-        began = self._clock()
+        began = self._clock() if began is None else began
         self.open()  # where the script did not restore first
         self.manager.save(step, args=ocp.args.StandardSave(savable(tree)), force=True)
         stall = self._clock() - began

@@ -72,14 +72,14 @@ class Saver:
         periodic = self.deferred and not (args or kwargs)
         tiered = periodic and self.tier is not None
         background = periodic and self.writes is not None
+        start = self._clock()  # the wait for the write in flight is this save's cost
         self.settle()  # the write in flight first: one at a time, the newest last
-        start = self._clock()
         self.failed = None
         try:
             if tiered:
                 background = self._tier_save(start)
             elif background:
-                self._snapshot()
+                self._snapshot(start)
             else:
                 self._write(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - disk full, quota, a peer gone: noted
@@ -125,11 +125,11 @@ class Saver:
             write_manifest(os.path.dirname(self.manager.directory.rstrip("/")),
                            {**manifest_for(self.job, step, self.settings), **more})
 
-    def _snapshot(self) -> None:
+    def _snapshot(self, start: float) -> None:
         """Reads the state now (every worker: a value synchronized on read needs all) and,
-        the chief, starts its write in the background."""
+        the chief, starts its write in the background, the training's cost counted from
+        ``start``."""
         assert self.writes is not None
-        start = self._clock()
         # numbered alike on every worker; another worker's part read, nothing written
         snap = self.manager.snapshot(copy=self.scratch is None)
         if self.scratch is not None:

@@ -56,6 +56,19 @@ def test_the_exit_waits_for_the_write_in_flight_and_records_it(jax_python: str,
     assert p.returncode == 0 and "start 3\n" in p.stdout, p.stderr[-3000:]
 
 
+def test_the_wait_for_the_write_in_flight_is_the_next_save_s_cost(jax_python: str,
+                                                                  tmp_path: Path) -> None:
+    """Saves at steps 2 and 4, each write 3 s, the steps fast: the save at 4 waits for the
+    write of 2, and that wait is what the training paid for it (the ledger's seconds, the
+    schedule's stall), not step time."""
+    ck = str(tmp_path / "ck")
+    p = run(jax_python, SLOW_END.replace("sys.argv[1]", repr(ck))
+            .replace("checkpoint_every=3", "checkpoint_every=2").replace(", 4)", ", 6)"))
+    assert p.returncode == 0 and "ends\n" in p.stdout, p.stderr[-3000:]
+    saves = [(r["step"], r["seconds"]) for r in ledger.read(ck) if r["event"] == "save"]
+    assert [step for step, _ in saves] == [2, 4] and saves[1][1] >= 2.0, saves
+
+
 MANIFEST_FAILS = '''
 import sys
 from mpi_resolver.jax import initialize

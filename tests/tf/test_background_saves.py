@@ -82,6 +82,7 @@ def test_the_next_save_waits_for_the_write_in_flight(slurm_config, tmp_path,
     saves = [r for r in ledger.read(str(tmp_path)) if r["event"] == "save"]
     assert [r["step"] for r in saves] == [2, 4, 6, 8]
     assert all(r["write"] >= 0.3 for r in saves)
+    assert min(r["seconds"] for r in saves[1:]) >= 0.15, saves  # the wait is their cost
     assert all(ended <= began for (_, ended), (began, _) in zip(started, started[1:],
                                                                strict=False)), \
         started  # one write in flight: each began after the one before it ended
