@@ -243,7 +243,7 @@ def report(found: List[Dict[str, Any]], kills: List[Dict[str, Any]], mbit: int) 
               f"{f['local_write_s']:.3f} s ({f['local_of_dd']:.2f} of dd's speed); restore "
               f"{f['restore_local_s']:.3f} s from each node's own copy, "
               f"{f['restore_partner_s']:.3f} s with process 1's from its partner")
-    for line in kill_lines(kills, "shared only", "first"):
+    for line in kill_lines(kills, "shared only", "last"):
         print(line)
     for f in found:
         stall = "met" if f["stall_ratio"] <= STALL_GOAL else "not met"

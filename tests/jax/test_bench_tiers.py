@@ -59,7 +59,7 @@ def test_the_quick_benchmark_measures_and_judges(jax_python: str, tmp_path: Path
         assert f["local_stall_ratio"] == pytest.approx(f["local_stall_s"] /
                                                        f["local_at_once_s"])
         assert f["local_of_dd"] == pytest.approx(f["dd_local_s"] / f["local_write_s"])
-    check_kills(found["kills"], p.stdout, 100, 80, "shared only", "'auto' chose: ")
+    check_kills(found["kills"], p.stdout, 100, 80, "shared only", "'auto' chose last: ")
 
 
 @pytest.mark.parametrize("args, says", [
