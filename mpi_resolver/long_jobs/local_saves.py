@@ -120,7 +120,7 @@ class LocalSaves:
         and copy is whole, else why not (the same on every process, naming the process)."""
         tier = self.tier
         assert tier is not None  # open() first
-        blob, why = self._own(tier, step, pack)
+        blob, why = self._own(tier, step, pack, send=self.link is not None)
         if self.link is not None:  # every process, a part or none (its process says why)
             copied = self._copies(tier, self.link, step, blob, keep=why is None)
             why = why or copied
@@ -131,10 +131,11 @@ class LocalSaves:
         tier.keep_newest(KEEP_LOCAL)
         return None
 
-    def _own(self, tier: LocalTier, step: int,
-             pack: Callable[[], Part]) -> Tuple[Blob, Optional[str]]:
+    def _own(self, tier: LocalTier, step: int, pack: Callable[[], Part],
+             send: bool) -> Tuple[Blob, Optional[str]]:
         """Writes this process's part of ``step`` to ``tier``; returns (the bytes its partner
-        copies: none where there is no part, why the part is not whole or None)."""
+        copies, its pages mapped at once where it will ``send`` them: none where there is no
+        part, why the part is not whole or None)."""
         free = tier.free()
         if not room_for(free, self.last_bytes):
             return b"", f"{tier.directory} has {free} bytes free, too few for {self.last_bytes}"
@@ -144,7 +145,7 @@ class LocalSaves:
         why = _attempt(tier.place, step, self.coord.rank, made.path)
         if why is not None:
             return b"", why
-        return _packed(lambda: tier.mapped(step, self.coord.rank))  # its pages: no copy
+        return _packed(lambda: tier.mapped(step, self.coord.rank, populate=send))  # no copy
 
     def _copies(self, tier: LocalTier, link: Link, step: int, blob: Blob,
                 keep: bool) -> Optional[str]:

@@ -21,7 +21,7 @@ from mpi_resolver.core import logs
 from mpi_resolver.core.errors import ConfigurationError
 from mpi_resolver.long_jobs import local_saves
 from mpi_resolver.long_jobs.local_saves import KEEP_LOCAL, LocalSaves
-from mpi_resolver.long_jobs.local_tier import PACKED, Packed
+from mpi_resolver.long_jobs.local_tier import PACKED, LocalTier, Packed
 
 pytestmark = pytest.mark.unit
 
@@ -254,6 +254,31 @@ def test_a_part_packed_as_a_file_is_placed_and_its_pages_sent(tmp_path: Path) ->
         assert (here / "10" / f"part-{1 - rank}").read_bytes() == blob(1 - rank, 10) * 3
         assert sorted(p.name for p in here.iterdir()) == ["10", f"node-{node}"]
     assert saves[1].last_bytes == 3 * len(blob(1, 10))
+
+
+@pytest.mark.parametrize("mpi, populate", [(True, [True, True]), (False, [False, False])])
+def test_a_part_s_pages_are_mapped_at_once_only_to_be_sent(tmp_path: Path, monkeypatch,
+                                                           mpi: bool, populate: list) -> None:
+    """With a partner link its pages go to the partner; without one only its size is read."""
+    asked: List[bool] = []
+    mapped = LocalTier.mapped
+
+    def spy(self: LocalTier, step: int, rank: int, *, populate: bool) -> Any:
+        asked.append(populate)
+        return mapped(self, step, rank, populate=populate)
+    monkeypatch.setattr(LocalTier, "mapped", spy)
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N", mpi=mpi)
+
+    def pack(rank: int) -> Packed:
+        tier = saves[rank].tier
+        assert tier is not None
+        path = tier.scratch() + PACKED
+        Path(path).write_bytes(blob(rank, 10))
+        return Packed(path)
+
+    assert save(room, saves, 10, pack) == [None, None]  # type: ignore[arg-type]
+    assert asked == populate and saves[1].last_bytes == len(blob(1, 10)), asked
 
 
 def test_a_packed_part_that_cannot_be_placed_is_named_and_copied_nowhere(

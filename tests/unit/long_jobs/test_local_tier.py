@@ -9,10 +9,12 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
+from typing import Any, List
 
 import pytest
 
 from mpi_resolver.core.errors import ConfigurationError
+from mpi_resolver.long_jobs import local_tier
 from mpi_resolver.long_jobs.local_tier import PACKED, LocalTier
 
 pytestmark = pytest.mark.unit
@@ -135,14 +137,31 @@ def test_a_packed_part_is_placed_by_its_name_and_mapped_without_a_copy(tmp_path:
     Path(packed).write_bytes(b"packed part")
     t.place(6, 1, packed)
     assert not os.path.exists(packed) and t.found() == {1: [6]}
-    view = t.mapped(6, 1)
+    view = t.mapped(6, 1, populate=True)
     assert isinstance(view, mmap.mmap) and view[:] == b"packed part"
     with pytest.raises(TypeError):
         view[0] = 1  # read only
     t.write(6, 2, b"")
-    assert t.mapped(6, 2) == b""  # an empty part: nothing to map
+    assert t.mapped(6, 2, populate=True) == b""  # an empty part: nothing to map
     with pytest.raises(OSError):
-        t.mapped(6, 3)
+        t.mapped(6, 3, populate=False)
+
+
+@pytest.mark.parametrize("populate, at_once", [(True, local_tier._POPULATE), (False, 0)])
+def test_a_part_s_pages_are_mapped_at_once_only_where_asked(tmp_path: Path, monkeypatch,
+                                                            populate: bool,
+                                                            at_once: int) -> None:
+    flags: List[int] = []
+    real = mmap.mmap
+
+    def spy(*args: Any, **kwargs: Any) -> mmap.mmap:
+        flags.append(kwargs["flags"])
+        return real(*args, **kwargs)
+    t = tier(tmp_path / "local")
+    t.write(6, 1, b"packed part")
+    monkeypatch.setattr(local_tier.mmap, "mmap", spy)
+    assert t.mapped(6, 1, populate=populate)[:] == b"packed part"
+    assert local_tier._POPULATE and flags == [mmap.MAP_SHARED | at_once], flags
 
 
 def test_a_part_that_cannot_be_placed_is_removed(tmp_path: Path) -> None:
@@ -153,6 +172,21 @@ def test_a_part_that_cannot_be_placed_is_removed(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         t.place(6, 0, packed)
     assert not os.path.exists(packed)
+
+
+def test_a_part_is_written_under_a_temporary_name_of_its_own(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    """Named by its step, rank and process: two parts a process writes, its own and a copy,
+    never share one."""
+    opened: List[str] = []
+
+    def spy(path: str, *args: Any) -> Any:
+        opened.append(os.path.relpath(path, tmp_path / "local"))
+        return open(path, *args)
+    t = tier(tmp_path / "local")
+    monkeypatch.setattr(local_tier, "open", spy, raising=False)
+    t.write(8, 3, b"part")
+    assert opened == [f"8/part-3.{os.getpid()}.tmp"] and t.read(8, 3) == b"part"
 
 
 def test_a_copy_received_into_its_file_is_a_part_once_accepted(tmp_path: Path) -> None:
