@@ -1,6 +1,7 @@
 """TensorFlow's checkpoint tiers side by side in one run (issue 41, item 4): the periodic saves
-of SlurmTerminationConfig to the checkpoint directory against the node-local tier with a
-partner's copy, under MultiWorkerMirroredStrategy; what the training pays per save, the writes
+of SlurmTerminationConfig to the checkpoint directory against the node-local tier (each
+worker's part the whole state, under MultiWorkerMirroredStrategy: a partner node's own part is
+a node's copy); what the training pays per save, the writes
 against `dd`, the restore from each tier, the steps lost after a real kill with and without
 the tier.
 
@@ -19,7 +20,7 @@ and that each step writes whole, each step ending in an all-reduce (background_s
     directory in the run: shared_every past the run's saves); what the training paid per save,
     the save's step and the next beyond the median step, the slower worker's
     (background_saves.one); the background write (worker 0's, the ledger's; the tier's:
-    its part written and the partner's copy sent and taken); `dd bs=1M conv=fsync` of the
+    every worker's part written on its node); `dd bs=1M conv=fsync` of the
     state's bytes to each directory (to the checkpoint directory worker 0's alone, the one
     that writes there); a worker's peak memory (its largest resident set). At
     once a save every --every steps; in the background every --every, or more where a save
@@ -27,8 +28,8 @@ and that each step writes whole, each step ending in an all-reduce (background_s
     waits for the write before it);
   * saved with every save to both tiers, then restored by the next run's handler, its making
     timed (the slower worker's): from each node's own copy, from the checkpoint directory
-    (no local directory given), and with node2's copy of the step removed (worker 1's state
-    from its partner's copy on node1);
+    (no local directory given), and with node2's part of the step removed (worker 1's state
+    from its partner's part on node1, over MPI);
   * killed: a training with checkpoint_every='auto' at a node MTBF short enough
     (--node-mtbf-hours) that Young's intervals are seconds; worker 1 SIGKILLs itself at step
     --kill-at; the next run says where it starts: the steps lost, without the tier and with it;
@@ -273,7 +274,7 @@ def report(found: List[Dict[str, Any]], kills: List[Dict[str, Any]], mbit: int) 
           "medians:")
     for f in found:
         for name, where in (("shared", f"checkpoint directory ({shared_where(mbit)})"),
-                            ("local", "node-local tier (/dev/shm, partner's copy over MPI)")):
+                            ("local", "node-local tier (/dev/shm, a partner's part over MPI)")):
             print(f"  {f['mib']:5d} MiB, {where}: at once the training paid "
                   f"{f[f'{name}_at_once_paid_s']:.3f} s a save; in the background "
                   f"{f[f'{name}_background_paid_s']:.3f} s ({f[f'{name}_stall_ratio']:.2f} of "
@@ -281,7 +282,7 @@ def report(found: List[Dict[str, Any]], kills: List[Dict[str, Any]], mbit: int) 
                   f"({f[f'{name}_of_dd']:.2f} of dd's speed there); a worker's memory at "
                   f"most {f[f'{name}_background_peak_mib']:.0f} MiB")
         print(f"  {f['mib']:5d} MiB, restore: {f['restore_local_s']:.3f} s from each node's own "
-              f"copy, {f['restore_partner_s']:.3f} s with worker 1's from its partner's copy, "
+              f"copy, {f['restore_partner_s']:.3f} s with worker 1's from its partner's part, "
               f"{f['restore_shared_s']:.3f} s from the checkpoint directory")
     for line in kill_lines(kills, "checkpoint directory only", "last"):
         print(line)

@@ -1,7 +1,8 @@
 """The node-local tier of a long job, between its processes (framework-free: the parts' bytes
 are the edge's): each save writes every process's part to its node's directory
 (long_jobs.local_tier) and sends a copy to its partner process on the next node (``World``'s
-link: MPI, the communicator the package already has); a restore takes the newest step whole
+link: MPI, the communicator the package already has), none where every part is the same whole
+state (``replicated``: the partner's own part is the copy); a restore takes the newest step whole
 across the tiers (long_jobs.tiers), every process the same one, a part its node lost fetched
 back from the partner's copy. The small agreements go over the framework's coordinator
 (``Meeting``: JAX's or TensorFlow's coordination service)."""
@@ -16,12 +17,13 @@ from typing import (Any, Callable, Collection, Dict, List, Mapping, NoReturn, Op
 
 from mpi_resolver.core.errors import ConfigurationError
 from mpi_resolver.core.logs import log_once
+from mpi_resolver.long_jobs.inbox import Inbox
 from mpi_resolver.long_jobs.local_tier import Blob, LocalTier, Packed, Part
 from mpi_resolver.long_jobs.manifest import this_job
 from mpi_resolver.long_jobs.resume import first_line
 from mpi_resolver.long_jobs.slow_ranks import node_name
 from mpi_resolver.long_jobs.tiers import (OWN, PARTNER, SHARED, holder, local_path,
-                                          partner_ranks, restore_across, room_for,
+                                          partner_ranks, replicas, restore_across, room_for,
                                           seen_by_others)
 
 __all__ = ["LocalSaves", "Meeting", "World", "Link", "PARTNER_WITHIN", "KEEP_LOCAL"]
@@ -74,13 +76,17 @@ class Meeting(Protocol):
 class LocalSaves:
     """The local tier at ``pattern`` (``name``: the variable or argument that gave it) for
     the processes of ``coord``, partner copies over ``world``, on ``node`` (else the one
-    Slurm's variables or the host name give); ``key`` keeps its agreements apart. ``open``
-    before any save or restore, on every process."""
+    Slurm's variables or the host name give); ``key`` keeps its agreements apart;
+    ``replicated``: every process's part is the same whole state (TensorFlow's
+    MultiWorkerMirroredStrategy), so a partner's own part is the copy: none is sent at a save,
+    and a process that lost its part takes its partner's at the restore. ``open`` before any
+    save or restore, on every process."""
 
     def __init__(self, pattern: str, coord: Meeting, key: str, name: str, world: World,
-                 node: Optional[str] = None) -> None:
+                 node: Optional[str] = None, replicated: bool = False) -> None:
         self.pattern, self.coord, self.key, self.name = pattern, coord, f"{key}_local", name
         self.world, self.node = world, node or node_name(os.environ)
+        self.replicated = replicated
         self.tier: Optional[LocalTier] = None
         self.link: Optional[Link] = None  # where MPI runs across the processes
         self.partners: List[Optional[int]] = []
@@ -120,9 +126,9 @@ class LocalSaves:
         and copy is whole, else why not (the same on every process, naming the process)."""
         tier = self.tier
         assert tier is not None  # open() first
-        blob, why = self._own(tier, step, pack, send=self.link is not None)
-        if self.link is not None:  # every process, a part or none (its process says why)
-            copied = self._copies(tier, self.link, step, blob, keep=why is None)
+        blob, why = self._own(tier, step, pack)
+        if self.copying:  # every process, a part or none (its process says why)
+            copied = self._copies(tier, step, blob, keep=why is None)
             why = why or copied
         self.last_bytes = len(blob) or self.last_bytes
         failed = self._trouble(f"saved_{step}", why, "its local save")
@@ -131,11 +137,17 @@ class LocalSaves:
         tier.keep_newest(KEEP_LOCAL)
         return None
 
-    def _own(self, tier: LocalTier, step: int, pack: Callable[[], Part],
-             send: bool) -> Tuple[Blob, Optional[str]]:
-        """Writes this process's part of ``step`` to ``tier``; returns (the bytes its partner
-        copies, its pages mapped at once where it will ``send`` them: none where there is no
-        part, why the part is not whole or None)."""
+    @property
+    def copying(self) -> bool:
+        """Returns whether a save sends each part's copy to its partner: MPI runs across the
+        processes (``open`` made the link), and the parts are not ``replicated``."""
+        return self.link is not None and not self.replicated
+
+    def _own(self, tier: LocalTier, step: int,
+             pack: Callable[[], Part]) -> Tuple[Blob, Optional[str]]:
+        """Writes this process's part of ``step`` to ``tier``; returns (its bytes, its pages
+        mapped at once where they will be sent (``copying``): none where there is no part,
+        why the part is not whole or None)."""
         free = tier.free()
         if not room_for(free, self.last_bytes):
             return b"", f"{tier.directory} has {free} bytes free, too few for {self.last_bytes}"
@@ -145,16 +157,16 @@ class LocalSaves:
         why = _attempt(tier.place, step, self.coord.rank, made.path)
         if why is not None:
             return b"", why
-        return _packed(lambda: tier.mapped(step, self.coord.rank, populate=send))  # no copy
+        return _packed(lambda: tier.mapped(step, self.coord.rank, populate=self.copying))
 
-    def _copies(self, tier: LocalTier, link: Link, step: int, blob: Blob,
-                keep: bool) -> Optional[str]:
+    def _copies(self, tier: LocalTier, step: int, blob: Blob, keep: bool) -> Optional[str]:
         """Sends ``blob`` (none: no part) to this process's partner and receives the copies
         its senders send, each into its file where ``keep`` (else none written: its own part
         failed); returns why one is not kept, else None."""
         partner = self.partners[self.coord.rank]  # (open() made one per process)
         sends = {partner: blob} if partner is not None else {}
-        inbox = _Inbox(tier, step, keep)
+        inbox, link = Inbox(tier, step, keep), self.link
+        assert link is not None  # copying
         received, late = link.transfer(sends, self._senders(), PARTNER_WITHIN, inbox.buffer)
         why = inbox.keep(received)
         if late:
@@ -163,9 +175,9 @@ class LocalSaves:
         return why
 
     def threads_ok(self) -> bool:
-        """Returns whether a write may run in a thread beside the training: no partner link,
-        or MPI with every thread allowed."""
-        return self.link is None or self.world.threads_multiple()
+        """Returns whether a write may run in a thread beside the training: it sends no copy
+        (``copying``), or MPI allows every thread."""
+        return not self.copying or self.world.threads_multiple()
 
     def restore(self, shared: Sequence[int],
                 unpack: Callable[[Blob], Any]) -> Optional[Tuple[int, Any, str]]:
@@ -179,6 +191,8 @@ class LocalSaves:
                 self._gathered("found", self.tier.found(), "the parts in its local directory")]
         if self.link is None:  # no way to fetch another node's copy
             seen = [{r: found.get(r, [])} for r, found in enumerate(seen)]
+        elif self.replicated:  # every part a copy of every other
+            seen = replicas(seen)
         chosen = restore_across(seen, shared)
         if chosen.step is None or chosen.sources[0] == SHARED:
             return None
@@ -195,7 +209,7 @@ class LocalSaves:
             log_once(f"the local tier's step {step} could not be read ({failed}): restoring "
                      "from the shared directory")
             return None
-        return step, value, _sources(chosen.sources)
+        return step, value, _sources(chosen.sources, self.replicated)
 
     def remove(self) -> None:
         """Removes this node's directory (every process, once the training completed: each
@@ -205,12 +219,17 @@ class LocalSaves:
 
     def _fetch(self, seen: Sequence[Mapping[int, Sequence[int]]], step: int,
                sources: Sequence[str]) -> Optional[Blob]:
-        """Sends the copies this process holds of the parts other processes lost, receives
-        its own where it lost it; returns it (None: its own is here)."""
+        """Sends the copies this process holds of the parts other processes lost (its own part
+        where ``replicated``), receives its own where it lost it; returns it (None: its own is
+        here)."""
         assert self.tier is not None and self.link is not None
         rank = self.coord.rank
-        sends = {o: self.tier.read(step, o) for o, source in enumerate(sources)
-                 if source == PARTNER and holder(seen, o, step) == rank}
+        origins = [o for o, source in enumerate(sources)
+                   if source == PARTNER and holder(seen, o, step) == rank]
+        if self.replicated:  # its own part is each one's copy: read once
+            sends = dict.fromkeys(origins, self.tier.read(step, rank)) if origins else {}
+        else:
+            sends = {o: self.tier.read(step, o) for o in origins}
         mine = holder(seen, rank, step) if sources[rank] == PARTNER else None
         received, late = self.link.transfer(sends, [] if mine is None else [mine],
                                             PARTNER_WITHIN)
@@ -274,39 +293,6 @@ class LocalSaves:
         return self.world.link(PARTNER_WITHIN)
 
 
-class _Inbox:
-    """The partners' copies of ``step`` a process receives, each straight into its file in
-    ``tier`` (its space taken first), made a part once all its bytes are in; none written
-    unless ``keep``."""
-
-    def __init__(self, tier: LocalTier, step: int, keep: bool) -> None:
-        self.tier, self.step, self.keep_any = tier, step, keep
-        self.files: List[int] = []  # the origins whose copy goes into its file
-        self.why: Optional[str] = None
-
-    def buffer(self, origin: int, size: int) -> Any:
-        """Returns where ``origin``'s copy of ``size`` bytes goes: its file's mapping, else
-        memory (an empty copy: no part; none kept; a directory without room: why kept)."""
-        if size and self.keep_any:
-            try:
-                mapping = self.tier.incoming(self.step, origin, size)
-                self.files.append(origin)
-                return mapping
-            except OSError as e:
-                self.why = self.why or first_line(e)
-        return bytearray(size)
-
-    def keep(self, received: Mapping[int, Blob]) -> Optional[str]:
-        """Makes each copy of ``received`` its part, removes the files of those that did not
-        come whole; returns why a copy is not kept, else None."""
-        for origin in self.files:
-            if origin in received:
-                self.why = self.why or _attempt(self.tier.accept, self.step, origin)
-            else:
-                self.tier.discard(self.step, origin)
-        return self.why
-
-
 def _packed(pack: Callable[[], Any]) -> Tuple[Any, Optional[str]]:
     """Returns (``pack()``, None), or (no bytes, why) where it raised an OSError."""
     try:
@@ -324,8 +310,9 @@ def _attempt(act: Any, *args: Any) -> Optional[str]:
     return None
 
 
-def _sources(sources: Sequence[str]) -> str:
+def _sources(sources: Sequence[str], replicated: bool) -> str:
     """Returns where the processes read their parts, for the line: 'own', or the processes
-    that took their partner's copy."""
+    that took their partner's copy (``replicated``: its partner's own part)."""
     fetched = [str(r) for r, s in enumerate(sources) if s == PARTNER]
-    return OWN if not fetched else f"process {', '.join(fetched)} from its partner's copy"
+    kept = "part" if replicated else "copy"
+    return OWN if not fetched else f"process {', '.join(fetched)} from its partner's {kept}"

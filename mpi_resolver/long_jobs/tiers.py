@@ -2,22 +2,23 @@
 where each node's local directory is (a path that may name the node as Slurm's file name
 patterns do), whether one path is seen by two nodes (then it is the
 shared directory, not a tier), whether a save fits in what is free, which local saves go to
-the shared directory too, each node's partner (the node that keeps a copy of its part), and
-the step a restore takes across the tiers: the newest that every node has whole, from its own
-copy or its partner's, else the newest of the shared directory.
+the shared directory too, each node's partner (the node that keeps a copy of its part; where
+every part is the same whole state, its own part is that copy), and the step a restore takes
+across the tiers: the newest that every node has whole, from its own copy or its partner's,
+else the newest of the shared directory.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Collection, List, Mapping, Optional, Sequence
+from typing import Collection, Dict, List, Mapping, Optional, Sequence
 
 from mpi_resolver.core.errors import FormatError
 
 __all__ = ["local_path", "seen_by_others", "room_for", "to_shared", "SharedTurns", "partner",
-           "partner_ranks", "Restore", "restore_step", "restore_across", "holder", "OWN",
-           "PARTNER", "SHARED", "ROOM"]
+           "partner_ranks", "Restore", "restore_step", "restore_across", "holder", "replicas",
+           "OWN", "PARTNER", "SHARED", "ROOM"]
 
 #: Where a node's part comes from at a restore.
 OWN, PARTNER, SHARED = "own", "partner", "shared"
@@ -161,3 +162,12 @@ def holder(seen: Sequence[Mapping[int, Collection[int]]], origin: int,
     (``seen`` as restore_across takes it), None where none has."""
     return next((h for h, found in enumerate(seen)
                  if h != origin and step in found.get(origin, ())), None)
+
+
+def replicas(seen: Sequence[Mapping[int, Collection[int]]]) -> List[Dict[int, List[int]]]:
+    """Returns ``seen`` (as restore_across takes it) where every rank's part is the same
+    whole state (TensorFlow's MultiWorkerMirroredStrategy: each worker holds all of it): each
+    rank holds every rank's part of the steps of its own (another rank's part is its copy;
+    any copy it holds besides is not counted)."""
+    return [{origin: sorted(found.get(h, ())) for origin in range(len(seen))}
+            for h, found in enumerate(seen)]

@@ -179,7 +179,9 @@ def _tier(config: Any, coord: Any, key: str, checkpoint: Any) -> Optional[TfTier
         return None
     from mpi_resolver.exchange.part_link import World
 
-    local = LocalSaves(tiers.pattern, coord, key, tiers.name, World())
+    # MultiWorkerMirroredStrategy: every worker's part is the whole state, a partner's own
+    # part the copy of it (none sent at a save)
+    local = LocalSaves(tiers.pattern, coord, key, tiers.name, World(), replicated=True)
     return TfTier(local, tiers.shared_every, checkpoint, key)
 
 

@@ -140,8 +140,8 @@ class Saver:
     def _tier_save(self, start: float) -> bool:
         """Reads the state now (every worker) and writes it to the node-local tier, and to
         the shared directory where its turn comes (the chief): in the background where the
-        saver writes so and MPI lets a thread copy to the partner, else at once and recorded
-        now. Returns whether it was written in the background."""
+        saver writes so and the tier lets a thread write (LocalSaves.threads_ok), else at
+        once and recorded now. Returns whether it was written in the background."""
         assert self.tier is not None
         step, tier = self.step, self.tier
         snap = self.manager.snapshot(copy=True)

@@ -1,8 +1,9 @@
 """The node-local tier of a TensorFlow job's periodic saves (the TensorFlow edge; importing this
 module imports TensorFlow): each periodic save's snapshot, packed as a part (local_parts, in a
 scratch directory of the node-local directory's), goes to every worker's node-local directory
-and a copy to its partner on the next node (long_jobs.local_saves); every ``shared_every``-th
-save, and the one after a save the tier did not take whole, goes to the shared directory too;
+(long_jobs.local_saves; the partner node's own part is its copy, as each is the whole state:
+none is sent); every ``shared_every``-th save, and the one after a save the tier did not take
+whole, goes to the shared directory too;
 a restore takes the tier's newest step where it is the newest whole across the tiers, every
 worker the same one.
 

@@ -30,14 +30,14 @@ def test_the_quick_benchmark_measures_and_judges(tmp_path: Path) -> None:
                        timeout=1200, cwd=ROOT, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     for where in (r"checkpoint directory \(a file server on a 1000 Mbit/s link\)",
-                  r"node-local tier \(/dev/shm, partner's copy over MPI\)"):
+                  r"node-local tier \(/dev/shm, a partner's part over MPI\)"):
         assert re.search(rf"^ +10 MiB, {where}: at once the training paid {NUMBER} a save; in "
                          rf"the background {NUMBER} \(\d+\.\d\d of at once\), the write "
                          rf"{NUMBER} \(\d+\.\d\d of dd's speed there\); a worker's memory "
                          r"at most \d+ MiB$", p.stdout,
                          re.M), p.stdout
     assert re.search(rf"^ +10 MiB, restore: {NUMBER} from each node's own copy, {NUMBER} with "
-                     rf"worker 1's from its partner's copy, {NUMBER} from the checkpoint "
+                     rf"worker 1's from its partner's part, {NUMBER} from the checkpoint "
                      r"directory$", p.stdout, re.M), p.stdout
     assert re.search(r"^goal at 10 MiB \(shared\): the write >= 0\.5 of dd: (met|not met) "
                      r"\(\d+\.\d\d\)$", p.stdout, re.M), p.stdout

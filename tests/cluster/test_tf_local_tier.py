@@ -1,10 +1,11 @@
 """TensorFlow's node-local tier for real on the two-node cluster (srun --mpi=pmix,
 MultiWorkerMirroredStrategy): SlurmTerminationConfig's periodic saves to a node-local directory
-(the pattern names the node, as the emulated nodes share one file system), each worker's
-state copied to its partner on the other node over MPI, every third save to the checkpoint
-directory too. Worker 1 is SIGKILLed and node2's local directory wiped: the next run restores
-worker 1's state from its partner's copy, at the local step, not the older shared one; each
-worker gets its own state back (worker 1's starts at 100, outside the strategy)."""
+(the pattern names the node, as the emulated nodes share one file system), each worker's part
+the whole state (its partner's own part is its copy: none sent), every third save to the
+checkpoint directory too. Worker 1 is SIGKILLed and node2's local directory wiped: the next run
+restores worker 1's state from its partner's part over MPI, at the local step, not the older
+shared one: worker 0's state (worker 1's own starts at 100, outside the strategy, and is lost
+with its node, as the checkpoint directory gives every worker worker 0's)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from tests.harness.slurm_cluster import SlurmCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-#: Worker 1 kills itself after step argv[3], once step argv[3] - 1's parts (its own and its
-#: partner's copy) are on its node; argv[4] "async": the saves' writes in the background.
+#: Worker 1 kills itself after step argv[3], once step argv[3] - 1's parts are on both nodes;
+#: argv[4] "async": the saves' writes in the background.
 TIERED = """import json, os, signal, sys, time
 import tensorflow as tf
 from mpi_resolver import MPIClusterResolver, SlurmTerminationConfig
@@ -37,7 +38,6 @@ w = tf.Variable(tf.zeros([2]) + 100.0 * rank)  # each worker's own
 config = SlurmTerminationConfig(resolver, checkpoint_every=2, shared_every=3, local_dir=local,
                                 checkpoint_async=mode == "async")
 handler = config.handler(resolver, tf.train.Checkpoint(w=w), directory)
-here = local.replace("%N", os.environ["SLURMD_NODENAME"])
 print(json.dumps({"rank": rank, "start": int(handler.total_run_calls),
                   "w": float(w.numpy()[0])}), flush=True)
 
@@ -54,7 +54,8 @@ while handler.total_run_calls < 12:
     handler.run(train_step)
     step = int(handler.total_run_calls)
     if step == kill_at and rank == 1:
-        parts = [os.path.join(here, str(step - 1), f"part-{r}") for r in (0, 1)]
+        parts = [os.path.join(local.replace("%N", f"node{r + 1}"), str(step - 1), f"part-{r}")
+                 for r in (0, 1)]
         while not all(os.path.exists(p) for p in parts):
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -86,21 +87,22 @@ def test_a_node_s_lost_state_comes_back_from_its_partner(cluster: SlurmCluster, 
     assert first.returncode != 0, first.context()  # worker 1 killed after step 9
     assert starts(said) == [(0, 0, 0.0), (1, 0, 100.0)], first.context()
     assert_first_tier_run(tmp, [(2, "2 (node-local)"), (4, "4 (node-local)"), (6, "ckpt-3"),
-                                (8, "8 (node-local)")], mode, 3, first.context())
+                                (8, "8 (node-local)")], mode, 3, first.context(),
+                          replicated=True)
     shutil.rmtree(tmp / "local-node2")  # node2's disk lost with its worker
     second, said = run(cluster, tmp, local, 0, mode)
     assert second.returncode == 0, second.context()
-    assert starts(said) == [(0, 8, 8.0), (1, 8, 108.0)], second.context()  # the local step
+    assert starts(said) == [(0, 8, 8.0), (1, 8, 8.0)], second.context()  # the local step
     done = sorted((x["rank"], x["done"], x["w"]) for x in said if "done" in x)
-    assert done == [(0, 12, 12.0), (1, 12, 112.0)], second.context()
+    assert done == [(0, 12, 12.0), (1, 12, 12.0)], second.context()
     assert not list(tmp.glob("local-*")), second.context()  # completed: each node's goes
     restored = [r["checkpoint"] for r in ledger.read(str(tmp / "ckpt"))
                 if r["event"] == "restore"]
-    assert restored == [None, "8 (node-local: process 1 from its partner's copy)"], \
+    assert restored == [None, "8 (node-local: process 1 from its partner's part)"], \
         second.context()
     chief = re.escape(str(tmp / "ckpt" / "chief"))
     assert re.search(r"mpi_resolver: restored step 8 from the node-local tier \(process 1 from "
-                     rf"its partner's copy\); the newest in {chief}: {chief}/ckpt-3$",
+                     rf"its partner's part\); the newest in {chief}: {chief}/ckpt-3$",
                      second.stderr, re.M), second.context()
     assert re.search(r"checkpoint ckpt-\d+ at step 12 \(final\)", second.stderr), \
         second.context()

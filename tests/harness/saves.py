@@ -31,13 +31,13 @@ def wait_saved(directory: Union[str, Path], step: int, timeout: float) -> None:
 
 
 def assert_first_tier_run(tmp: Path, expected: List[Tuple[int, str]], mode: str, sure: int,
-                          context: str) -> None:
+                          context: str, replicated: bool = False) -> None:
     """Asserts what a node-local tier's first run left before its kill (tests/jax and
     tests/cluster's test_*local_tier.py): the ledger's saves in ``tmp``/ckpt are ``expected``
     (in the background, ``mode`` "async", the first ``sure`` of them and maybe others: a write
     is recorded once it ended and the training was told, maybe not before the kill); each
     node's directory ``tmp``/local-<node> holds the last step's two parts, its own and its
-    partner's copy."""
+    partner's copy (``replicated``: its own alone, process 0's on node1, 1's on node2)."""
     saves = [(r["step"], r["checkpoint"]) for r in ledger.read(str(tmp / "ckpt"))
              if r["event"] == "save"]
     if mode == "async":
@@ -45,6 +45,6 @@ def assert_first_tier_run(tmp: Path, expected: List[Tuple[int, str]], mode: str,
     else:
         assert saves == expected, context
     last = expected[-1][0]
-    for node in ("node1", "node2"):
+    for rank, node in enumerate(("node1", "node2")):
         assert sorted(p.name for p in (tmp / f"local-{node}" / str(last)).iterdir()) == \
-            ["part-0", "part-1"], context
+            ([f"part-{rank}"] if replicated else ["part-0", "part-1"]), context

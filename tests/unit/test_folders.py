@@ -71,6 +71,7 @@ ELSEWHERE = {
     "network/host_addresses.py": "tests/unit/rehearsal/test_connect_probe.py",
     "long_jobs/disposition.py": "tests/unit/long_jobs/test_watcher.py",
     "long_jobs/backstop.py": "tests/unit/long_jobs/test_step_watchdog.py",
+    "long_jobs/inbox.py": "tests/unit/long_jobs/test_local_saves.py",
     "tensorflow/keras_callback.py": "tests/tf/test_preemption.py",
     "tensorflow/checkpoints.py": "tests/tf/test_periodic.py",
     "tensorflow/termination_config.py": "tests/tf/test_preemption.py",

@@ -1,8 +1,9 @@
 """long_jobs.local_saves, the node-local tier between processes, on real files: each process a
 thread of this test, one per node, meeting through an in-memory gather and sending parts
 through an in-memory link (the real ones, JAX's and TensorFlow's coordination services and
-MPI, run in tests/jax/test_local_tier.py and tests/cluster). Saves, partner copies, the
-restore across the tiers (own, partner's copy, the shared directory's), and each way a save
+MPI, run in tests/jax/test_local_tier.py and tests/cluster). Saves, partner copies (each
+received straight into its file: long_jobs.inbox) or none where every part is the whole state,
+the restore across the tiers (own, partner's copy, the shared directory's), and each way a save
 or a restore goes wrong, the same answer on every process."""
 
 from __future__ import annotations
@@ -161,10 +162,12 @@ def together(room: Room, act: Callable[[int], Any], ends: bool = False) -> List[
     return out
 
 
-def opened(room: Room, pattern: str, mpi: bool = True, nodes: str = "12") -> List[LocalSaves]:
+def opened(room: Room, pattern: str, mpi: bool = True, nodes: str = "12",
+           replicated: bool = False) -> List[LocalSaves]:
     """Returns every process's LocalSaves, open (process r on node{nodes[r]})."""
     saves = [LocalSaves(pattern, Member(room, r), "test", NAME, World(room, r, mpi),
-                        node=f"node{nodes[r]}") for r in range(room.size)]
+                        node=f"node{nodes[r]}", replicated=replicated)
+             for r in range(room.size)]
     out = together(room, lambda r: saves[r].open())
     assert out == [None] * room.size, out
     return saves
@@ -203,6 +206,22 @@ def test_a_save_leaves_each_part_on_its_node_and_a_copy_on_its_partner_s(tmp_pat
     assert (two / "10" / "part-0").read_bytes() == blob(0, 10)
     assert [s.partners for s in saves] == [[1, 0], [1, 0]]
     assert saves[0].last_bytes == len(blob(0, 10))
+
+
+@pytest.mark.parametrize("nodes", ["12", "112"])
+def test_parts_each_the_whole_state_are_kept_on_their_node_alone_none_sent(
+        tmp_path: Path, nodes: str) -> None:
+    """Replicated (TensorFlow's): a part's partner holds its own part of the step, its copy."""
+    room = Room(len(nodes))
+    saves = opened(room, f"{tmp_path}/local-%N", nodes=nodes, replicated=True)
+    assert save(room, saves, 10) == [None] * len(nodes)
+    ranks: Dict[str, List[str]] = {}
+    for rank, node in enumerate(nodes):
+        ranks.setdefault(f"local-node{node}", []).append(f"part-{rank}")
+    for name, parts in ranks.items():
+        assert sorted(p.name for p in (tmp_path / name / "10").iterdir()) == parts
+    assert [s.link is not None and s.link.count for s in saves] == [0] * len(nodes)  # type: ignore
+    assert saves[-1].last_bytes == len(blob(len(nodes) - 1, 10))
 
 
 def test_the_newest_steps_are_kept_on_each_node(tmp_path: Path) -> None:
@@ -256,9 +275,14 @@ def test_a_part_packed_as_a_file_is_placed_and_its_pages_sent(tmp_path: Path) ->
     assert saves[1].last_bytes == 3 * len(blob(1, 10))
 
 
-@pytest.mark.parametrize("mpi, populate", [(True, [True, True]), (False, [False, False])])
+@pytest.mark.parametrize("mpi, replicated, populate", [
+    (True, False, [True, True]),
+    (False, False, [False, False]),
+    (True, True, [False, False]),  # each part the whole state: none sent
+])
 def test_a_part_s_pages_are_mapped_at_once_only_to_be_sent(tmp_path: Path, monkeypatch,
-                                                           mpi: bool, populate: list) -> None:
+                                                           mpi: bool, replicated: bool,
+                                                           populate: list) -> None:
     """With a partner link its pages go to the partner; without one only its size is read."""
     asked: List[bool] = []
     mapped = LocalTier.mapped
@@ -268,7 +292,7 @@ def test_a_part_s_pages_are_mapped_at_once_only_to_be_sent(tmp_path: Path, monke
         return mapped(self, step, rank, populate=populate)
     monkeypatch.setattr(LocalTier, "mapped", spy)
     room = Room(2)
-    saves = opened(room, f"{tmp_path}/local-%N", mpi=mpi)
+    saves = opened(room, f"{tmp_path}/local-%N", mpi=mpi, replicated=replicated)
 
     def pack(rank: int) -> Packed:
         tier = saves[rank].tier
@@ -316,6 +340,21 @@ def test_a_copy_without_room_is_named_on_every_process(
     assert sorted(p.name for p in (tmp_path / "local-node1" / "10").iterdir()) == ["part-0"]
     monkeypatch.undo()
     assert save(room, saves, 20) == [None, None]  # room again: whole again
+
+
+def test_a_copy_that_cannot_be_made_a_part_is_named_on_every_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """All of node2's copy came to node1, which cannot rename it into place: named on every
+    process, each save's own reason."""
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N")
+    fails = iter([OSError(21, "Is a directory"), OSError(5, "Input/output error")])
+
+    def accept(step: int, rank: int) -> None:
+        raise next(fails)
+    monkeypatch.setattr(saves[0].tier, "accept", accept)
+    assert save(room, saves, 10) == ["process 0: [Errno 21] Is a directory"] * 2
+    assert save(room, saves, 20) == ["process 0: [Errno 5] Input/output error"] * 2
 
 
 def test_a_node_without_room_for_the_next_save_says_so(
@@ -386,6 +425,7 @@ def test_a_fresh_tier_has_no_directory_no_link_no_partners(monkeypatch) -> None:
     fresh = LocalSaves("/x/%N", Member(room, 0), "test", NAME, World(room, 0, threads=False))
     assert (fresh.tier, fresh.link, fresh.partners, fresh.node) == (None, None, [], "node7")
     assert fresh.threads_ok() and fresh.last_bytes is None
+    assert not fresh.replicated  # parts are copied unless said otherwise (JAX's)
 
 
 def test_the_pattern_s_forms_name_the_node_s_index_the_job_and_the_user(
@@ -418,6 +458,34 @@ def test_a_node_that_lost_its_directory_restores_from_its_partner_s_copy(
     where = "process 1 from its partner's copy"
     assert restore(again[0].coord.room, again, [10]) == \
         [(20, blob(0, 20), where), (20, blob(1, 20), where)]
+
+
+@pytest.mark.parametrize("nodes, lost, want", [
+    ("12", "node2", [0, 0]),
+    ("12", "node1", [1, 1]),
+    ("112", "node1", [2, 2, 2]),  # both of node1's from node2's one part
+    ("112", "node2", [0, 1, 0]),
+])
+def test_a_node_that_lost_its_directory_restores_its_partner_s_part_where_each_is_whole(
+        tmp_path: Path, nodes: str, lost: str, want: List[int]) -> None:
+    """Replicated (TensorFlow's): a process that lost its part restores its partner's own
+    part of the step (the same state), fetched over the link."""
+    room = Room(len(nodes))
+    save(room, opened(room, f"{tmp_path}/local-%N", nodes=nodes, replicated=True), 20)
+    shutil.rmtree(tmp_path / f"local-{lost}")
+    again = opened(Room(len(nodes)), f"{tmp_path}/local-%N", nodes=nodes, replicated=True)
+    fetched = [str(r) for r, n in enumerate(nodes) if f"local-node{n}" == f"local-{lost}"]
+    where = f"process {', '.join(fetched)} from its partner's part"
+    assert restore(again[0].coord.room, again, [10]) == \
+        [(20, blob(w, 20), where) for w in want]
+
+
+def test_replicated_parts_each_on_its_node_restore_their_own(tmp_path: Path) -> None:
+    room = Room(2)
+    saves = opened(room, f"{tmp_path}/local-%N", replicated=True)
+    save(room, saves, 20)
+    assert restore(room, saves, [10]) == [(20, blob(0, 20), "own"), (20, blob(1, 20), "own")]
+    assert [s.link.count for s in saves] == [0, 0]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("shared, want", [
@@ -549,17 +617,20 @@ def test_a_directory_one_node_cannot_make_is_refused_on_every_process(tmp_path: 
         "local disk's mount point).")
 
 
-@pytest.mark.parametrize("size, mpi, threads, link, ok", [
-    (1, True, False, False, True),  # alone: no partner, no link
-    (2, True, True, True, True),
-    (2, True, False, True, False),  # a link, and MPI allows one thread: writes at once
-    (2, False, False, False, True),  # no MPI: no link
+@pytest.mark.parametrize("size, mpi, threads, replicated, link, ok", [
+    (1, True, False, False, False, True),  # alone: no partner, no link
+    (2, True, True, False, True, True),
+    (2, True, False, False, True, False),  # a link, and MPI allows one thread: writes at once
+    (2, True, False, True, True, True),  # a link, no copy sent at a save
+    (2, False, False, False, False, True),  # no MPI: no link
 ])
 def test_the_link_and_whether_a_thread_may_write(tmp_path: Path, size: int, mpi: bool,
-                                                 threads: bool, link: bool, ok: bool) -> None:
+                                                 threads: bool, replicated: bool, link: bool,
+                                                 ok: bool) -> None:
     room = Room(size)
     saves = [LocalSaves(f"{tmp_path}/local-%N", Member(room, r), "test", NAME,
-                        World(room, r, mpi, threads), node=f"node{r + 1}")
+                        World(room, r, mpi, threads), node=f"node{r + 1}",
+                        replicated=replicated)
              for r in range(size)]
     assert together(room, lambda r: saves[r].open()) == [None] * size
     assert [s.link is not None for s in saves] == [link] * size

@@ -8,8 +8,8 @@ import pytest
 
 from mpi_resolver.core.errors import FormatError
 from mpi_resolver.long_jobs.tiers import (OWN, PARTNER, SHARED, Restore, holder, local_path,
-                                          partner, partner_ranks, restore_across, restore_step,
-                                          room_for, seen_by_others, to_shared)
+                                          partner, partner_ranks, replicas, restore_across,
+                                          restore_step, room_for, seen_by_others, to_shared)
 
 pytestmark = pytest.mark.unit
 
@@ -154,6 +154,31 @@ def test_restore_across(seen: list, shared: list, want: Restore) -> None:
 ])
 def test_holder(seen: list, origin: int, step: int, who) -> None:
     assert holder(seen, origin, step) == who
+
+
+@pytest.mark.parametrize("seen, want", [
+    ([], []),
+    ([{0: [8, 4]}], [{0: [4, 8]}]),
+    ([{0: [8]}, {1: [8]}], [{0: [8], 1: [8]}, {0: [8], 1: [8]}]),
+    ([{0: [8]}, {}], [{0: [8], 1: [8]}, {0: [], 1: []}]),  # node of rank 1 wiped
+    ([{0: [8], 1: [6]}, {1: [8]}], [{0: [8], 1: [8]}, {0: [8], 1: [8]}]),  # copies not counted
+    ([{1: [8]}, {}, {2: [4]}], [{0: [], 1: [], 2: []}, {0: [], 1: [], 2: []},
+                                {0: [4], 1: [4], 2: [4]}]),
+])
+def test_replicas(seen: list, want: list) -> None:
+    assert replicas(seen) == want
+
+
+@pytest.mark.parametrize("seen, shared, want", [
+    ([{0: [8]}, {}], [4], Restore(8, [OWN, PARTNER])),  # rank 1's part: rank 0's own
+    ([{}, {1: [8]}], [], Restore(8, [PARTNER, OWN])),
+    ([{0: [8]}, {1: [6]}], [], Restore(8, [OWN, PARTNER])),  # one part of a step is all
+    ([{0: [8]}, {1: [6]}], [8], Restore(8, [OWN, PARTNER])),  # the local tier first
+    ([{0: [6]}, {1: [6]}], [8], Restore(8, [SHARED, SHARED])),
+    ([{}, {}], [4], Restore(4, [SHARED, SHARED])),
+])
+def test_restore_across_replicas(seen: list, shared: list, want: Restore) -> None:
+    assert restore_across(replicas(seen), shared) == want
 
 
 @pytest.mark.parametrize("every, missed_at, want", [
